@@ -1,0 +1,1 @@
+//! Docker Engine side: build context, build, tag, push, registry auth.

@@ -1,0 +1,9 @@
+//! hvdctl: distributed Horovod (MPI/Gloo) training on Kubernetes and Docker.
+//!
+//! The binary (`src/main.rs`) only parses flags and maps errors to exit codes; everything
+//! else lives here so it can be tested without the CLI. See `docs/architecture.md`.
+
+pub mod error;
+pub mod image;
+
+pub use error::{Error, Result};
