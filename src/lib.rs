@@ -3,6 +3,7 @@
 //! The binary (`src/main.rs`) only parses flags and maps errors to exit codes; everything
 //! else lives here so it can be tested without the CLI. See `docs/architecture.md`.
 
+pub mod app;
 pub mod error;
 pub mod image;
 

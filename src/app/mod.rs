@@ -1,0 +1,11 @@
+//! `hvdctl.yaml`: the typed spec, loading with positions, `--set` overrides, validation.
+//! Flags + file + `--set` are resolved here, once, into an [`App`] the rest of hvdctl trusts.
+
+pub mod load;
+pub mod set;
+pub mod spec;
+pub mod validate;
+pub mod yaml;
+
+pub use load::{APP_FILE, Loaded, load};
+pub use spec::{App, Backend};

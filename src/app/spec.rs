@@ -1,0 +1,284 @@
+//! The typed `hvdctl.yaml`. Field names are camelCase in YAML; unknown keys are rejected.
+//! Everything downstream trusts an [`App`] that passed [`super::validate`].
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Kubernetes and local job backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// `kubeflow.org/v2beta1` MPIJob for the MPI Operator.
+    #[default]
+    Mpijob,
+    /// No operator: hvdctl creates Service, Secret, ConfigMap, worker pods and a launcher Job.
+    Native,
+}
+
+impl Backend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Mpijob => "mpijob",
+            Backend::Native => "native",
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A whole application as written in `hvdctl.yaml` (after `--set` overrides).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct App {
+    /// App name; job names are `<name>-<run id>`. DNS-1035 label.
+    pub name: String,
+    /// Image repository (optionally with a tag); `build` adds a tag derived from the source.
+    pub image: String,
+    /// Namespace to deploy to; `-n` overrides it, then the kube context's namespace.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub backend: Backend,
+    #[serde(default = "one")]
+    pub workers: u32,
+    #[serde(default = "one")]
+    pub slots_per_worker: u32,
+    #[serde(default)]
+    pub gpus_per_worker: u32,
+    /// The training command every rank runs (argv), e.g. `[python3, /app/train.py]`.
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub mpi: Mpi,
+    #[serde(default)]
+    pub run_policy: RunPolicy,
+    #[serde(default)]
+    pub resources: Resources,
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+    #[serde(default)]
+    pub volumes: Vec<Volume>,
+    #[serde(default)]
+    pub security_context: SecurityContext,
+    /// Extra labels on every pod (hvdctl's own labels always win).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations on every pod, e.g. `sidecar.istio.io/inject: "false"`.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    pub image_pull_secrets: Vec<String>,
+    #[serde(default)]
+    pub service_account_name: Option<String>,
+    #[serde(default)]
+    pub priority_class_name: Option<String>,
+    /// Environment of every container (launcher and workers).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub elastic: Option<Elastic>,
+    #[serde(default)]
+    pub build: Build,
+    /// Free parameters: templates see them as `parameters.<key>`, the job as env `<KEY>`
+    /// (upper case, `-` and `.` become `_`).
+    #[serde(default)]
+    pub parameters: BTreeMap<String, String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Mpi {
+    /// `OpenMPI` (default), `Intel` or `MPICH`.
+    #[serde(default = "openmpi")]
+    pub implementation: String,
+    /// Launcher program: `mpirun` (default) or `horovodrun`.
+    #[serde(default = "mpirun")]
+    pub launcher: String,
+    /// Extra arguments for mpirun/horovodrun, before the training command.
+    #[serde(default)]
+    pub extra_args: Vec<String>,
+    /// Seconds the native/local launcher waits for every worker's sshd.
+    #[serde(default = "sshd_timeout")]
+    pub sshd_timeout_seconds: u32,
+}
+
+fn openmpi() -> String {
+    "OpenMPI".into()
+}
+fn mpirun() -> String {
+    "mpirun".into()
+}
+fn sshd_timeout() -> u32 {
+    300
+}
+
+impl Default for Mpi {
+    fn default() -> Self {
+        Mpi {
+            implementation: openmpi(),
+            launcher: mpirun(),
+            extra_args: Vec::new(),
+            sshd_timeout_seconds: sshd_timeout(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunPolicy {
+    /// `Running` (default), `All` or `None`: which pods are deleted when the job ends.
+    #[serde(default = "running")]
+    pub clean_pod_policy: String,
+    /// Retries of the launcher before the job is failed.
+    #[serde(default)]
+    pub backoff_limit: Option<i32>,
+    #[serde(default)]
+    pub ttl_seconds_after_finished: Option<i32>,
+    #[serde(default)]
+    pub active_deadline_seconds: Option<i64>,
+}
+
+fn running() -> String {
+    "Running".into()
+}
+
+impl Default for RunPolicy {
+    fn default() -> Self {
+        RunPolicy {
+            clean_pod_policy: running(),
+            backoff_limit: None,
+            ttl_seconds_after_finished: None,
+            active_deadline_seconds: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Resources {
+    #[serde(default)]
+    pub launcher: ResourceSpec,
+    #[serde(default)]
+    pub worker: ResourceSpec,
+}
+
+/// Requests and limits as Kubernetes quantities keyed by resource name (`cpu`, `memory`, ...).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResourceSpec {
+    #[serde(default)]
+    pub requests: BTreeMap<String, String>,
+    #[serde(default)]
+    pub limits: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Toleration {
+    #[serde(default)]
+    pub key: Option<String>,
+    #[serde(default)]
+    pub operator: Option<String>,
+    #[serde(default)]
+    pub value: Option<String>,
+    #[serde(default)]
+    pub effect: Option<String>,
+    #[serde(default)]
+    pub toleration_seconds: Option<i64>,
+}
+
+/// One volume mounted into every container. Exactly one source: `pvc`, `nfs` or `hostPath`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Volume {
+    pub name: String,
+    pub mount_path: String,
+    #[serde(default)]
+    pub read_only: bool,
+    #[serde(default)]
+    pub sub_path: Option<String>,
+    #[serde(default)]
+    pub pvc: Option<PvcSource>,
+    #[serde(default)]
+    pub nfs: Option<NfsSource>,
+    #[serde(default)]
+    pub host_path: Option<HostPathSource>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PvcSource {
+    pub claim_name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NfsSource {
+    pub server: String,
+    pub path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HostPathSource {
+    pub path: String,
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecurityContext {
+    #[serde(default)]
+    pub run_as_user: Option<i64>,
+    #[serde(default)]
+    pub run_as_group: Option<i64>,
+    #[serde(default)]
+    pub fs_group: Option<i64>,
+    #[serde(default)]
+    pub run_as_non_root: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Elastic {
+    pub min_workers: u32,
+    pub max_workers: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Build {
+    /// Dockerfile path relative to the context.
+    #[serde(default = "dockerfile")]
+    pub dockerfile: String,
+    /// Build context relative to the app directory.
+    #[serde(default = "dot")]
+    pub context: String,
+    #[serde(default)]
+    pub args: BTreeMap<String, String>,
+}
+
+fn dockerfile() -> String {
+    "Dockerfile".into()
+}
+fn dot() -> String {
+    ".".into()
+}
+
+impl Default for Build {
+    fn default() -> Self {
+        Build { dockerfile: dockerfile(), context: dot(), args: BTreeMap::new() }
+    }
+}

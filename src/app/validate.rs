@@ -1,0 +1,422 @@
+//! Value checks on a typed [`App`]: names, counts, quantities, policies, volumes. Each problem
+//! carries the path of the offending key so the loader can say `file:line:col`.
+
+use super::spec::App;
+use super::yaml::{Path, Seg};
+use regex::Regex;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
+
+/// One thing wrong with an app.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    pub path: Path,
+    pub message: String,
+}
+
+/// Length of a run id (`<app>-<run id>` is the job name).
+pub const RUN_ID_LEN: usize = 5;
+/// Kubernetes label (and DNS label) limit.
+const MAX_LABEL: usize = 63;
+
+static DNS1123_LABEL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").unwrap());
+static DNS1035_LABEL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[a-z]([-a-z0-9]*[a-z0-9])?$").unwrap());
+static DNS1123_SUBDOMAIN: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$").unwrap());
+static QUALIFIED_NAME: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$").unwrap());
+static LABEL_VALUE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$").unwrap());
+static QUANTITY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
+        .unwrap()
+});
+static ENV_NAME: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$").unwrap());
+static PARAM_NAME: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[A-Za-z_][-A-Za-z0-9_.]*$").unwrap());
+static IMAGE_REF: LazyLock<Regex> = LazyLock::new(|| {
+    // [host[:port]/]path[:tag][@digest], path components lowercase.
+    Regex::new(
+        r"^(([a-zA-Z0-9.-]+(:[0-9]+)?)/)?[a-z0-9]+([._-]+[a-z0-9]+)*(/[a-z0-9]+([._-]+[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@[a-z0-9]+:[a-f0-9]{32,})?$",
+    )
+    .unwrap()
+});
+
+pub fn is_dns1123_label(s: &str) -> bool {
+    s.len() <= MAX_LABEL && DNS1123_LABEL.is_match(s)
+}
+pub fn is_dns1035_label(s: &str) -> bool {
+    s.len() <= MAX_LABEL && DNS1035_LABEL.is_match(s)
+}
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    s.len() <= 253 && DNS1123_SUBDOMAIN.is_match(s)
+}
+/// A Kubernetes quantity such as `500m`, `4Gi`, `1.5`, `2e3` (not negative).
+pub fn is_quantity(s: &str) -> bool {
+    QUANTITY.is_match(s)
+}
+pub fn is_image_ref(s: &str) -> bool {
+    IMAGE_REF.is_match(s)
+}
+
+/// `prefix/name` label or annotation key.
+fn key_problem(key: &str) -> Option<String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(p) = prefix
+        && !is_dns1123_subdomain(p)
+    {
+        return Some(format!("the prefix `{p}` of `{key}` must be a DNS subdomain (lowercase, dots)"));
+    }
+    if name.is_empty() || name.len() > MAX_LABEL || !QUALIFIED_NAME.is_match(name) {
+        return Some(format!(
+            "`{key}` is not a valid key: the name part must be 1-63 characters of letters, digits, `-`, `_`, `.`, starting and ending alphanumeric"
+        ));
+    }
+    None
+}
+
+/// A pod's environment variable name for a free parameter (`batch-size` → `BATCH_SIZE`).
+pub fn param_env_name(key: &str) -> String {
+    key.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect()
+}
+
+/// Longest app name such that every object name of the largest run fits 63 characters.
+pub fn max_name_len(max_worker_index: u32) -> usize {
+    // "<name>-<run id>-worker-<index>"
+    MAX_LABEL.saturating_sub(1 + RUN_ID_LEN + "-worker-".len() + max_worker_index.to_string().len())
+}
+
+struct Checker {
+    problems: Vec<Problem>,
+}
+
+impl Checker {
+    fn at(&mut self, path: &[&str], message: impl Into<String>) {
+        self.at_path(Path(path.iter().map(|s| Seg::Key(s.to_string())).collect()), message);
+    }
+    fn at_path(&mut self, path: Path, message: impl Into<String>) {
+        self.problems.push(Problem { path, message: message.into() });
+    }
+    fn string_map(&mut self, field: &str, map: &BTreeMap<String, String>, label_values: bool) {
+        for (k, v) in map {
+            let path = Path(vec![Seg::Key(field.into()), Seg::Key(k.clone())]);
+            if let Some(p) = key_problem(k) {
+                self.at_path(path.clone(), p);
+            }
+            if label_values && (v.len() > MAX_LABEL || !LABEL_VALUE.is_match(v)) {
+                self.at_path(path, format!("`{v}` is not a valid label value (at most 63 letters, digits, `-`, `_`, `.`, starting and ending alphanumeric)"));
+            }
+        }
+    }
+}
+
+/// All problems of an app, in file order of the keys (roughly).
+pub fn check(app: &App) -> Vec<Problem> {
+    let mut c = Checker { problems: Vec::new() };
+
+    let max_workers = app.elastic.as_ref().map_or(app.workers, |e| e.max_workers.max(app.workers));
+    let limit = max_name_len(max_workers.saturating_sub(1));
+    if !is_dns1035_label(&app.name) {
+        c.at(&["name"], format!("`{}` is not a valid app name: use lowercase letters, digits and `-`, starting with a letter and ending alphanumeric (e.g. `mnist-demo`)", app.name));
+    } else if app.name.len() > limit {
+        c.at(&["name"], format!("`{}` is {} characters; with the run id and `-worker-{}` pod names it must be at most {limit}", app.name, app.name.len(), max_workers.saturating_sub(1)));
+    }
+    if app.image.is_empty() || !is_image_ref(&app.image) {
+        c.at(&["image"], format!("`{}` is not a valid image reference (e.g. `registry.example.com/team/mnist` or `mnist:1.0`; repository paths are lowercase)", app.image));
+    }
+    if let Some(ns) = &app.namespace
+        && !is_dns1123_label(ns)
+    {
+        c.at(&["namespace"], format!("`{ns}` is not a valid namespace name (lowercase letters, digits, `-`; at most 63)"));
+    }
+    if app.workers == 0 {
+        c.at(&["workers"], "must be at least 1");
+    }
+    if app.workers > 10_000 {
+        c.at(&["workers"], "must be at most 10000");
+    }
+    if app.slots_per_worker == 0 {
+        c.at(&["slotsPerWorker"], "must be at least 1");
+    }
+    if app.gpus_per_worker > 64 {
+        c.at(&["gpusPerWorker"], "must be at most 64");
+    }
+    if app.command.is_empty() || app.command[0].trim().is_empty() {
+        c.at(&["command"], "must name the program every rank runs, e.g. [python3, /app/train.py]");
+    }
+
+    if !["OpenMPI", "Intel", "MPICH"].contains(&app.mpi.implementation.as_str()) {
+        c.at(&["mpi", "implementation"], format!("`{}` is not one of OpenMPI, Intel, MPICH (the MPI Operator's choices)", app.mpi.implementation));
+    }
+    if !["mpirun", "horovodrun"].contains(&app.mpi.launcher.as_str()) {
+        c.at(&["mpi", "launcher"], format!("`{}` is not one of mpirun, horovodrun", app.mpi.launcher));
+    }
+    if app.mpi.sshd_timeout_seconds == 0 {
+        c.at(&["mpi", "sshdTimeoutSeconds"], "must be at least 1");
+    }
+
+    let rp = &app.run_policy;
+    if !["Running", "All", "None"].contains(&rp.clean_pod_policy.as_str()) {
+        c.at(&["runPolicy", "cleanPodPolicy"], format!("`{}` is not one of Running, All, None (the MPI Operator's clean pod policies)", rp.clean_pod_policy));
+    }
+    if rp.backoff_limit.is_some_and(|b| b < 0) {
+        c.at(&["runPolicy", "backoffLimit"], "must be 0 or more");
+    }
+    if rp.ttl_seconds_after_finished.is_some_and(|t| t < 0) {
+        c.at(&["runPolicy", "ttlSecondsAfterFinished"], "must be 0 or more");
+    }
+    if rp.active_deadline_seconds.is_some_and(|t| t < 1) {
+        c.at(&["runPolicy", "activeDeadlineSeconds"], "must be at least 1");
+    }
+
+    for (role, spec) in [("launcher", &app.resources.launcher), ("worker", &app.resources.worker)] {
+        for (kind, map) in [("requests", &spec.requests), ("limits", &spec.limits)] {
+            for (res, q) in map {
+                let path = Path(vec![Seg::Key("resources".into()), Seg::Key(role.into()), Seg::Key(kind.into()), Seg::Key(res.clone())]);
+                if let Some(p) = key_problem(res) {
+                    c.at_path(path.clone(), p);
+                }
+                if !is_quantity(q) {
+                    c.at_path(path, format!("`{q}` is not a Kubernetes quantity (e.g. `500m`, `2`, `4Gi`, `1.5G`)"));
+                } else if let (Some(req), Some(lim)) = (spec.requests.get(res).and_then(|r| quantity_value(r)), spec.limits.get(res).and_then(|l| quantity_value(l)))
+                    && kind == "limits"
+                    && req > lim
+                {
+                    c.at_path(path, format!("the limit `{q}` is below the request `{}`", spec.requests[res]));
+                }
+            }
+        }
+        if role == "worker"
+            && app.gpus_per_worker > 0
+            && spec.limits.get("nvidia.com/gpu").is_some_and(|g| g != &app.gpus_per_worker.to_string())
+        {
+            c.at(&["resources", "worker", "limits", "nvidia.com/gpu"], "conflicts with gpusPerWorker; set only gpusPerWorker");
+        }
+    }
+
+    c.string_map("nodeSelector", &app.node_selector, true);
+    for (i, t) in app.tolerations.iter().enumerate() {
+        let p = |f: &str| Path(vec![Seg::Key("tolerations".into()), Seg::Index(i), Seg::Key(f.into())]);
+        let op = t.operator.as_deref().unwrap_or("Equal");
+        if !["Equal", "Exists"].contains(&op) {
+            c.at_path(p("operator"), format!("`{op}` is not one of Equal, Exists"));
+        }
+        if op == "Exists" && t.value.as_deref().is_some_and(|v| !v.is_empty()) {
+            c.at_path(p("value"), "must be empty when operator is Exists");
+        }
+        if t.key.as_deref().unwrap_or("").is_empty() && op != "Exists" {
+            c.at_path(p("operator"), "must be Exists when key is empty");
+        }
+        if let Some(k) = t.key.as_deref().filter(|k| !k.is_empty())
+            && let Some(prob) = key_problem(k)
+        {
+            c.at_path(p("key"), prob);
+        }
+        if let Some(e) = t.effect.as_deref()
+            && !["", "NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&e)
+        {
+            c.at_path(p("effect"), format!("`{e}` is not one of NoSchedule, PreferNoSchedule, NoExecute"));
+        }
+        if t.toleration_seconds.is_some() && t.effect.as_deref() != Some("NoExecute") {
+            c.at_path(p("tolerationSeconds"), "only applies with effect NoExecute");
+        }
+    }
+
+    let mut names = BTreeSet::new();
+    let mut mounts = BTreeSet::new();
+    for (i, v) in app.volumes.iter().enumerate() {
+        let p = |f: &str| Path(vec![Seg::Key("volumes".into()), Seg::Index(i), Seg::Key(f.into())]);
+        if !is_dns1123_label(&v.name) {
+            c.at_path(p("name"), format!("`{}` is not a valid volume name (lowercase letters, digits, `-`)", v.name));
+        } else if v.name.starts_with("hvdctl-") {
+            c.at_path(p("name"), "names starting with `hvdctl-` are reserved for hvdctl's own volumes");
+        } else if !names.insert(v.name.clone()) {
+            c.at_path(p("name"), format!("`{}` is used by another volume", v.name));
+        }
+        if !v.mount_path.starts_with('/') {
+            c.at_path(p("mountPath"), format!("`{}` must be an absolute path", v.mount_path));
+        } else if !mounts.insert(v.mount_path.trim_end_matches('/').to_string()) {
+            c.at_path(p("mountPath"), format!("`{}` is mounted by another volume", v.mount_path));
+        }
+        if v.sub_path.as_deref().is_some_and(|s| s.starts_with('/') || s.split('/').any(|x| x == "..")) {
+            c.at_path(p("subPath"), "must be a relative path without `..`");
+        }
+        let sources = [v.pvc.is_some(), v.nfs.is_some(), v.host_path.is_some()].iter().filter(|x| **x).count();
+        if sources != 1 {
+            c.at_path(
+                Path(vec![Seg::Key("volumes".into()), Seg::Index(i)]),
+                format!("volume `{}` needs exactly one of pvc, nfs, hostPath (found {sources})", v.name),
+            );
+        }
+        if let Some(pvc) = &v.pvc
+            && !is_dns1123_subdomain(&pvc.claim_name)
+        {
+            c.at_path(p("pvc"), format!("claimName `{}` is not a valid PVC name", pvc.claim_name));
+        }
+        if let Some(nfs) = &v.nfs {
+            if nfs.server.trim().is_empty() {
+                c.at_path(p("nfs"), "nfs.server must not be empty");
+            }
+            if !nfs.path.starts_with('/') {
+                c.at_path(p("nfs"), format!("nfs.path `{}` must be an absolute path", nfs.path));
+            }
+        }
+        if let Some(hp) = &v.host_path {
+            if !hp.path.starts_with('/') {
+                c.at_path(p("hostPath"), format!("hostPath.path `{}` must be an absolute path", hp.path));
+            }
+            let types = ["", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice", "BlockDevice"];
+            if let Some(t) = hp.kind.as_deref()
+                && !types.contains(&t)
+            {
+                c.at_path(p("hostPath"), format!("hostPath.type `{t}` is not one of {}", types[1..].join(", ")));
+            }
+        }
+    }
+
+    let sc = &app.security_context;
+    for (f, v) in [("runAsUser", sc.run_as_user), ("runAsGroup", sc.run_as_group), ("fsGroup", sc.fs_group)] {
+        if v.is_some_and(|v| !(0..=2_147_483_647).contains(&v)) {
+            c.at(&["securityContext", f], "must be between 0 and 2147483647");
+        }
+    }
+    if sc.run_as_non_root == Some(true) && sc.run_as_user == Some(0) {
+        c.at(&["securityContext", "runAsNonRoot"], "contradicts runAsUser: 0");
+    }
+
+    c.string_map("labels", &app.labels, true);
+    for k in app.labels.keys() {
+        if k.starts_with("hvdctl.io/") || k == "app.kubernetes.io/managed-by" || k.starts_with("training.kubeflow.org/") {
+            c.at_path(Path(vec![Seg::Key("labels".into()), Seg::Key(k.clone())]), format!("`{k}` is set by hvdctl or the operator and cannot be overridden"));
+        }
+    }
+    c.string_map("annotations", &app.annotations, false);
+    for (i, s) in app.image_pull_secrets.iter().enumerate() {
+        if !is_dns1123_subdomain(s) {
+            c.at_path(Path(vec![Seg::Key("imagePullSecrets".into()), Seg::Index(i)]), format!("`{s}` is not a valid Secret name"));
+        }
+    }
+    for (field, v) in [("serviceAccountName", &app.service_account_name), ("priorityClassName", &app.priority_class_name)] {
+        if let Some(v) = v
+            && !is_dns1123_subdomain(v)
+        {
+            c.at(&[field], format!("`{v}` is not a valid name (lowercase letters, digits, `-`, `.`)"));
+        }
+    }
+    for k in app.env.keys() {
+        if !ENV_NAME.is_match(k) {
+            c.at_path(Path(vec![Seg::Key("env".into()), Seg::Key(k.clone())]), format!("`{k}` is not a valid environment variable name (letters, digits, `_`, `-`, `.`; not starting with a digit)"));
+        }
+    }
+    for k in app.parameters.keys() {
+        let path = Path(vec![Seg::Key("parameters".into()), Seg::Key(k.clone())]);
+        if !PARAM_NAME.is_match(k) {
+            c.at_path(path, format!("`{k}` is not a valid parameter name (a letter or `_`, then letters, digits, `_`, `-`, `.`)"));
+        } else if app.env.contains_key(&param_env_name(k)) {
+            c.at_path(path, format!("its environment variable `{}` is also set in env; keep one", param_env_name(k)));
+        }
+    }
+
+    if let Some(e) = &app.elastic {
+        if e.min_workers == 0 {
+            c.at(&["elastic", "minWorkers"], "must be at least 1");
+        }
+        if e.min_workers > e.max_workers {
+            c.at(&["elastic", "maxWorkers"], format!("must be at least minWorkers ({})", e.min_workers));
+        }
+        if app.workers < e.min_workers || app.workers > e.max_workers {
+            c.at(&["workers"], format!("must be between elastic.minWorkers ({}) and elastic.maxWorkers ({})", e.min_workers, e.max_workers));
+        }
+        if app.mpi.launcher != "horovodrun" {
+            c.at(&["mpi", "launcher"], "elastic runs need `horovodrun` (it re-discovers hosts); set mpi.launcher: horovodrun");
+        }
+    }
+
+    if app.build.dockerfile.trim().is_empty() {
+        c.at(&["build", "dockerfile"], "must not be empty");
+    }
+    if app.build.context.trim().is_empty() {
+        c.at(&["build", "context"], "must not be empty (use `.` for the app directory)");
+    }
+    for k in app.build.args.keys() {
+        if !ENV_NAME.is_match(k) {
+            c.at_path(Path(vec![Seg::Key("build".into()), Seg::Key("args".into()), Seg::Key(k.clone())]), format!("`{k}` is not a valid build argument name"));
+        }
+    }
+    c.problems
+}
+
+/// Approximate numeric value of a quantity, for request/limit comparison.
+fn quantity_value(q: &str) -> Option<f64> {
+    let split = q.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+')).unwrap_or(q.len());
+    let (num, suffix) = q.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    let mult = match suffix {
+        "" => 1.0,
+        "n" => 1e-9,
+        "u" => 1e-6,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        e if e.starts_with(['e', 'E']) => 10f64.powf(e[1..].parse().ok()?),
+        _ => return None,
+    };
+    Some(n * mult)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities() {
+        for ok in ["1", "500m", "4Gi", "1.5", ".5", "2e3", "1E-3", "+1", "100Ki", "10M"] {
+            assert!(is_quantity(ok), "{ok}");
+        }
+        for bad in ["", "-1", "1.2.3", "4GB", "abc", "1 Gi", "Gi", "1e"] {
+            assert!(!is_quantity(bad), "{bad}");
+        }
+        assert_eq!(quantity_value("500m"), Some(0.5));
+        assert_eq!(quantity_value("1Ki"), Some(1024.0));
+    }
+
+    #[test]
+    fn names() {
+        assert!(is_dns1035_label("mnist-2"));
+        assert!(!is_dns1035_label("2mnist"));
+        assert!(!is_dns1035_label("Mnist"));
+        assert!(is_dns1123_subdomain("a.b-c"));
+        assert!(key_problem("sidecar.istio.io/inject").is_none());
+        assert!(key_problem("bad key").is_some());
+        assert!(key_problem("Bad_Prefix/x").is_some());
+        assert_eq!(param_env_name("batch-size"), "BATCH_SIZE");
+    }
+
+    #[test]
+    fn images() {
+        for ok in ["mnist", "example.com/team/mnist:1.0", "127.0.0.1:5000/a/b", "a@sha256:0123456789abcdef0123456789abcdef"] {
+            assert!(is_image_ref(ok), "{ok}");
+        }
+        for bad in ["", "Mnist", "a b", "a:", "-a", "a//b"] {
+            assert!(!is_image_ref(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn longest_name_fits_63() {
+        let n = max_name_len(999);
+        assert_eq!(n + 1 + RUN_ID_LEN + "-worker-999".len(), 63);
+    }
+}

@@ -1,0 +1,356 @@
+//! YAML with positions: `hvdctl.yaml` is parsed into a `serde_json::Value` plus, for every
+//! node, where it came from (file line:col, or the `--set` flag that wrote it) and, for plain
+//! scalars, their exact source text. Typed deserialization then reports errors by path, and the
+//! path finds the place to show the user.
+//!
+//! Plain scalars are resolved with the YAML 1.2 core schema (`yes` stays a string). A field that
+//! wants a string gets the scalar's source text verbatim (`1.10` stays `"1.10"`), see
+//! [`super::load`].
+
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::fmt;
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::scanner::{Marker, TScalarStyle};
+
+/// One step of a path into the document.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+/// A path like `resources.worker.limits.cpu`, `volumes[0].name` or `labels["a.b/c"]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Path(pub Vec<Seg>);
+
+impl Path {
+    pub fn child(&self, seg: Seg) -> Path {
+        let mut p = self.0.clone();
+        p.push(seg);
+        Path(p)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn starts_with(&self, other: &Path) -> bool {
+        self.0.starts_with(&other.0)
+    }
+}
+
+fn plain_key(k: &str) -> bool {
+    !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+impl fmt::Display for Path {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, seg) in self.0.iter().enumerate() {
+            match seg {
+                Seg::Key(k) if plain_key(k) => {
+                    if i > 0 {
+                        f.write_str(".")?;
+                    }
+                    f.write_str(k)?;
+                }
+                Seg::Key(k) => write!(f, "[{}]", serde_json::to_string(k).unwrap_or_default())?,
+                Seg::Index(n) => write!(f, "[{n}]")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where a node came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// 1-based line and column in the file.
+    File { line: usize, col: usize },
+    /// A `--set KEY=VALUE` flag (the flag text as given).
+    Flag(String),
+}
+
+/// A parsed document with positions.
+#[derive(Debug, Clone, Default)]
+pub struct Marked {
+    pub value: Value,
+    /// Origin of every node's value, and of every mapping key (under `keys`).
+    pub origins: HashMap<Path, Origin>,
+    pub key_origins: HashMap<Path, Origin>,
+    /// Source text of plain (unquoted) scalars, for fields that want strings.
+    pub plain_text: HashMap<Path, String>,
+}
+
+impl Marked {
+    /// The closest recorded origin for `path` (walking up to parents).
+    pub fn origin(&self, path: &Path) -> Option<&Origin> {
+        let mut p = path.0.clone();
+        loop {
+            if let Some(o) = self.origins.get(&Path(p.clone())) {
+                return Some(o);
+            }
+            p.pop()?;
+        }
+    }
+
+    /// Drops every recorded fact about `path` and what lies below it.
+    pub fn forget(&mut self, path: &Path) {
+        self.origins.retain(|p, _| !p.starts_with(path));
+        self.key_origins.retain(|p, _| !p.starts_with(path));
+        self.plain_text.retain(|p, _| !p.starts_with(path));
+    }
+}
+
+/// A parse failure with its 1-based position.
+#[derive(Debug, Clone)]
+pub struct ParseError {
+    pub line: usize,
+    pub col: usize,
+    pub message: String,
+}
+
+fn at(m: Marker) -> Origin {
+    Origin::File { line: m.line(), col: m.col() + 1 }
+}
+
+enum Frame {
+    Seq { path: Path, items: Vec<Value>, anchor: usize },
+    Map { path: Path, map: Map<String, Value>, key: Option<(String, Marker)>, anchor: usize },
+}
+
+#[derive(Default)]
+struct Builder {
+    stack: Vec<Frame>,
+    done: Option<Value>,
+    docs: usize,
+    anchors: HashMap<usize, Value>,
+    marked: Marked,
+    error: Option<ParseError>,
+}
+
+impl Builder {
+    fn fail(&mut self, mark: Marker, message: String) {
+        if self.error.is_none() {
+            self.error = Some(ParseError { line: mark.line(), col: mark.col() + 1, message });
+        }
+    }
+
+    /// Path of the node that the next value will fill.
+    fn next_path(&self) -> Option<Path> {
+        match self.stack.last() {
+            None => Some(Path::default()),
+            Some(Frame::Seq { path, items, .. }) => Some(path.child(Seg::Index(items.len()))),
+            Some(Frame::Map { path, key: Some((k, _)), .. }) => Some(path.child(Seg::Key(k.clone()))),
+            Some(Frame::Map { key: None, .. }) => None, // the next scalar is a key
+        }
+    }
+
+    fn push_value(&mut self, v: Value, anchor: usize, mark: Marker) {
+        if anchor > 0 {
+            self.anchors.insert(anchor, v.clone());
+        }
+        match self.stack.last_mut() {
+            None => self.done = Some(v),
+            Some(Frame::Seq { items, .. }) => items.push(v),
+            Some(Frame::Map { map, key, path, .. }) => match key.take() {
+                Some((k, _)) => {
+                    map.insert(k, v);
+                }
+                None => {
+                    // A value in key position: only scalars are allowed as keys.
+                    let key_text = match v {
+                        Value::String(s) => Some(s),
+                        Value::Number(n) => Some(n.to_string()),
+                        Value::Bool(b) => Some(b.to_string()),
+                        _ => None,
+                    };
+                    match key_text {
+                        Some(k) if map.contains_key(&k) => {
+                            let p = path.child(Seg::Key(k.clone()));
+                            self.fail(mark, format!("duplicate key `{p}`"));
+                        }
+                        Some(k) => {
+                            let p = path.child(Seg::Key(k.clone()));
+                            self.marked.key_origins.insert(p, at(mark));
+                            *key = Some((k, mark));
+                        }
+                        None => self.fail(mark, "mapping keys must be plain strings".into()),
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// Resolves a plain scalar with the YAML 1.2 core schema.
+pub fn resolve_plain(s: &str) -> Value {
+    match s {
+        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
+        "true" | "True" | "TRUE" => return Value::Bool(true),
+        "false" | "False" | "FALSE" => return Value::Bool(false),
+        _ => {}
+    }
+    let int = |digits: &str, radix: u32| i64::from_str_radix(digits, radix).ok();
+    let parsed_int = if let Some(h) = s.strip_prefix("0x") {
+        int(h, 16)
+    } else if let Some(o) = s.strip_prefix("0o") {
+        int(o, 8)
+    } else if s.bytes().enumerate().all(|(i, b)| b.is_ascii_digit() || (i == 0 && (b == b'-' || b == b'+')))
+        && s.bytes().any(|b| b.is_ascii_digit())
+    {
+        s.parse::<i64>().ok()
+    } else {
+        None
+    };
+    if let Some(i) = parsed_int {
+        return Value::from(i);
+    }
+    let float_re = |s: &str| {
+        let b = s.strip_prefix(['-', '+']).unwrap_or(s);
+        let (mant, exp) = match b.find(['e', 'E']) {
+            Some(i) => (&b[..i], Some(&b[i + 1..])),
+            None => (b, None),
+        };
+        let mant_ok = !mant.is_empty()
+            && mant.bytes().filter(|&c| c == b'.').count() <= 1
+            && mant.bytes().all(|c| c.is_ascii_digit() || c == b'.')
+            && mant.bytes().any(|c| c.is_ascii_digit());
+        let exp_ok = exp.is_none_or(|e| {
+            let e = e.strip_prefix(['-', '+']).unwrap_or(e);
+            !e.is_empty() && e.bytes().all(|c| c.is_ascii_digit())
+        });
+        mant_ok && exp_ok
+    };
+    if float_re(s)
+        && let Ok(f) = s.parse::<f64>()
+        && let Some(n) = serde_json::Number::from_f64(f)
+    {
+        return Value::Number(n);
+    }
+    Value::String(s.to_string())
+}
+
+impl MarkedEventReceiver for Builder {
+    fn on_event(&mut self, ev: Event, mark: Marker) {
+        if self.error.is_some() {
+            return;
+        }
+        match ev {
+            Event::DocumentStart => {
+                self.docs += 1;
+                if self.docs > 1 {
+                    self.fail(mark, "expected one YAML document, found several (`---`)".into());
+                }
+            }
+            Event::Scalar(text, style, anchor, tag) => {
+                let value = if tag.is_some() {
+                    self.fail(mark, "YAML tags (`!tag`) are not supported here".into());
+                    return;
+                } else if style == TScalarStyle::Plain {
+                    resolve_plain(&text)
+                } else {
+                    Value::String(text.clone())
+                };
+                if let Some(p) = self.next_path() {
+                    self.marked.origins.insert(p.clone(), at(mark));
+                    if style == TScalarStyle::Plain {
+                        self.marked.plain_text.insert(p, text);
+                    }
+                }
+                self.push_value(value, anchor, mark);
+            }
+            Event::Alias(id) => match self.anchors.get(&id).cloned() {
+                Some(v) => {
+                    if let Some(p) = self.next_path() {
+                        self.marked.origins.insert(p, at(mark));
+                    }
+                    self.push_value(v, 0, mark)
+                }
+                None => self.fail(mark, "unknown alias".into()),
+            },
+            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+                let Some(path) = self.next_path() else {
+                    self.fail(mark, "mapping keys must be plain strings".into());
+                    return;
+                };
+                self.marked.origins.insert(path.clone(), at(mark));
+                self.stack.push(if matches!(ev, Event::SequenceStart(..)) {
+                    Frame::Seq { path, items: Vec::new(), anchor }
+                } else {
+                    Frame::Map { path, map: Map::new(), key: None, anchor }
+                });
+            }
+            Event::SequenceEnd | Event::MappingEnd => match self.stack.pop() {
+                Some(Frame::Seq { items, anchor, .. }) => self.push_value(Value::Array(items), anchor, mark),
+                Some(Frame::Map { map, anchor, .. }) => self.push_value(Value::Object(map), anchor, mark),
+                None => self.fail(mark, "unbalanced YAML".into()),
+            },
+            _ => {}
+        }
+    }
+}
+
+/// Parses one YAML document with positions.
+pub fn parse(text: &str) -> Result<Marked, ParseError> {
+    let mut b = Builder::default();
+    let mut parser = Parser::new_from_str(text);
+    if let Err(e) = parser.load(&mut b, true) {
+        let m = e.marker();
+        return Err(ParseError { line: m.line(), col: m.col() + 1, message: e.info().to_string() });
+    }
+    if let Some(e) = b.error {
+        return Err(e);
+    }
+    let mut marked = b.marked;
+    marked.value = b.done.unwrap_or(Value::Null);
+    Ok(marked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_schema_scalars() {
+        assert_eq!(resolve_plain("8"), Value::from(8));
+        assert_eq!(resolve_plain("-3"), Value::from(-3));
+        assert_eq!(resolve_plain("0x10"), Value::from(16));
+        assert_eq!(resolve_plain("1.5"), serde_json::json!(1.5));
+        assert_eq!(resolve_plain("yes"), Value::from("yes"));
+        assert_eq!(resolve_plain("true"), Value::from(true));
+        assert_eq!(resolve_plain("~"), Value::Null);
+        assert_eq!(resolve_plain("1.2.3"), Value::from("1.2.3"));
+        assert_eq!(resolve_plain("500m"), Value::from("500m"));
+        assert_eq!(resolve_plain("1e3"), serde_json::json!(1000.0));
+    }
+
+    #[test]
+    fn positions_and_text() {
+        let m = parse("name: a\nworkers: 2\nenv:\n  X: 1.10\nvolumes:\n- name: d\n").unwrap();
+        let p = Path(vec![Seg::Key("env".into()), Seg::Key("X".into())]);
+        assert_eq!(m.origins[&p], Origin::File { line: 4, col: 6 });
+        assert_eq!(m.plain_text[&p], "1.10");
+        assert_eq!(p.to_string(), "env.X");
+        let v = Path(vec![Seg::Key("volumes".into()), Seg::Index(0), Seg::Key("name".into())]);
+        assert_eq!(m.origins[&v], Origin::File { line: 6, col: 9 });
+        assert_eq!(v.to_string(), "volumes[0].name");
+    }
+
+    #[test]
+    fn duplicate_keys_and_multi_docs_are_errors() {
+        let e = parse("a: 1\na: 2\n").unwrap_err();
+        assert_eq!((e.line, e.message.as_str()), (2, "duplicate key `a`"));
+        assert!(parse("a: 1\n---\nb: 2\n").is_err());
+    }
+
+    #[test]
+    fn anchors_are_copied() {
+        let m = parse("a: &x {k: v}\nb: *x\n").unwrap();
+        assert_eq!(m.value["b"]["k"], "v");
+    }
+
+    #[test]
+    fn odd_keys_display_quoted() {
+        let p = Path(vec![Seg::Key("labels".into()), Seg::Key("a.b/c".into())]);
+        assert_eq!(p.to_string(), "labels[\"a.b/c\"]");
+    }
+}
