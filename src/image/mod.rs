@@ -1,1 +1,27 @@
 //! Docker Engine side: build context, build, tag, push, registry auth.
+//!
+//! * [`dockerignore`]: `.dockerignore` with Docker's exact semantics.
+//! * [`context`]: the files a build sends, tarred while they are sent.
+//! * [`auth`]: registry credentials from the Docker config (`auths`, `credsStore`,
+//!   `credHelpers`), kept secret.
+//! * [`docker`]: the connection to the daemon (`DOCKER_HOST`, version negotiation).
+//! * [`build`]: classic-builder builds with progress and readable failures.
+//! * [`tag`]: reproducible default tags from git and the context's contents.
+//! * [`push`]: pushing with per-layer progress, and checking whether a tag is already there.
+
+pub mod auth;
+pub mod build;
+pub mod context;
+pub mod docker;
+pub mod dockerignore;
+pub mod push;
+pub mod tag;
+
+mod progress;
+
+pub use auth::{Credentials, DockerConfig};
+pub use build::{BuildRequest, BuiltImage, build};
+pub use context::{BuildContext, ContextEntry, EntryKind};
+pub use docker::DockerClient;
+pub use progress::ProgressMode;
+pub use push::{PushRequest, PushedImage, push, tag_exists};

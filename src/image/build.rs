@@ -1,0 +1,431 @@
+//! Building an image with the daemon's classic builder (`POST /build`).
+//!
+//! The context is tarred while it is uploaded ([`BuildContext::tar_stream`]). Output goes to
+//! stderr as live progress on a terminal (the step running, its last line of output, the
+//! context upload), or as the daemon's lines verbatim otherwise ([`ProgressMode::Plain`] or
+//! no terminal). A failing step becomes an [`Error`] holding the daemon's message and the last
+//! [`FAILED_STEP_LINES`] lines that step printed.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bollard::auth::DockerCredentials;
+use bollard::query_parameters::BuildImageOptions;
+use futures::StreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::auth::DockerConfig;
+use super::context::BuildContext;
+use super::docker::{DockerClient, describe_bollard};
+use super::progress::{ProgressMode, human_bytes};
+use super::tag::{validate_repo, validate_tag};
+use crate::error::{Error, Result};
+
+/// How many lines of a failed step's output the error keeps.
+pub const FAILED_STEP_LINES: usize = 40;
+
+/// Proxy variables passed from the environment as build args (the builder accepts them
+/// without an `ARG` and keeps them out of the image history).
+pub const PROXY_VARS: [&str; 10] = [
+    "http_proxy",
+    "HTTP_PROXY",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+    "ftp_proxy",
+    "FTP_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+];
+
+/// What to build.
+#[derive(Debug, Clone)]
+pub struct BuildRequest {
+    /// The build context directory.
+    pub context_dir: PathBuf,
+    /// The Dockerfile, relative to the context (`Dockerfile` by default).
+    pub dockerfile: String,
+    /// Image repository, e.g. `127.0.0.1:5000/team/mnist`.
+    pub repo: String,
+    /// Image tag, e.g. `abc1234` (see [`super::tag::default_tag`]).
+    pub tag: String,
+    /// `--build-arg`s. Proxy variables from the environment are added unless set here.
+    pub build_args: BTreeMap<String, String>,
+    /// Do not use the build cache.
+    pub no_cache: bool,
+    /// Always pull newer versions of the `FROM` images.
+    pub pull: bool,
+    pub progress: ProgressMode,
+}
+
+impl BuildRequest {
+    /// A request with the defaults: `Dockerfile`, no build args, cache on, no pull, `Auto`.
+    pub fn new(context_dir: impl Into<PathBuf>, repo: impl Into<String>, tag: impl Into<String>) -> Self {
+        BuildRequest {
+            context_dir: context_dir.into(),
+            dockerfile: "Dockerfile".into(),
+            repo: repo.into(),
+            tag: tag.into(),
+            build_args: BTreeMap::new(),
+            no_cache: false,
+            pull: false,
+            progress: ProgressMode::Auto,
+        }
+    }
+
+    /// `repo:tag`.
+    pub fn reference(&self) -> String {
+        format!("{}:{}", self.repo, self.tag)
+    }
+}
+
+/// A built image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltImage {
+    /// The image id (`sha256:…`).
+    pub id: String,
+    /// `repo:tag`.
+    pub reference: String,
+    pub repo: String,
+    pub tag: String,
+    /// Bytes of the context archive sent to the daemon.
+    pub context_bytes: u64,
+}
+
+/// The build args actually sent: `user`'s plus the proxy variables set (non-empty) in the
+/// environment that `user` does not set.
+pub fn effective_build_args(user: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    effective_build_args_from(user, |k| std::env::var(k).ok())
+}
+
+fn effective_build_args_from(
+    user: &BTreeMap<String, String>,
+    env: impl Fn(&str) -> Option<String>,
+) -> BTreeMap<String, String> {
+    let mut args = user.clone();
+    for var in PROXY_VARS {
+        if args.contains_key(var) {
+            continue;
+        }
+        if let Some(v) = env(var).filter(|v| !v.is_empty()) {
+            args.insert(var.to_string(), v);
+        }
+    }
+    args
+}
+
+/// Builds `req` on `docker`; plain progress lines are written to `log` (the caller passes
+/// stderr; tests pass a buffer). Returns the built image, tagged `repo:tag`.
+pub async fn build(docker: &DockerClient, req: &BuildRequest, log: &mut dyn Write) -> Result<BuiltImage> {
+    validate_repo(&req.repo)?;
+    validate_tag(&req.tag)?;
+    let ctx = BuildContext::open(&req.context_dir, &req.dockerfile)?;
+    let reference = req.reference();
+
+    let build_args: HashMap<String, String> = effective_build_args(&req.build_args).into_iter().collect();
+    let options = BuildImageOptions {
+        dockerfile: ctx.dockerfile().to_string(),
+        t: Some(reference.clone()),
+        nocache: req.no_cache,
+        pull: req.pull.then(|| "1".to_string()),
+        rm: true,
+        forcerm: true,
+        buildargs: (!build_args.is_empty()).then_some(build_args),
+        ..Default::default()
+    };
+
+    // Credentials for FROM images in private registries, best effort.
+    let credentials = match DockerConfig::load() {
+        Ok(cfg) => {
+            let all: HashMap<String, DockerCredentials> = cfg
+                .all_credentials()
+                .into_iter()
+                .filter_map(|c| {
+                    serde_json::from_value::<DockerCredentials>(c.auth_json())
+                        .ok()
+                        .map(|d| (c.server().to_string(), d))
+                })
+                .collect();
+            (!all.is_empty()).then_some(all)
+        }
+        Err(e) => {
+            let _ = writeln!(log, "warning: not using registry credentials: {e}");
+            None
+        }
+    };
+
+    let sent = Arc::new(AtomicU64::new(0));
+    let tar = ctx.tar_stream();
+    let tar_error = tar.error_slot();
+    let counter = sent.clone();
+    let body = tar.map(move |chunk| {
+        if let Ok(b) = &chunk {
+            counter.fetch_add(b.len() as u64, Ordering::Relaxed);
+        }
+        chunk
+    });
+
+    let mut ui = BuildUi::new(req.progress, sent.clone());
+    let mut stream = docker
+        .bollard()
+        .build_image(options, credentials, Some(bollard::body_try_stream(body)));
+
+    let mut image_id: Option<String> = None;
+    let mut steps = StepLog::default();
+    let mut pulls: HashMap<String, String> = HashMap::new();
+    let result: Result<()> = loop {
+        let Some(msg) = stream.next().await else { break Ok(()) };
+        ui.context_done(log);
+        match msg {
+            Ok(info) => {
+                if let Some(text) = &info.stream {
+                    for line in steps.push(text) {
+                        ui.line(log, &line, steps.current.as_deref());
+                    }
+                }
+                if let Some(status) = &info.status {
+                    // Pull progress of FROM images: one line per layer and state change.
+                    let id = info.id.clone().unwrap_or_default();
+                    if pulls.get(&id) != Some(status) {
+                        pulls.insert(id.clone(), status.clone());
+                        let line = if id.is_empty() { status.clone() } else { format!("{id}: {status}") };
+                        ui.line(log, &line, steps.current.as_deref());
+                    }
+                }
+                if let Some(aux) = &info.aux {
+                    if let Some(id) = &aux.id {
+                        image_id = Some(id.clone());
+                    }
+                }
+            }
+            Err(e) => break Err(build_error(&reference, &describe_bollard(&e), &mut steps)),
+        }
+    };
+    steps.flush();
+    ui.finish();
+    if let Some(e) = tar_error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        return Err(e.context(format!("sending the build context {}", ctx.root().display())));
+    }
+    result?;
+    let id = match image_id {
+        Some(id) => id,
+        // Older daemons only print "Successfully built <id>".
+        None => docker
+            .bollard()
+            .inspect_image(&reference)
+            .await
+            .map_err(|e| Error::failure(format!("the build of {reference} ended, but the image is not there: {}", describe_bollard(&e))))?
+            .id
+            .unwrap_or_default(),
+    };
+    let _ = writeln!(log, "built {reference} ({})", short_id(&id));
+    Ok(BuiltImage {
+        id,
+        reference,
+        repo: req.repo.clone(),
+        tag: req.tag.clone(),
+        context_bytes: sent.load(Ordering::Relaxed),
+    })
+}
+
+fn short_id(id: &str) -> &str {
+    let hex = id.strip_prefix("sha256:").unwrap_or(id);
+    &hex[..hex.len().min(12)]
+}
+
+fn build_error(reference: &str, message: &str, steps: &mut StepLog) -> Error {
+    steps.flush();
+    let mut text = match &steps.current {
+        Some(step) => format!("building {reference} failed at {step}\n{message}"),
+        None => format!("building {reference} failed: {message}"),
+    };
+    let output: Vec<&String> = steps
+        .output
+        .iter()
+        .filter(|l| !l.starts_with(" ---> ") && !l.starts_with("Removing intermediate container"))
+        .collect();
+    if !output.is_empty() {
+        text.push_str(&format!("\noutput of that step (last {} lines):", output.len()));
+        for line in output {
+            text.push_str("\n  | ");
+            text.push_str(line);
+        }
+    }
+    let hint = if steps.current.is_some() {
+        "fix that step of the Dockerfile and build again"
+    } else {
+        "check the Dockerfile and the build context"
+    };
+    Error::failure(text).hint(hint)
+}
+
+/// Splits the daemon's `stream` text into lines and keeps the current step's last lines.
+#[derive(Default)]
+struct StepLog {
+    partial: String,
+    /// `Step 3/5 : RUN make`.
+    current: Option<String>,
+    output: VecDeque<String>,
+}
+
+impl StepLog {
+    fn push(&mut self, text: &str) -> Vec<String> {
+        self.partial.push_str(text);
+        let mut lines = Vec::new();
+        while let Some(pos) = self.partial.find('\n') {
+            let line: String = self.partial.drain(..=pos).collect();
+            let line = line.trim_end_matches(['\n', '\r']).to_string();
+            self.record(&line);
+            lines.push(line);
+        }
+        lines
+    }
+
+    fn flush(&mut self) {
+        if !self.partial.is_empty() {
+            let line = std::mem::take(&mut self.partial);
+            self.record(line.trim_end());
+        }
+    }
+
+    fn record(&mut self, line: &str) {
+        if line.starts_with("Step ") && line.contains(" : ") {
+            self.current = Some(line.to_string());
+            self.output.clear();
+        } else {
+            if self.output.len() == FAILED_STEP_LINES {
+                self.output.pop_front();
+            }
+            self.output.push_back(line.to_string());
+        }
+    }
+}
+
+/// Terminal or plain progress for one build.
+struct BuildUi {
+    bar: Option<ProgressBar>,
+    sent: Arc<AtomicU64>,
+    uploading: bool,
+    ticker: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl BuildUi {
+    fn new(mode: ProgressMode, sent: Arc<AtomicU64>) -> BuildUi {
+        if !mode.use_bars() {
+            return BuildUi { bar: None, sent, uploading: true, ticker: None };
+        }
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template("{spinner:.cyan} {prefix:.bold} {wide_msg:.dim}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar.set_prefix("sending build context");
+        let (b, s) = (bar.clone(), sent.clone());
+        let ticker = tokio::spawn(async move {
+            loop {
+                b.set_message(human_bytes(s.load(Ordering::Relaxed)));
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+        BuildUi { bar: Some(bar), sent, uploading: true, ticker: Some(ticker) }
+    }
+
+    /// The daemon answered: the whole context has been received.
+    fn context_done(&mut self, log: &mut dyn Write) {
+        if !self.uploading {
+            return;
+        }
+        self.uploading = false;
+        if let Some(t) = self.ticker.take() {
+            t.abort();
+        }
+        let line = format!("sent build context: {}", human_bytes(self.sent.load(Ordering::Relaxed)));
+        match &self.bar {
+            Some(bar) => {
+                bar.println(line);
+                bar.set_prefix("");
+                bar.set_message("");
+            }
+            None => {
+                let _ = writeln!(log, "{line}");
+            }
+        }
+    }
+
+    fn line(&mut self, log: &mut dyn Write, line: &str, step: Option<&str>) {
+        match &self.bar {
+            Some(bar) => {
+                if line.starts_with("Step ") && line.contains(" : ") {
+                    bar.println(console::style(line).bold().to_string());
+                    bar.set_prefix(line.to_string());
+                    bar.set_message("");
+                } else if !line.trim().is_empty() {
+                    bar.set_prefix(step.unwrap_or("").to_string());
+                    bar.set_message(line.trim().to_string());
+                }
+            }
+            None => {
+                let _ = writeln!(log, "{line}");
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(t) = self.ticker.take() {
+            t.abort();
+        }
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl Drop for BuildUi {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proxies_from_env_unless_set() {
+        let env = |k: &str| match k {
+            "http_proxy" => Some("http://proxy:3128".to_string()),
+            "HTTPS_PROXY" => Some("http://secure:3128".to_string()),
+            "no_proxy" => Some(String::new()),
+            _ => None,
+        };
+        let mut user = BTreeMap::new();
+        user.insert("HTTPS_PROXY".to_string(), "mine".to_string());
+        user.insert("A".to_string(), "1".to_string());
+        let args = effective_build_args_from(&user, env);
+        assert_eq!(args.get("http_proxy").map(String::as_str), Some("http://proxy:3128"));
+        assert_eq!(args.get("HTTPS_PROXY").map(String::as_str), Some("mine"));
+        assert_eq!(args.get("A").map(String::as_str), Some("1"));
+        assert!(!args.contains_key("no_proxy"), "empty values are not passed");
+        assert_eq!(args.len(), 3);
+    }
+
+    #[test]
+    fn step_log_keeps_the_failing_step() {
+        let mut s = StepLog::default();
+        s.push("Step 1/2 : FROM x\n ---> abc\nStep 2/2 : RUN ma");
+        s.push("ke\nline one\nline ");
+        s.push("two\n");
+        assert_eq!(s.current.as_deref(), Some("Step 2/2 : RUN make"));
+        assert_eq!(s.output, ["line one", "line two"]);
+        let e = build_error("r:t", "The command '/bin/sh -c make' returned a non-zero code: 2", &mut s);
+        assert!(e.message.contains("Step 2/2 : RUN make"), "{}", e.message);
+        assert!(e.message.contains("line two"));
+        assert!(e.message.contains("non-zero code: 2"));
+    }
+}

@@ -1,0 +1,458 @@
+//! The build context: which files are sent (`.dockerignore`, see [`super::dockerignore`]) and
+//! the tar stream that carries them, produced while it is being sent.
+//!
+//! The tar stream, entry by entry, in the order of a depth-first walk with each directory's
+//! names sorted bytewise (Go's `filepath.WalkDir` order, so the same as `docker build`):
+//!
+//! * directories as directory entries (`name/`), regular files with their content, symlinks
+//!   as symlinks (never followed, the target stored as written), a second path to an inode
+//!   already sent as a hard link to the first, FIFOs as FIFOs; sockets and device nodes are
+//!   left out;
+//! * permission bits (with setuid/setgid/sticky) as on disk, owner and group `0:0` with no
+//!   names — what the Docker CLI sends;
+//! * each entry's own modification time (whole seconds), as the Docker CLI does. The classic
+//!   builder's `COPY`/`ADD` cache keys hash contents and modes, not times, so this costs no
+//!   cache hits; the reproducible *tag* ([`BuildContext::content_hash`]) ignores times.
+//!
+//! [`BuildContext::tar_stream`] writes the archive on a blocking thread into a channel of at
+//! most [`STREAM_CHUNKS`] chunks of [`STREAM_CHUNK_SIZE`] bytes: memory stays bounded
+//! whatever the size of the context, and nothing is read before the daemon asks for it.
+
+use std::collections::HashMap;
+use std::fs::{self, File, Metadata};
+use std::io::{self, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context as TaskContext, Poll};
+
+use bytes::{Bytes, BytesMut};
+use futures::Stream;
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+
+use super::dockerignore::{self, MatchInfo, Matcher};
+use crate::error::{Error, Result};
+
+/// Size of the chunks [`BuildContext::tar_stream`] yields.
+pub const STREAM_CHUNK_SIZE: usize = 256 * 1024;
+/// How many chunks may wait in the channel between the tar writer and the HTTP body.
+pub const STREAM_CHUNKS: usize = 8;
+
+/// What kind of entry a context path is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryKind {
+    Dir,
+    File,
+    /// A symbolic link and its target, as stored in the link.
+    Symlink(PathBuf),
+    /// A hard link to a path sent earlier in the same context.
+    HardLink(String),
+    Fifo,
+}
+
+/// One entry of the context, in the order it is sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextEntry {
+    /// Path relative to the context root, `/`-separated.
+    pub path: String,
+    pub kind: EntryKind,
+    /// Permission bits including setuid/setgid/sticky (`mode & 0o7777`).
+    pub mode: u32,
+    /// Content size for files, 0 otherwise.
+    pub size: u64,
+    /// Modification time, seconds since the epoch.
+    pub mtime: i64,
+}
+
+/// A context directory with its `.dockerignore` and Dockerfile resolved.
+#[derive(Debug, Clone)]
+pub struct BuildContext {
+    root: PathBuf,
+    dockerfile: String,
+    matcher: Matcher,
+}
+
+impl BuildContext {
+    /// Opens `context_dir` for a build with `dockerfile` (relative to the context; usually
+    /// `Dockerfile`). Reads `.dockerignore` if there is one. Errors (exit 2) if the directory
+    /// or the Dockerfile is missing, the Dockerfile lies outside the context, or a pattern is
+    /// malformed.
+    pub fn open(context_dir: &Path, dockerfile: &str) -> Result<BuildContext> {
+        let meta = fs::metadata(context_dir).map_err(|e| {
+            Error::input(format!("build context {}: {e}", context_dir.display()))
+        })?;
+        if !meta.is_dir() {
+            return Err(Error::input(format!(
+                "build context {} is not a directory",
+                context_dir.display()
+            )));
+        }
+        let dockerfile = dockerignore::clean(&dockerfile.replace('\\', "/"));
+        if dockerfile.starts_with('/') || dockerfile == ".." || dockerfile.starts_with("../") {
+            return Err(Error::input(format!(
+                "the Dockerfile {dockerfile:?} must be a path inside the build context {}",
+                context_dir.display()
+            )));
+        }
+        let df_path = context_dir.join(&dockerfile);
+        match fs::metadata(&df_path) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => {
+                return Err(Error::input(format!("{} is not a file", df_path.display())));
+            }
+            Err(e) => {
+                return Err(Error::input(format!("Dockerfile {}: {e}", df_path.display()))
+                    .hint("pass the Dockerfile's path relative to the build context"));
+            }
+        }
+        let ignore_path = context_dir.join(".dockerignore");
+        let patterns = match fs::read(&ignore_path) {
+            Ok(bytes) => dockerignore::parse(&String::from_utf8_lossy(&bytes)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => {
+                return Err(Error::failure(format!("reading {}: {e}", ignore_path.display())));
+            }
+        };
+        let matcher = Matcher::for_build(&patterns, &dockerfile)
+            .map_err(|e| Error::input(format!("{}: {e}", ignore_path.display())))?;
+        Ok(BuildContext { root: context_dir.to_path_buf(), dockerfile, matcher })
+    }
+
+    /// The context directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The Dockerfile, relative to the context, cleaned and `/`-separated.
+    pub fn dockerfile(&self) -> &str {
+        &self.dockerfile
+    }
+
+    /// The matcher in use (the `.dockerignore` patterns plus the build-file exceptions).
+    pub fn matcher(&self) -> &Matcher {
+        &self.matcher
+    }
+
+    /// Visits every entry that is sent, in tar order. Stops at the first error (an unreadable
+    /// directory or file that is not excluded is an error, as with `docker build`).
+    pub fn walk(&self, visit: &mut dyn FnMut(&ContextEntry, &Path) -> Result<()>) -> Result<()> {
+        let mut links = HashMap::new();
+        self.walk_dir(&self.root, "", None, &mut links, visit)
+    }
+
+    fn walk_dir(
+        &self,
+        dir: &Path,
+        rel: &str,
+        parent: Option<&MatchInfo>,
+        links: &mut HashMap<(u64, u64), String>,
+        visit: &mut dyn FnMut(&ContextEntry, &Path) -> Result<()>,
+    ) -> Result<()> {
+        let read = fs::read_dir(dir)
+            .map_err(|e| Error::failure(format!("reading directory {}: {e}", dir.display())))?;
+        let mut names = Vec::new();
+        for entry in read {
+            let entry = entry
+                .map_err(|e| Error::failure(format!("reading directory {}: {e}", dir.display())))?;
+            names.push(entry.file_name());
+        }
+        names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        for name in names {
+            let full = dir.join(&name);
+            let name = name.to_string_lossy();
+            let path = if rel.is_empty() { name.into_owned() } else { format!("{rel}/{name}") };
+            let meta = fs::symlink_metadata(&full)
+                .map_err(|e| Error::failure(format!("can't stat {}: {e}", full.display())))?;
+            let (excluded, info) = self.matcher.walk_match(&path, parent);
+            let is_dir = meta.is_dir();
+            if excluded {
+                if is_dir
+                    && self.matcher.has_exceptions()
+                    && self.matcher.exception_may_reach_into(&path)
+                {
+                    self.walk_dir(&full, &path, Some(&info), links, visit)?;
+                }
+                continue;
+            }
+            let Some(entry) = entry_for(&full, path, &meta, links)? else {
+                continue;
+            };
+            visit(&entry, &full)?;
+            if is_dir {
+                self.walk_dir(&full, &entry.path, Some(&info), links, visit)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every entry that would be sent, in order (for tests and `--dry-run`).
+    pub fn entries(&self) -> Result<Vec<ContextEntry>> {
+        let mut out = Vec::new();
+        self.walk(&mut |e, _| {
+            out.push(e.clone());
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// The paths that would be sent, in order (directories included).
+    pub fn files(&self) -> Result<Vec<String>> {
+        Ok(self.entries()?.into_iter().map(|e| e.path).collect())
+    }
+
+    /// Writes the whole context as an uncompressed tar archive to `out`; returns the number
+    /// of bytes written.
+    pub fn write_tar<W: Write>(&self, out: W) -> Result<u64> {
+        let mut counter = CountingWriter { inner: out, count: 0 };
+        let mut tar = tar::Builder::new(&mut counter);
+        self.walk(&mut |entry, full| append_entry(&mut tar, entry, full))?;
+        tar.finish().map_err(|e| Error::failure(format!("writing the context archive: {e}")))?;
+        drop(tar);
+        Ok(counter.count)
+    }
+
+    /// The context as a stream of tar chunks, written on a blocking thread while the stream
+    /// is consumed (at most [`STREAM_CHUNKS`] × [`STREAM_CHUNK_SIZE`] bytes buffered).
+    /// Must be called inside a Tokio runtime. An error while reading the context ends the
+    /// stream with an `io::Error` and is also kept in [`TarStream::error`] for a clear report.
+    pub fn tar_stream(&self) -> TarStream {
+        let (tx, rx) = mpsc::channel(STREAM_CHUNKS);
+        let error = Arc::new(Mutex::new(None));
+        let ctx = self.clone();
+        let err_slot = error.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut writer = ChannelWriter {
+                tx: tx.clone(),
+                buf: BytesMut::with_capacity(STREAM_CHUNK_SIZE),
+            };
+            let result = ctx.write_tar(&mut writer).and_then(|_| {
+                writer.send_buffered().map_err(|e| Error::failure(format!("sending: {e}")))
+            });
+            if let Err(e) = result {
+                // A closed receiver means the consumer stopped reading: nothing to report.
+                if !tx.is_closed() {
+                    let msg = e.message.clone();
+                    *err_slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                    let _ = tx.blocking_send(Err(io::Error::other(msg)));
+                }
+            }
+        });
+        TarStream { rx, error }
+    }
+
+    /// A digest of what would be sent (paths, kinds, modes, file contents, link targets;
+    /// not times or owners): the same source always gives the same hash. Lowercase hex SHA-256.
+    pub fn content_hash(&self) -> Result<String> {
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        self.walk(&mut |entry, full| {
+            let (tag, extra): (&[u8], Vec<u8>) = match &entry.kind {
+                EntryKind::Dir => (b"d", Vec::new()),
+                EntryKind::File => (b"f", Vec::new()),
+                EntryKind::Symlink(t) => (b"l", t.as_os_str().as_bytes().to_vec()),
+                EntryKind::HardLink(t) => (b"h", t.as_bytes().to_vec()),
+                EntryKind::Fifo => (b"p", Vec::new()),
+            };
+            hasher.update(tag);
+            hasher.update((entry.path.len() as u64).to_le_bytes());
+            hasher.update(entry.path.as_bytes());
+            hasher.update(entry.mode.to_le_bytes());
+            hasher.update((extra.len() as u64).to_le_bytes());
+            hasher.update(&extra);
+            if entry.kind == EntryKind::File {
+                hasher.update(entry.size.to_le_bytes());
+                let mut f = File::open(full)
+                    .map_err(|e| Error::failure(format!("reading {}: {e}", full.display())))?;
+                loop {
+                    let n = f
+                        .read(&mut buf)
+                        .map_err(|e| Error::failure(format!("reading {}: {e}", full.display())))?;
+                    if n == 0 {
+                        break;
+                    }
+                    hasher.update(&buf[..n]);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    }
+}
+
+fn entry_for(
+    full: &Path,
+    path: String,
+    meta: &Metadata,
+    links: &mut HashMap<(u64, u64), String>,
+) -> Result<Option<ContextEntry>> {
+    let ft = meta.file_type();
+    let mode = meta.mode() & 0o7777;
+    let mtime = meta.mtime();
+    let mut size = 0;
+    let kind = if ft.is_dir() {
+        EntryKind::Dir
+    } else if ft.is_symlink() {
+        let target = fs::read_link(full)
+            .map_err(|e| Error::failure(format!("reading link {}: {e}", full.display())))?;
+        EntryKind::Symlink(target)
+    } else if ft.is_file() {
+        if meta.nlink() > 1 {
+            let key = (meta.dev(), meta.ino());
+            if let Some(first) = links.get(&key) {
+                return Ok(Some(ContextEntry {
+                    path,
+                    kind: EntryKind::HardLink(first.clone()),
+                    mode,
+                    size: 0,
+                    mtime,
+                }));
+            }
+            links.insert(key, path.clone());
+        }
+        // Fail early, like `docker build`, on a file that cannot be read.
+        File::open(full)
+            .map_err(|e| Error::failure(format!("can't read {}: {e}", full.display())))?;
+        size = meta.len();
+        EntryKind::File
+    } else if ft.is_fifo() {
+        EntryKind::Fifo
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(ContextEntry { path, kind, mode, size, mtime }))
+}
+
+fn append_entry<W: Write>(tar: &mut tar::Builder<W>, entry: &ContextEntry, full: &Path) -> Result<()> {
+    let fail = |e: io::Error| Error::failure(format!("adding {} to the context: {e}", entry.path));
+    let mut header = tar::Header::new_gnu();
+    header.set_mode(entry.mode);
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_mtime(entry.mtime.max(0) as u64);
+    header.set_size(0);
+    match &entry.kind {
+        EntryKind::Dir => {
+            header.set_entry_type(tar::EntryType::Directory);
+            tar.append_data(&mut header, format!("{}/", entry.path), io::empty()).map_err(fail)
+        }
+        EntryKind::File => {
+            header.set_entry_type(tar::EntryType::Regular);
+            header.set_size(entry.size);
+            let file = File::open(full).map_err(fail)?;
+            let reader = ExactReader { inner: file.take(entry.size), left: entry.size };
+            tar.append_data(&mut header, &entry.path, reader).map_err(fail)
+        }
+        EntryKind::Symlink(target) => {
+            header.set_entry_type(tar::EntryType::Symlink);
+            tar.append_link(&mut header, &entry.path, target).map_err(fail)
+        }
+        EntryKind::HardLink(target) => {
+            header.set_entry_type(tar::EntryType::Link);
+            tar.append_link(&mut header, &entry.path, target).map_err(fail)
+        }
+        EntryKind::Fifo => {
+            header.set_entry_type(tar::EntryType::Fifo);
+            tar.append_data(&mut header, &entry.path, io::empty()).map_err(fail)
+        }
+    }
+}
+
+/// Reads exactly the size announced in the tar header: a file that shrank while being sent
+/// is an error rather than a corrupt archive (growth is cut off by `take`).
+struct ExactReader<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: Read> Read for ExactReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n == 0 && self.left > 0 && !buf.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the file shrank while it was being sent",
+            ));
+        }
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+struct CountingWriter<W> {
+    inner: W,
+    count: u64,
+}
+
+impl<W: Write> Write for CountingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.count += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Collects writes into chunks and hands them to the channel, blocking while it is full.
+struct ChannelWriter {
+    tx: mpsc::Sender<io::Result<Bytes>>,
+    buf: BytesMut,
+}
+
+impl ChannelWriter {
+    fn send_buffered(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = self.buf.split().freeze();
+        self.buf.reserve(STREAM_CHUNK_SIZE);
+        self.tx
+            .blocking_send(Ok(chunk))
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the receiver went away"))
+    }
+}
+
+impl Write for ChannelWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let room = STREAM_CHUNK_SIZE - self.buf.len();
+        let n = buf.len().min(room);
+        self.buf.extend_from_slice(&buf[..n]);
+        if self.buf.len() >= STREAM_CHUNK_SIZE {
+            self.send_buffered()?;
+        }
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The tar stream of a context; see [`BuildContext::tar_stream`].
+pub struct TarStream {
+    rx: mpsc::Receiver<io::Result<Bytes>>,
+    error: Arc<Mutex<Option<Error>>>,
+}
+
+impl TarStream {
+    /// A handle on the error that ended the stream early, if any (readable after the stream
+    /// has been consumed or dropped).
+    pub fn error_slot(&self) -> Arc<Mutex<Option<Error>>> {
+        self.error.clone()
+    }
+
+    /// Takes the error that ended the stream early, if any.
+    pub fn error(&self) -> Option<Error> {
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+impl Stream for TarStream {
+    type Item = io::Result<Bytes>;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
+        self.rx.poll_recv(cx)
+    }
+}
