@@ -4,7 +4,11 @@
 //! else lives here so it can be tested without the CLI. See `docs/architecture.md`.
 
 pub mod app;
+pub mod assets;
+pub mod backend;
 pub mod error;
+pub mod kinds;
+pub mod render;
 pub mod image;
 
 pub use error::{Error, Result};

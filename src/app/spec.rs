@@ -111,6 +111,10 @@ pub struct Mpi {
     /// Seconds the native/local launcher waits for every worker's sshd.
     #[serde(default = "sshd_timeout")]
     pub sshd_timeout_seconds: u32,
+    /// Where the MPI Operator mounts the ssh keys (the home `.ssh` of the user the job runs
+    /// as). Default: `/root/.ssh`, or `/home/mpiuser/.ssh` with a non-root `runAsUser`.
+    #[serde(default)]
+    pub ssh_auth_mount_path: Option<String>,
 }
 
 fn openmpi() -> String {
@@ -130,6 +134,7 @@ impl Default for Mpi {
             launcher: mpirun(),
             extra_args: Vec::new(),
             sshd_timeout_seconds: sshd_timeout(),
+            ssh_auth_mount_path: None,
         }
     }
 }

@@ -157,6 +157,12 @@ pub fn check(app: &App) -> Vec<Problem> {
         c.at(&["mpi", "sshdTimeoutSeconds"], "must be at least 1");
     }
 
+    if let Some(p) = &app.mpi.ssh_auth_mount_path
+        && !p.starts_with('/')
+    {
+        c.at(&["mpi", "sshAuthMountPath"], format!("`{p}` must be an absolute path"));
+    }
+
     let rp = &app.run_policy;
     if !["Running", "All", "None"].contains(&rp.clean_pod_policy.as_str()) {
         c.at(&["runPolicy", "cleanPodPolicy"], format!("`{}` is not one of Running, All, None (the MPI Operator's clean pod policies)", rp.clean_pod_policy));

@@ -1,0 +1,297 @@
+//! The values a manifest template sees (documented in docs/config.md, "Template values").
+//! Everything structured is built here as data; templates only place it.
+
+use super::ssh::{REDACTED, SshKeys};
+use super::Run;
+use crate::app::validate::param_env_name;
+use crate::app::{App, Backend};
+use crate::assets;
+use crate::render::manifests::{LABEL_ROLE, LABEL_RUN};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+/// Where hvdctl mounts its scripts and the run's ssh keys in `native` pods.
+pub const SCRIPTS_DIR: &str = "/etc/hvdctl";
+pub const SSH_DIR: &str = "/etc/hvdctl/ssh";
+/// Where the hostfile and `discover_hosts.sh` live (the MPI Operator's path, for both backends).
+pub const MPI_DIR: &str = "/etc/mpi";
+pub const HOSTFILE: &str = "/etc/mpi/hostfile";
+pub const DISCOVER_HOSTS: &str = "/etc/mpi/discover_hosts.sh";
+
+/// Runs as root unless the security context says otherwise.
+fn runs_as_root(app: &App) -> bool {
+    app.security_context.run_as_user.is_none_or(|u| u == 0)
+}
+
+pub fn ssh_auth_mount_path(app: &App) -> String {
+    app.mpi.ssh_auth_mount_path.clone().unwrap_or_else(|| {
+        if runs_as_root(app) { "/root/.ssh".into() } else { "/home/mpiuser/.ssh".into() }
+    })
+}
+
+/// Names of the environment variables every rank gets (app env + parameters + hvdctl's own).
+pub fn env_pairs(run: &Run) -> BTreeMap<String, String> {
+    let app = run.app;
+    let mut env = app.env.clone();
+    for (k, v) in &app.parameters {
+        env.insert(param_env_name(k), v.clone());
+    }
+    env.insert("HVDCTL_APP".into(), app.name.clone());
+    env.insert("HVDCTL_RUN".into(), run.run_id.clone());
+    env.insert("HVDCTL_JOB".into(), run.job_name());
+    env
+}
+
+/// The MPI launch command line: `mpirun ...` or `horovodrun ...` followed by the app's
+/// command and args. `hostfile` is passed explicitly when the backend provides one itself.
+pub fn launch_argv(run: &Run, hostfile: Option<&str>) -> Vec<String> {
+    let app = run.app;
+    let np = app.workers * app.slots_per_worker;
+    let mut argv: Vec<String> = Vec::new();
+    let mut push = |xs: &[&str]| argv.extend(xs.iter().map(|s| s.to_string()));
+    let env = env_pairs(run);
+    if app.mpi.launcher == "horovodrun" {
+        push(&["horovodrun", "-np", &np.to_string()]);
+        match &app.elastic {
+            Some(e) => {
+                let (min, max) = (e.min_workers * app.slots_per_worker, e.max_workers * app.slots_per_worker);
+                push(&["--min-np", &min.to_string(), "--max-np", &max.to_string()]);
+                push(&["--slots-per-host", &app.slots_per_worker.to_string()]);
+                push(&["--host-discovery-script", DISCOVER_HOSTS]);
+            }
+            None => {
+                if let Some(h) = hostfile {
+                    push(&["--hostfile", h]);
+                }
+            }
+        }
+    } else if app.mpi.implementation == "OpenMPI" {
+        push(&["mpirun"]);
+        if runs_as_root(app) {
+            push(&["--allow-run-as-root"]);
+        }
+        push(&["-np", &np.to_string()]);
+        if let Some(h) = hostfile {
+            push(&["--hostfile", h]);
+        }
+        push(&["-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1", "-mca", "btl", "^openib"]);
+        // Ranks started over ssh do not inherit the pod's environment: forward it.
+        for k in env.keys() {
+            push(&["-x", k]);
+        }
+        for k in ["PATH", "LD_LIBRARY_PATH"] {
+            if !env.contains_key(k) {
+                push(&["-x", k]);
+            }
+        }
+    } else {
+        // Hydra (Intel MPI, MPICH).
+        push(&["mpirun", "-n", &np.to_string(), "-ppn", &app.slots_per_worker.to_string()]);
+        if let Some(h) = hostfile {
+            push(&["-f", h]);
+        }
+        if !env.is_empty() {
+            let names: Vec<&str> = env.keys().map(String::as_str).collect();
+            push(&["-genvlist", &names.join(",")]);
+        }
+    }
+    argv.extend(app.mpi.extra_args.iter().cloned());
+    argv.extend(app.command.iter().cloned());
+    argv.extend(app.args.iter().cloned());
+    argv
+}
+
+fn resources(spec: &crate::app::spec::ResourceSpec, gpus: u32) -> Value {
+    let mut out = Map::new();
+    if !spec.requests.is_empty() {
+        out.insert("requests".into(), json!(spec.requests));
+    }
+    let mut limits = spec.limits.clone();
+    if gpus > 0 {
+        limits.insert("nvidia.com/gpu".into(), gpus.to_string());
+    }
+    if !limits.is_empty() {
+        out.insert("limits".into(), json!(limits));
+    }
+    Value::Object(out)
+}
+
+fn volumes(app: &App) -> (Vec<Value>, Vec<Value>) {
+    let mut vols = Vec::new();
+    let mut mounts = Vec::new();
+    for v in &app.volumes {
+        let mut vol = Map::new();
+        vol.insert("name".into(), json!(v.name));
+        if let Some(p) = &v.pvc {
+            vol.insert("persistentVolumeClaim".into(), json!({"claimName": p.claim_name, "readOnly": v.read_only}));
+        }
+        if let Some(n) = &v.nfs {
+            vol.insert("nfs".into(), json!({"server": n.server, "path": n.path, "readOnly": v.read_only}));
+        }
+        if let Some(h) = &v.host_path {
+            let mut hp = Map::new();
+            hp.insert("path".into(), json!(h.path));
+            if let Some(t) = &h.kind {
+                hp.insert("type".into(), json!(t));
+            }
+            vol.insert("hostPath".into(), Value::Object(hp));
+        }
+        vols.push(Value::Object(vol));
+        let mut m = json!({"name": v.name, "mountPath": v.mount_path, "readOnly": v.read_only});
+        if let Some(sp) = &v.sub_path {
+            m["subPath"] = json!(sp);
+        }
+        mounts.push(m);
+    }
+    (vols, mounts)
+}
+
+fn pod_values(app: &App) -> Value {
+    let sc = &app.security_context;
+    let mut security = Map::new();
+    for (k, v) in [("runAsUser", sc.run_as_user), ("runAsGroup", sc.run_as_group), ("fsGroup", sc.fs_group)] {
+        if let Some(v) = v {
+            security.insert(k.into(), json!(v));
+        }
+    }
+    if let Some(b) = sc.run_as_non_root {
+        security.insert("runAsNonRoot".into(), json!(b));
+    }
+    let tolerations: Vec<Value> = app
+        .tolerations
+        .iter()
+        .map(|t| {
+            let mut m = Map::new();
+            for (k, v) in [("key", &t.key), ("operator", &t.operator), ("value", &t.value), ("effect", &t.effect)] {
+                if let Some(v) = v {
+                    m.insert(k.into(), json!(v));
+                }
+            }
+            if let Some(s) = t.toleration_seconds {
+                m.insert("tolerationSeconds".into(), json!(s));
+            }
+            Value::Object(m)
+        })
+        .collect();
+    json!({
+        "labels": app.labels,
+        "annotations": app.annotations,
+        "nodeSelector": app.node_selector,
+        "tolerations": tolerations,
+        "securityContext": if security.is_empty() { Value::Null } else { Value::Object(security) },
+        "imagePullSecrets": app.image_pull_secrets.iter().map(|n| json!({"name": n})).collect::<Vec<_>>(),
+        "serviceAccountName": app.service_account_name,
+        "priorityClassName": app.priority_class_name,
+    })
+}
+
+/// DNS name of worker `i` of a native run (headless Service `<job>` in the namespace).
+pub fn worker_host(run: &Run, i: u32) -> String {
+    format!("{}-worker-{i}.{}.{}.svc", run.job_name(), run.job_name(), run.namespace)
+}
+
+/// The hostfile of a run whose workers are named by `host(i)`.
+pub fn hostfile(app: &App, host: impl Fn(u32) -> String) -> String {
+    (0..app.workers).map(|i| format!("{} slots={}\n", host(i), app.slots_per_worker)).collect()
+}
+
+/// `discover_hosts.sh` for elastic runs: prints every worker whose sshd answers.
+pub fn discover_hosts(app: &App, host: impl Fn(u32) -> String) -> String {
+    let max = app.elastic.as_ref().map_or(app.workers, |e| e.max_workers);
+    let hosts: Vec<String> = (0..max).map(host).collect();
+    format!(
+        "#!/bin/bash\n# Prints the workers that accept ssh now (Horovod elastic host discovery).\nfor h in {}; do\n  timeout 2 bash -c \"exec 3<>/dev/tcp/$h/22\" 2>/dev/null && echo \"$h\"\ndone\nexit 0\n",
+        hosts.join(" ")
+    )
+}
+
+/// All values for the manifest template of `run`. Without `ssh` (dry run) the key is redacted.
+pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
+    let app = run.app;
+    let job = run.job_name();
+    let env: Vec<Value> = env_pairs(run).into_iter().map(|(name, value)| json!({"name": name, "value": value})).collect();
+    let (vols, mounts) = volumes(app);
+    let mut v = json!({
+        "job": {"name": job, "namespace": run.namespace, "runId": run.run_id},
+        "app": {"name": app.name},
+        "image": run.image,
+        "workers": app.workers,
+        "slotsPerWorker": app.slots_per_worker,
+        "gpusPerWorker": app.gpus_per_worker,
+        "np": app.workers * app.slots_per_worker,
+        "mpiImplementation": app.mpi.implementation,
+        "sshAuthMountPath": ssh_auth_mount_path(app),
+        "runPolicy": {
+            "cleanPodPolicy": app.run_policy.clean_pod_policy,
+            "backoffLimit": app.run_policy.backoff_limit,
+            "ttlSecondsAfterFinished": app.run_policy.ttl_seconds_after_finished,
+            "activeDeadlineSeconds": app.run_policy.active_deadline_seconds,
+        },
+        "env": env,
+        "volumes": vols,
+        "volumeMounts": mounts,
+        "pod": pod_values(app),
+        "parameters": app.parameters,
+        "launcher": {"resources": resources(&app.resources.launcher, 0)},
+        "worker": {"resources": resources(&app.resources.worker, app.gpus_per_worker)},
+    });
+    // Drop null run-policy fields so `{{json runPolicy}}` holds only what is set.
+    if let Some(rp) = v["runPolicy"].as_object_mut() {
+        rp.retain(|_, x| !x.is_null());
+    }
+    match run.backend {
+        Backend::Mpijob => {
+            v["launcher"]["command"] = json!(launch_argv(run, None));
+            v["worker"]["command"] = json!(["/usr/sbin/sshd", "-De"]);
+        }
+        Backend::Native => {
+            let launcher_sh = format!("{SCRIPTS_DIR}/launcher.sh");
+            let mut cmd = vec!["/bin/bash".to_string(), launcher_sh];
+            cmd.extend(launch_argv(run, Some(HOSTFILE)));
+            v["launcher"]["command"] = json!(cmd);
+            v["worker"]["command"] = json!(["/bin/bash", format!("{SCRIPTS_DIR}/worker.sh")]);
+            v["env"].as_array_mut().expect("env is a list").extend([
+                json!({"name": "HVDCTL_SSH_DIR", "value": SSH_DIR}),
+                json!({"name": "HVDCTL_HOSTFILE", "value": HOSTFILE}),
+                json!({"name": "HVDCTL_SSHD_TIMEOUT", "value": app.mpi.sshd_timeout_seconds.to_string()}),
+            ]);
+            let config = format!("{job}-config");
+            let secret = format!("{job}-ssh");
+            let mut native_vols = v["volumes"].as_array().cloned().unwrap_or_default();
+            native_vols.extend([
+                json!({"name": "hvdctl-ssh", "secret": {"secretName": secret, "defaultMode": 0o400}}),
+                json!({"name": "hvdctl-mpi", "configMap": {"name": config, "defaultMode": 0o755,
+                    "items": [{"key": "hostfile", "path": "hostfile"}, {"key": "discover_hosts.sh", "path": "discover_hosts.sh"}]}}),
+                json!({"name": "hvdctl-scripts", "configMap": {"name": config, "defaultMode": 0o755,
+                    "items": [{"key": "launcher.sh", "path": "launcher.sh"}, {"key": "worker.sh", "path": "worker.sh"}]}}),
+            ]);
+            let mut native_mounts = v["volumeMounts"].as_array().cloned().unwrap_or_default();
+            native_mounts.extend([
+                json!({"name": "hvdctl-ssh", "mountPath": SSH_DIR, "readOnly": true}),
+                json!({"name": "hvdctl-mpi", "mountPath": MPI_DIR, "readOnly": true}),
+                json!({"name": "hvdctl-scripts", "mountPath": format!("{SCRIPTS_DIR}/launcher.sh"), "subPath": "launcher.sh", "readOnly": true}),
+                json!({"name": "hvdctl-scripts", "mountPath": format!("{SCRIPTS_DIR}/worker.sh"), "subPath": "worker.sh", "readOnly": true}),
+            ]);
+            let workers: Vec<Value> = (0..app.workers).map(|i| json!({"name": format!("{job}-worker-{i}"), "index": i})).collect();
+            let (private, public) = match ssh {
+                Some(k) => (k.private_openssh().to_string(), k.public.clone()),
+                None => (REDACTED.to_string(), REDACTED.to_string()),
+            };
+            v["native"] = json!({
+                "workerSelector": {LABEL_RUN: run.run_id, LABEL_ROLE: crate::kinds::ROLE_WORKER},
+                "sshSecretName": secret,
+                "configMapName": config,
+                "launcherName": format!("{job}-launcher"),
+                "hostfile": hostfile(app, |i| worker_host(run, i)),
+                "discoverHosts": discover_hosts(app, |i| worker_host(run, i)),
+                "launcherScript": assets::script("launcher.sh"),
+                "workerScript": assets::script("worker.sh"),
+                "ssh": {"privateKey": private, "publicKey": public},
+                "workers": workers,
+                "volumes": native_vols,
+                "volumeMounts": native_mounts,
+            });
+        }
+    }
+    v
+}

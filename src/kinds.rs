@@ -1,0 +1,286 @@
+//! The Kubernetes kinds hvdctl creates, as typed objects: k8s-openapi types for built-in kinds
+//! and [`MpiJob`] for the MPI Operator's custom resource. Rendered manifests are parsed into
+//! [`Object`], so a misspelt field is caught before anything reaches a cluster.
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodTemplateSpec, Secret, Service, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// `kubeflow.org/v2beta1` MPIJob (MPI Operator v0.4+), fields as in the operator's CRD.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MpiJob {
+    pub metadata: ObjectMeta,
+    pub spec: MpiJobSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<MpiJobStatus>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MpiJobSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots_per_worker: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_launcher_as_worker: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_policy: Option<RunPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_auth_mount_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher_creation_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpi_implementation: Option<String>,
+    pub mpi_replica_specs: BTreeMap<String, ReplicaSpec>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clean_pod_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds_after_finished: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_deadline_seconds: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_limit: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling_policy: Option<SchedulingPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed_by: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedulingPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_available: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_resources: Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_timeout_seconds: Option<i32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_policy: Option<String>,
+    #[serde(default)]
+    pub template: PodTemplateSpec,
+}
+
+/// What hvdctl reads of an MPIJob's status.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MpiJobStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<JobCondition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_statuses: Option<BTreeMap<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+}
+
+impl k8s_openapi::Resource for MpiJob {
+    const API_VERSION: &'static str = "kubeflow.org/v2beta1";
+    const GROUP: &'static str = "kubeflow.org";
+    const KIND: &'static str = "MPIJob";
+    const VERSION: &'static str = "v2beta1";
+    const URL_PATH_SEGMENT: &'static str = "mpijobs";
+    type Scope = NamespaceResourceScope;
+}
+
+impl k8s_openapi::Metadata for MpiJob {
+    type Ty = ObjectMeta;
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// Role of a pod within a run.
+pub const ROLE_LAUNCHER: &str = "launcher";
+pub const ROLE_WORKER: &str = "worker";
+
+/// One object of a run, typed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Object {
+    ServiceAccount(ServiceAccount),
+    Secret(Secret),
+    ConfigMap(ConfigMap),
+    Service(Service),
+    Pod(Pod),
+    StatefulSet(StatefulSet),
+    Job(Job),
+    MpiJob(MpiJob),
+}
+
+macro_rules! each_kind {
+    ($self:ident, $o:ident => $e:expr) => {
+        match $self {
+            Object::ServiceAccount($o) => $e,
+            Object::Secret($o) => $e,
+            Object::ConfigMap($o) => $e,
+            Object::Service($o) => $e,
+            Object::Pod($o) => $e,
+            Object::StatefulSet($o) => $e,
+            Object::Job($o) => $e,
+            Object::MpiJob($o) => $e,
+        }
+    };
+}
+
+/// (apiVersion, kind) of every kind hvdctl knows.
+pub const KNOWN_KINDS: &[(&str, &str)] = &[
+    ("v1", "ServiceAccount"),
+    ("v1", "Secret"),
+    ("v1", "ConfigMap"),
+    ("v1", "Service"),
+    ("v1", "Pod"),
+    ("apps/v1", "StatefulSet"),
+    ("batch/v1", "Job"),
+    ("kubeflow.org/v2beta1", "MPIJob"),
+];
+
+impl Object {
+    /// Parses a manifest of a known kind. Fields the type does not know are *not* rejected
+    /// here; see [`crate::render::manifests`] for the round-trip check.
+    pub fn from_value(v: Value) -> Result<Object, String> {
+        let api_version = v.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
+        let kind = v.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+        fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, String> {
+            serde_path_to_error::deserialize(v).map_err(|e| {
+                let path = e.path().to_string();
+                format!("{path}: {}", e.into_inner())
+            })
+        }
+        let mut body = v;
+        if let Value::Object(m) = &mut body {
+            m.remove("apiVersion");
+            m.remove("kind");
+        }
+        Ok(match (api_version.as_str(), kind.as_str()) {
+            ("v1", "ServiceAccount") => Object::ServiceAccount(typed(body)?),
+            ("v1", "Secret") => Object::Secret(typed(body)?),
+            ("v1", "ConfigMap") => Object::ConfigMap(typed(body)?),
+            ("v1", "Service") => Object::Service(typed(body)?),
+            ("v1", "Pod") => Object::Pod(typed(body)?),
+            ("apps/v1", "StatefulSet") => Object::StatefulSet(typed(body)?),
+            ("batch/v1", "Job") => Object::Job(typed(body)?),
+            ("kubeflow.org/v2beta1", "MPIJob") => Object::MpiJob(typed(body)?),
+            ("", _) | (_, "") => return Err("every document needs apiVersion and kind".into()),
+            (a, k) => {
+                let known: Vec<String> = KNOWN_KINDS.iter().map(|(a, k)| format!("{a} {k}")).collect();
+                return Err(format!("hvdctl does not create {a} {k}; known kinds: {}", known.join(", ")));
+            }
+        })
+    }
+
+    /// The object as JSON, with apiVersion and kind first.
+    pub fn to_value(&self) -> Value {
+        let (api_version, kind) = self.type_meta();
+        let body = each_kind!(self, o => serde_json::to_value(o)).unwrap_or(Value::Null);
+        let mut out = serde_json::Map::new();
+        out.insert("apiVersion".into(), api_version.into());
+        out.insert("kind".into(), kind.into());
+        if let Value::Object(m) = body {
+            out.extend(m);
+        }
+        Value::Object(out)
+    }
+
+    pub fn type_meta(&self) -> (&'static str, &'static str) {
+        fn tm<K: k8s_openapi::Resource>(_: &K) -> (&'static str, &'static str) {
+            (K::API_VERSION, K::KIND)
+        }
+        each_kind!(self, o => tm(o))
+    }
+
+    pub fn kind(&self) -> &'static str {
+        self.type_meta().1
+    }
+
+    /// The plural resource name (`pods`, `mpijobs`).
+    pub fn plural(&self) -> &'static str {
+        fn p<K: k8s_openapi::Resource>(_: &K) -> &'static str {
+            K::URL_PATH_SEGMENT
+        }
+        each_kind!(self, o => p(o))
+    }
+
+    pub fn meta(&self) -> &ObjectMeta {
+        each_kind!(self, o => &o.metadata)
+    }
+
+    pub fn meta_mut(&mut self) -> &mut ObjectMeta {
+        each_kind!(self, o => &mut o.metadata)
+    }
+
+    pub fn name(&self) -> &str {
+        self.meta().name.as_deref().unwrap_or_default()
+    }
+
+    /// Calls `f` with the metadata of every pod template (or pod) this object makes, and the
+    /// role of those pods.
+    pub fn for_each_pod_meta(&mut self, mut f: impl FnMut(&'static str, &mut ObjectMeta)) {
+        let mut tmpl = |role, t: &mut PodTemplateSpec| f(role, t.metadata.get_or_insert_with(Default::default));
+        match self {
+            Object::Pod(p) => {
+                // A bare pod is its own template: wrap its metadata for the same treatment.
+                let mut t = PodTemplateSpec { metadata: Some(std::mem::take(&mut p.metadata)), spec: None };
+                tmpl(ROLE_WORKER, &mut t);
+                p.metadata = t.metadata.unwrap_or_default();
+            }
+            Object::StatefulSet(s) => {
+                if let Some(spec) = s.spec.as_mut() {
+                    tmpl(ROLE_WORKER, &mut spec.template);
+                }
+            }
+            Object::Job(j) => {
+                if let Some(spec) = j.spec.as_mut() {
+                    tmpl(ROLE_LAUNCHER, &mut spec.template);
+                }
+            }
+            Object::MpiJob(m) => {
+                for (replica, spec) in m.spec.mpi_replica_specs.iter_mut() {
+                    let role = if replica == "Launcher" { ROLE_LAUNCHER } else { ROLE_WORKER };
+                    tmpl(role, &mut spec.template);
+                }
+            }
+            Object::ServiceAccount(_) | Object::Secret(_) | Object::ConfigMap(_) | Object::Service(_) => {}
+        }
+    }
+}
