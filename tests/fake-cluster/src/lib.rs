@@ -1,1 +1,355 @@
+//! `fake-cluster`: an in-memory Kubernetes API server over plain HTTP, with a Job,
+//! StatefulSet and MPI Operator (kubeflow.org/v2beta1) controller, a garbage collector, a
+//! kubelet that runs pods whose logs are computed on the fly, and fault injection.
+//!
+//! ```no_run
+//! let fc = fake_cluster::FakeCluster::start(fake_cluster::Options { mpi_operator: true, ..Default::default() }).unwrap();
+//! fc.write_kubeconfig(std::path::Path::new("/tmp/kubeconfig")).unwrap();
+//! println!("{}", fc.url());
+//! ```
+//!
+//! See README.md for the served API, the kubelet's env protocol and the control endpoints.
 
+pub mod controllers;
+pub mod error;
+pub mod kubelet;
+pub mod logs;
+pub mod objects;
+pub mod patch;
+pub mod resources;
+pub mod selectors;
+mod server;
+pub mod store;
+pub mod table;
+pub mod util;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub use error::ApiError;
+use resources::ResId;
+use selectors::{FieldSelector, LabelSelector};
+use store::{Store, WriteOpts};
+
+/// Faults to inject; changeable at runtime (`FakeCluster::set_faults`, `POST /fake/faults`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Faults {
+    /// Fraction of all API requests answered 500 or 429 (+ `Retry-After: 1`) at random.
+    pub fail_rate: f64,
+    /// Fraction of pod log requests answered 500 or 429 (in addition to `fail_rate`).
+    pub log_fail_rate: f64,
+    /// Cut every log stream after this many lines (0: never), alternating a clean end of
+    /// body and an abrupt mid-line cut.
+    pub cut_logs_every: u64,
+    /// Watches end after this many seconds and history older than that answers 410 (0: never).
+    pub watch_expire_secs: f64,
+    /// Delay before answering each API request.
+    pub delay_ms: u64,
+    /// `VERB:RESOURCE` rules answered 403 (`list:pods`, `get:pods/log`, `*:secrets`, `create:*`).
+    pub forbid: Vec<String>,
+}
+
+/// How to start the fake cluster.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Where to listen; port 0 picks a free one.
+    pub listen: SocketAddr,
+    /// Serve `kubeflow.org/v2beta1` MPIJobs and run the MPI Operator.
+    pub mpi_operator: bool,
+    pub faults: Faults,
+    /// Time a pod stays Pending (ContainerCreating) after being scheduled.
+    pub kubelet_delay: Duration,
+    /// Time between a container's crash and its restart (CrashLoopBackOff).
+    pub restart_backoff: Duration,
+    /// Watch events kept for resuming watches; older resourceVersions answer 410.
+    pub history_limit: usize,
+    /// How often watches with `allowWatchBookmarks` get a BOOKMARK when idle.
+    pub bookmark_interval: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            mpi_operator: false,
+            faults: Faults::default(),
+            kubelet_delay: Duration::from_millis(100),
+            restart_backoff: Duration::from_millis(200),
+            history_limit: 10_000,
+            bookmark_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Request counters.
+#[derive(Default)]
+pub struct Stats {
+    total: AtomicU64,
+    by: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Stats {
+    fn count(&self, verb: &str, resource: &str) {
+        self.total.fetch_add(1, Ordering::Relaxed);
+        let mut m = self.by.lock().unwrap_or_else(|p| p.into_inner());
+        *m.entry(verb.to_string()).or_default() += 1;
+        *m.entry(format!("{verb} {resource}")).or_default() += 1;
+    }
+
+    fn reset(&self) {
+        self.total.store(0, Ordering::Relaxed);
+        self.by.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    fn to_json(&self) -> Value {
+        json!({"total": self.total.load(Ordering::Relaxed), "by": *self.by.lock().unwrap_or_else(|p| p.into_inner())})
+    }
+}
+
+/// Shared state of a running fake cluster.
+pub struct Inner {
+    pub store: Arc<Store>,
+    pub kubelet: Arc<kubelet::Kubelet>,
+    faults: Mutex<Faults>,
+    pub stats: Stats,
+    pub addr: String,
+    pub cuts: Arc<AtomicU64>,
+    pub bookmark_interval: Duration,
+}
+
+impl Inner {
+    pub fn faults(&self) -> Faults {
+        self.faults.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn set_faults(&self, f: Faults) {
+        let age = (f.watch_expire_secs > 0.0).then(|| Duration::from_secs_f64(f.watch_expire_secs));
+        *self.store.history_max_age.lock().unwrap_or_else(|p| p.into_inner()) = age;
+        *self.faults.lock().unwrap_or_else(|p| p.into_inner()) = f;
+    }
+}
+
+/// A running fake cluster. Dropping it stops the server.
+pub struct FakeCluster {
+    inner: Arc<Inner>,
+    url: String,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The error of `FakeCluster::start`.
+pub type StartError = std::io::Error;
+
+impl FakeCluster {
+    /// Binds, then serves on a thread with its own tokio runtime (usable from sync tests).
+    pub fn start(opts: Options) -> Result<FakeCluster, StartError> {
+        let listener = std::net::TcpListener::bind(opts.listen)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let store = Arc::new(Store::new(opts.mpi_operator, opts.history_limit));
+        let kubelet = Arc::new(kubelet::Kubelet::new(opts.kubelet_delay.as_nanos() as i64, opts.restart_backoff.as_nanos() as i64));
+        let inner = Arc::new(Inner {
+            store,
+            kubelet,
+            faults: Mutex::new(Faults::default()),
+            stats: Stats::default(),
+            addr: addr.to_string(),
+            cuts: Arc::new(AtomicU64::new(0)),
+            bookmark_interval: opts.bookmark_interval,
+        });
+        inner.set_faults(opts.faults.clone());
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().thread_name("fake-cluster").build()?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let inner2 = inner.clone();
+        let thread = std::thread::Builder::new().name("fake-cluster".into()).spawn(move || {
+            rt.block_on(async move {
+                let listener = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        eprintln!("fake-cluster: {e}");
+                        return;
+                    }
+                };
+                tokio::spawn(control_loop(inner2.clone()));
+                serve(listener, inner2, rx).await;
+            });
+            rt.shutdown_timeout(Duration::from_millis(100));
+        })?;
+        Ok(FakeCluster { inner, url: format!("http://{addr}"), shutdown: Some(tx), thread: Some(thread) })
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A kubeconfig whose current context (`fake-cluster`) points here, namespace `default`.
+    pub fn kubeconfig(&self) -> String {
+        kubeconfig_yaml(&self.url)
+    }
+
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        std::fs::write(path, self.kubeconfig())
+    }
+
+    pub fn faults(&self) -> Faults {
+        self.inner.faults()
+    }
+
+    pub fn set_faults(&self, f: Faults) {
+        self.inner.set_faults(f);
+    }
+
+    /// The stored object (`resource`: plural like `pods`, `jobs`, `mpijobs`; `ns` "" for cluster-scoped).
+    pub fn get(&self, resource: &str, ns: &str, name: &str) -> Option<Value> {
+        let id = lookup(resource)?;
+        self.inner.store.get(id, ns, name).map(|v| (*v).clone())
+    }
+
+    /// Objects of a type (`ns` None: all namespaces) matching a label selector ("" for all).
+    pub fn list(&self, resource: &str, ns: Option<&str>, label_selector: &str) -> Vec<Value> {
+        let Some(id) = lookup(resource) else { return Vec::new() };
+        let Ok(ls) = LabelSelector::parse(label_selector) else { return Vec::new() };
+        self.inner.store.list(id, ns, &ls, &FieldSelector::default()).0.into_iter().map(|v| (*v).clone()).collect()
+    }
+
+    /// Creates an object; its `apiVersion`/`kind` choose the type, `metadata.namespace` the
+    /// namespace (default `default`).
+    pub fn create(&self, obj: Value) -> Result<Value, ApiError> {
+        let av = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
+        let id = resources::find_kind(av, kind).filter(|id| self.inner.store.mpi || !resources::res(*id).mpi).ok_or_else(|| ApiError::bad_request(format!("no resource for {av} {kind}")))?;
+        let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_string();
+        self.inner.store.create(id, &ns, obj, &WriteOpts::default())
+    }
+
+    /// Deletes with a propagation policy (`None`: the type's default).
+    pub fn delete(&self, resource: &str, ns: &str, name: &str, propagation: Option<&str>) -> Result<Value, ApiError> {
+        let id = lookup(resource).ok_or_else(|| ApiError::bad_request(format!("unknown resource {resource}")))?;
+        self.inner.store.delete(id, ns, name, propagation, None, false).map(|(v, _)| v)
+    }
+
+    /// Applies a change to a stored object through `f` (status included), like a controller would.
+    pub fn mutate(&self, resource: &str, ns: &str, name: &str, f: impl FnOnce(&mut Value)) -> Option<Value> {
+        self.inner.store.mutate(lookup(resource)?, ns, name, f)
+    }
+
+    /// Total API requests served (the `/fake/` endpoints not counted).
+    pub fn request_count(&self) -> u64 {
+        self.inner.stats.total.load(Ordering::Relaxed)
+    }
+
+    /// Requests by RBAC verb (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
+    /// `deletecollection`, `discovery`) and by `"<verb> <resource>"` (e.g. `"get pods/log"`).
+    pub fn request_counts(&self) -> BTreeMap<String, u64> {
+        self.inner.stats.by.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn reset_request_counts(&self) {
+        self.inner.stats.reset();
+    }
+
+    /// The current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.inner.store.resource_version()
+    }
+
+    /// Polls `cond` over the object until it holds or `timeout` passes; returns the last value seen.
+    pub fn wait_for(&self, resource: &str, ns: &str, name: &str, timeout: Duration, cond: impl Fn(Option<&Value>) -> bool) -> Result<Option<Value>, Option<Value>> {
+        let end = std::time::Instant::now() + timeout;
+        loop {
+            let v = self.get(resource, ns, name);
+            if cond(v.as_ref()) {
+                return Ok(v);
+            }
+            if std::time::Instant::now() >= end {
+                return Err(v);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for FakeCluster {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn lookup(resource: &str) -> Option<ResId> {
+    let plural = resource.split('.').next().unwrap_or(resource);
+    resources::RESOURCES.iter().position(|r| r.plural == plural || r.singular == plural || r.kind.eq_ignore_ascii_case(plural) || r.short_names.contains(&plural))
+}
+
+pub fn kubeconfig_yaml(url: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: fake-cluster
+  cluster:
+    server: {url}
+contexts:
+- name: fake-cluster
+  context:
+    cluster: fake-cluster
+    user: fake-cluster
+    namespace: default
+current-context: fake-cluster
+preferences: {{}}
+users:
+- name: fake-cluster
+  user:
+    token: fake-token
+"
+    )
+}
+
+async fn control_loop(inner: Arc<Inner>) {
+    let ctl = controllers::Controllers { store: inner.store.clone(), kubelet: inner.kubelet.clone() };
+    let mut rx = inner.store.subscribe();
+    loop {
+        rx.borrow_and_update();
+        let next = ctl.pass();
+        let now = util::now_ns();
+        let wait_ns = next.map(|t| (t - now).clamp(1_000_000, 1_000_000_000)).unwrap_or(1_000_000_000);
+        tokio::select! {
+            r = rx.changed() => {
+                if r.is_err() { return; }
+                // Let a burst of writes land before the next pass.
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            _ = tokio::time::sleep(Duration::from_nanos(wait_ns as u64)) => {}
+        }
+    }
+}
+
+async fn serve(listener: tokio::net::TcpListener, inner: Arc<Inner>, mut shutdown: tokio::sync::oneshot::Receiver<()>) {
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return,
+            acc = listener.accept() => {
+                let Ok((stream, _)) = acc else { continue };
+                let _ = stream.set_nodelay(true);
+                let inner = inner.clone();
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |req| server::handle(inner.clone(), req));
+                    let io = hyper_util::rt::TokioIo::new(stream);
+                    let _ = hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(io, svc).await;
+                });
+            }
+        }
+    }
+}

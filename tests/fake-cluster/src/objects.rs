@@ -1,0 +1,298 @@
+//! Per-kind validation and the defaulting the apiserver does on create.
+
+use serde_json::{Value, json};
+
+use crate::error::{ApiError, ApiResult};
+use crate::resources::{self, ResourceDef};
+use crate::util::{self, s};
+
+/// Validates an object about to be stored (create or update).
+pub fn validate(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
+    let name = util::name_of(obj);
+    if !obj.is_object() || !obj.get("metadata").is_none_or(Value::is_object) {
+        return Err(ApiError::bad_request("the body of the request must be an object with object metadata"));
+    }
+    if name.is_empty() {
+        return Err(ApiError::invalid(def, "", "metadata.name", "FieldValueRequired", "Required value: name or generateName is required"));
+    }
+    let label_like = matches!(def.plural, "namespaces" | "services");
+    let ok = if label_like { util::is_dns_label(name) } else { util::is_dns_subdomain(name) };
+    if !ok {
+        let msg = if label_like { util::DNS1123_LABEL_MSG } else { util::DNS1123_SUBDOMAIN_MSG };
+        return Err(ApiError::invalid(
+            def,
+            name,
+            "metadata.name",
+            "FieldValueInvalid",
+            &format!("Invalid value: {name:?}: {msg}"),
+        ));
+    }
+    if let Some(labels) = obj.pointer("/metadata/labels") {
+        let Some(map) = labels.as_object() else {
+            return Err(ApiError::bad_request("metadata.labels must be a map of strings"));
+        };
+        for (k, v) in map {
+            let Some(v) = v.as_str() else {
+                return Err(ApiError::bad_request(format!("metadata.labels[{k}] must be a string")));
+            };
+            if !util::is_label_value(v) {
+                return Err(ApiError::invalid(
+                    def,
+                    name,
+                    "metadata.labels",
+                    "FieldValueInvalid",
+                    &format!("Invalid value: {v:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"),
+                ));
+            }
+            let key_name = k.rsplit('/').next().unwrap_or_default();
+            if key_name.is_empty() || key_name.len() > 63 || k.matches('/').count() > 1 {
+                return Err(ApiError::invalid(def, name, "metadata.labels", "FieldValueInvalid", &format!("Invalid value: {k:?}: name part must be no more than 63 characters")));
+            }
+        }
+    }
+    match def.plural {
+        "pods" => validate_pod_spec(def, name, obj.get("spec"), "spec")?,
+        "jobs" => {
+            validate_pod_spec(def, name, obj.pointer("/spec/template/spec"), "spec.template.spec")?;
+            let rp = s(obj, "/spec/template/spec/restartPolicy").unwrap_or("Always");
+            if rp != "Never" && rp != "OnFailure" {
+                return Err(ApiError::invalid(
+                    def,
+                    name,
+                    "spec.template.spec.restartPolicy",
+                    "FieldValueNotSupported",
+                    &format!("Unsupported value: {rp:?}: supported values: \"OnFailure\", \"Never\""),
+                ));
+            }
+        }
+        "statefulsets" => validate_pod_spec(def, name, obj.pointer("/spec/template/spec"), "spec.template.spec")?,
+        "mpijobs" => {
+            let specs = obj.pointer("/spec/mpiReplicaSpecs");
+            if !specs.is_some_and(Value::is_object) {
+                return Err(ApiError::invalid(def, name, "spec.mpiReplicaSpecs", "FieldValueRequired", "Required value"));
+            }
+            for role in ["Launcher", "Worker"] {
+                if let Some(rs) = specs.and_then(|s| s.get(role)) {
+                    validate_pod_spec(def, name, rs.pointer("/template/spec"), &format!("spec.mpiReplicaSpecs[{role}].template.spec"))?;
+                }
+            }
+            if specs.and_then(|s| s.get("Launcher")).is_none() {
+                return Err(ApiError::invalid(def, name, "spec.mpiReplicaSpecs[Launcher]", "FieldValueRequired", "Required value: must have Launcher replica spec"));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn validate_pod_spec(def: &ResourceDef, name: &str, spec: Option<&Value>, path: &str) -> ApiResult<()> {
+    let containers = spec.and_then(|s| s.get("containers")).and_then(Value::as_array);
+    let Some(containers) = containers.filter(|c| !c.is_empty()) else {
+        return Err(ApiError::invalid(def, name, &format!("{path}.containers"), "FieldValueRequired", "Required value"));
+    };
+    let mut seen = Vec::new();
+    for (i, c) in containers.iter().enumerate() {
+        let cname = s(c, "/name").unwrap_or_default();
+        if !util::is_dns_label(cname) {
+            return Err(ApiError::invalid(
+                def,
+                name,
+                &format!("{path}.containers[{i}].name"),
+                if cname.is_empty() { "FieldValueRequired" } else { "FieldValueInvalid" },
+                &if cname.is_empty() { "Required value".to_string() } else { format!("Invalid value: {cname:?}: {}", util::DNS1123_LABEL_MSG) },
+            ));
+        }
+        if seen.contains(&cname) {
+            return Err(ApiError::invalid(def, name, &format!("{path}.containers[{i}].name"), "FieldValueDuplicate", &format!("Duplicate value: {cname:?}")));
+        }
+        seen.push(cname);
+        if s(c, "/image").is_none_or(str::is_empty) {
+            return Err(ApiError::invalid(def, name, &format!("{path}.containers[{i}].image"), "FieldValueRequired", "Required value"));
+        }
+        if let Some(env) = c.get("env") {
+            let ok = env.as_array().is_some_and(|a| a.iter().all(|e| s(e, "/name").is_some_and(|n| !n.is_empty())));
+            if !ok {
+                return Err(ApiError::invalid(def, name, &format!("{path}.containers[{i}].env"), "FieldValueRequired", "Required value: every env entry needs a name"));
+            }
+        }
+    }
+    if let Some(rp) = spec.and_then(|s| s.get("restartPolicy")).and_then(Value::as_str)
+        && !matches!(rp, "Always" | "OnFailure" | "Never")
+    {
+        return Err(ApiError::invalid(def, name, &format!("{path}.restartPolicy"), "FieldValueNotSupported", &format!("Unsupported value: {rp:?}: supported values: \"Always\", \"OnFailure\", \"Never\"")));
+    }
+    Ok(())
+}
+
+/// Fills in what the apiserver defaults on create (besides common metadata).
+pub fn default_on_create(def: &ResourceDef, obj: &mut Value, uid: &str) {
+    match def.plural {
+        "namespaces" => {
+            let name = util::name_of(obj).to_string();
+            obj["metadata"]["labels"]
+                .as_object_mut()
+                .map(|l| l.insert("kubernetes.io/metadata.name".into(), json!(name.clone())))
+                .unwrap_or_else(|| {
+                    obj["metadata"]["labels"] = json!({"kubernetes.io/metadata.name": name});
+                    None
+                });
+            obj["spec"] = json!({"finalizers": ["kubernetes"]});
+            obj["status"] = json!({"phase": "Active"});
+        }
+        "pods" => {
+            default_pod_spec(&mut obj["spec"]);
+            obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+        }
+        "services" => {
+            let spec = &mut obj["spec"];
+            if !spec.is_object() {
+                *spec = json!({});
+            }
+            if spec.get("type").is_none() {
+                spec["type"] = json!("ClusterIP");
+            }
+            if spec.get("clusterIP").is_none() {
+                let n: u16 = rand::random();
+                spec["clusterIP"] = json!(format!("10.96.{}.{}", n >> 8, (n & 0xff).max(2)));
+            }
+            let ip = spec["clusterIP"].clone();
+            spec["clusterIPs"] = json!([ip]);
+            if spec.get("sessionAffinity").is_none() {
+                spec["sessionAffinity"] = json!("None");
+            }
+            obj["status"] = json!({"loadBalancer": {}});
+        }
+        "secrets" => {
+            if obj.get("type").is_none() {
+                obj["type"] = json!("Opaque");
+            }
+            if let Some(Value::Object(sd)) = obj.as_object_mut().and_then(|o| o.remove("stringData")) {
+                if !obj["data"].is_object() {
+                    obj["data"] = json!({});
+                }
+                for (k, v) in sd {
+                    obj["data"][k.as_str()] = json!(util::base64(v.as_str().unwrap_or_default().as_bytes()));
+                }
+            }
+        }
+        "jobs" => {
+            let spec = &mut obj["spec"];
+            for (k, d) in [("backoffLimit", 6), ("completions", 1), ("parallelism", 1)] {
+                if spec.get(k).is_none() {
+                    spec[k] = json!(d);
+                }
+            }
+            if spec.get("completionMode").is_none() {
+                spec["completionMode"] = json!("NonIndexed");
+            }
+            if spec.get("suspend").is_none() {
+                spec["suspend"] = json!(false);
+            }
+            if spec.get("manualSelector").and_then(Value::as_bool) != Some(true) {
+                spec["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+                let job_name = util::name_of(obj).to_string();
+                let labels = &mut obj["spec"]["template"]["metadata"]["labels"];
+                if !labels.is_object() {
+                    *labels = json!({});
+                }
+                for (k, v) in [
+                    ("batch.kubernetes.io/controller-uid", uid),
+                    ("controller-uid", uid),
+                    ("batch.kubernetes.io/job-name", job_name.as_str()),
+                    ("job-name", job_name.as_str()),
+                ] {
+                    labels[k] = json!(v);
+                }
+            }
+            default_pod_spec(&mut obj["spec"]["template"]["spec"]);
+            obj["status"] = json!({});
+        }
+        "statefulsets" => {
+            let spec = &mut obj["spec"];
+            if spec.get("replicas").is_none() {
+                spec["replicas"] = json!(1);
+            }
+            if spec.get("podManagementPolicy").is_none() {
+                spec["podManagementPolicy"] = json!("OrderedReady");
+            }
+            default_pod_spec(&mut obj["spec"]["template"]["spec"]);
+            obj["status"] = json!({"replicas": 0, "availableReplicas": 0});
+        }
+        "mpijobs" => {
+            if obj.get("status").is_some() {
+                obj["status"] = json!({});
+            }
+        }
+        _ => {}
+    }
+}
+
+fn default_pod_spec(spec: &mut Value) {
+    if !spec.is_object() {
+        return;
+    }
+    for (k, d) in [
+        ("restartPolicy", json!("Always")),
+        ("dnsPolicy", json!("ClusterFirst")),
+        ("schedulerName", json!("default-scheduler")),
+        ("terminationGracePeriodSeconds", json!(30)),
+        ("serviceAccountName", json!("default")),
+        ("securityContext", json!({})),
+    ] {
+        if spec.get(k).is_none() {
+            spec[k] = d;
+        }
+    }
+    if let Some(cs) = spec.get_mut("containers").and_then(Value::as_array_mut) {
+        for c in cs {
+            if c.get("imagePullPolicy").is_none() {
+                let latest = s(c, "/image").is_some_and(|i| !i.contains(':') || i.ends_with(":latest"));
+                c["imagePullPolicy"] = json!(if latest { "Always" } else { "IfNotPresent" });
+            }
+            if c.get("terminationMessagePath").is_none() {
+                c["terminationMessagePath"] = json!("/dev/termination-log");
+                c["terminationMessagePolicy"] = json!("File");
+            }
+            if c.get("resources").is_none() {
+                c["resources"] = json!({});
+            }
+        }
+    }
+}
+
+/// Does this resource type carry `metadata.generation`?
+pub fn has_generation(def: &ResourceDef) -> bool {
+    matches!(def.plural, "jobs" | "statefulsets" | "mpijobs" | "services")
+}
+
+/// The default propagation policy when a DELETE names none (batch/v1 Jobs orphan, like the real apiserver).
+pub fn default_propagation(def: &ResourceDef) -> &'static str {
+    if def.plural == "jobs" { "Orphan" } else { "Background" }
+}
+
+/// Checks `apiVersion`/`kind` of a request body against the URL's resource; fills them in when absent.
+pub fn check_type(def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
+    let want_av = def.api_version();
+    match obj.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => obj["apiVersion"] = json!(want_av),
+        Some(av) if av != want_av => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({av}) does not match the expected API version ({want_av})"
+            )));
+        }
+        _ => {}
+    }
+    match obj.get("kind").and_then(Value::as_str) {
+        None | Some("") => obj["kind"] = json!(def.kind),
+        Some(k) if k != def.kind => {
+            // The real server decodes into the URL's kind and fails on a mismatch.
+            let other = resources::find_kind(&want_av, k).map(|_| "").unwrap_or(" (unknown kind)");
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}{other}) does not match the expected kind ({})",
+                def.kind
+            )));
+        }
+        _ => {}
+    }
+    Ok(())
+}
