@@ -24,7 +24,10 @@ pub fn bytes(path: &str) -> Option<Cow<'static, [u8]>> {
 
 /// Every embedded path under `prefix` (e.g. `apps/horovod/`), sorted.
 pub fn list(prefix: &str) -> Vec<String> {
-    let mut v: Vec<String> = Assets::iter().filter(|p| p.starts_with(prefix)).map(|p| p.into_owned()).collect();
+    let mut v: Vec<String> = Assets::iter()
+        .filter(|p| p.starts_with(prefix))
+        .map(|p| p.into_owned())
+        .collect();
     v.sort();
     v
 }

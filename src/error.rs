@@ -26,13 +26,25 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn input(message: impl Into<String>) -> Self {
-        Error { kind: Kind::Input, message: message.into(), hint: None }
+        Error {
+            kind: Kind::Input,
+            message: message.into(),
+            hint: None,
+        }
     }
     pub fn failure(message: impl Into<String>) -> Self {
-        Error { kind: Kind::Failure, message: message.into(), hint: None }
+        Error {
+            kind: Kind::Failure,
+            message: message.into(),
+            hint: None,
+        }
     }
     pub fn interrupted() -> Self {
-        Error { kind: Kind::Interrupted, message: "interrupted".into(), hint: None }
+        Error {
+            kind: Kind::Interrupted,
+            message: "interrupted".into(),
+            hint: None,
+        }
     }
     /// Adds a "what to do next" line.
     pub fn hint(mut self, hint: impl Into<String>) -> Self {

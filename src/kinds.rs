@@ -5,7 +5,9 @@
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodTemplateSpec, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Pod, PodTemplateSpec, Secret, Service, ServiceAccount,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -66,7 +68,8 @@ pub struct SchedulingPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_resources: Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    pub min_resources:
+        Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -179,8 +182,16 @@ impl Object {
     /// Parses a manifest of a known kind. Fields the type does not know are *not* rejected
     /// here; see [`crate::render::manifests`] for the round-trip check.
     pub fn from_value(v: Value) -> Result<Object, String> {
-        let api_version = v.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
-        let kind = v.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+        let api_version = v
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let kind = v
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, String> {
             serde_path_to_error::deserialize(v).map_err(|e| {
                 let path = e.path().to_string();
@@ -203,8 +214,14 @@ impl Object {
             ("kubeflow.org/v2beta1", "MPIJob") => Object::MpiJob(typed(body)?),
             ("", _) | (_, "") => return Err("every document needs apiVersion and kind".into()),
             (a, k) => {
-                let known: Vec<String> = KNOWN_KINDS.iter().map(|(a, k)| format!("{a} {k}")).collect();
-                return Err(format!("hvdctl does not create {a} {k}; known kinds: {}", known.join(", ")));
+                let known: Vec<String> = KNOWN_KINDS
+                    .iter()
+                    .map(|(a, k)| format!("{a} {k}"))
+                    .collect();
+                return Err(format!(
+                    "hvdctl does not create {a} {k}; known kinds: {}",
+                    known.join(", ")
+                ));
             }
         })
     }
@@ -256,11 +273,16 @@ impl Object {
     /// Calls `f` with the metadata of every pod template (or pod) this object makes, and the
     /// role of those pods.
     pub fn for_each_pod_meta(&mut self, mut f: impl FnMut(&'static str, &mut ObjectMeta)) {
-        let mut tmpl = |role, t: &mut PodTemplateSpec| f(role, t.metadata.get_or_insert_with(Default::default));
+        let mut tmpl = |role, t: &mut PodTemplateSpec| {
+            f(role, t.metadata.get_or_insert_with(Default::default))
+        };
         match self {
             Object::Pod(p) => {
                 // A bare pod is its own template: wrap its metadata for the same treatment.
-                let mut t = PodTemplateSpec { metadata: Some(std::mem::take(&mut p.metadata)), spec: None };
+                let mut t = PodTemplateSpec {
+                    metadata: Some(std::mem::take(&mut p.metadata)),
+                    spec: None,
+                };
                 tmpl(ROLE_WORKER, &mut t);
                 p.metadata = t.metadata.unwrap_or_default();
             }
@@ -276,11 +298,18 @@ impl Object {
             }
             Object::MpiJob(m) => {
                 for (replica, spec) in m.spec.mpi_replica_specs.iter_mut() {
-                    let role = if replica == "Launcher" { ROLE_LAUNCHER } else { ROLE_WORKER };
+                    let role = if replica == "Launcher" {
+                        ROLE_LAUNCHER
+                    } else {
+                        ROLE_WORKER
+                    };
                     tmpl(role, &mut spec.template);
                 }
             }
-            Object::ServiceAccount(_) | Object::Secret(_) | Object::ConfigMap(_) | Object::Service(_) => {}
+            Object::ServiceAccount(_)
+            | Object::Secret(_)
+            | Object::ConfigMap(_)
+            | Object::Service(_) => {}
         }
     }
 }

@@ -6,9 +6,14 @@
 pub mod app;
 pub mod assets;
 pub mod backend;
+pub mod cli;
+pub mod commands;
 pub mod error;
-pub mod kinds;
-pub mod render;
 pub mod image;
+pub mod kinds;
+pub mod kubeconfig;
+pub mod render;
+pub mod scaffold;
+pub mod ui;
 
 pub use error::{Error, Result};

@@ -1,1 +1,15 @@
-fn main() {}
+//! hvdctl's entry point: parse flags, run the command, map errors to exit codes.
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = hvdctl::cli::Cli::parse();
+    match hvdctl::commands::run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1))
+        }
+    }
+}

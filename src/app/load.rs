@@ -27,8 +27,10 @@ pub fn load(dir: &FsPath, sets: &[String]) -> Result<Loaded> {
     let text = match std::fs::read_to_string(&file) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::input(format!("no {APP_FILE} in {}", display_dir(dir)))
-                .hint("run `hvdctl init` to create an app, or pass -C DIR to point at one"));
+            return Err(
+                Error::input(format!("no {APP_FILE} in {}", display_dir(dir)))
+                    .hint("run `hvdctl init` to create an app, or pass -C DIR to point at one"),
+            );
         }
         Err(e) => return Err(Error::input(format!("cannot read {}: {e}", file.display()))),
     };
@@ -37,7 +39,10 @@ pub fn load(dir: &FsPath, sets: &[String]) -> Result<Loaded> {
         .map(|s| set::parse(s).map_err(|e| Error::input(format!("--set {s}: {e}"))))
         .collect::<Result<Vec<_>>>()?;
     let app = from_text(&text, &file.display().to_string(), &flags)?;
-    Ok(Loaded { app, dir: dir.to_path_buf() })
+    Ok(Loaded {
+        app,
+        dir: dir.to_path_buf(),
+    })
 }
 
 fn display_dir(dir: &FsPath) -> String {
@@ -50,10 +55,18 @@ fn display_dir(dir: &FsPath) -> String {
 
 /// Parses, overrides, deserializes and validates an app from text. `file` names it in errors.
 pub fn from_text(text: &str, file: &str, flags: &[SetFlag]) -> Result<App> {
-    let mut marked = yaml::parse(text)
-        .map_err(|e| Error::input(format!("{file}:{}:{}: invalid YAML: {}", e.line, e.col, e.message)))?;
+    let mut marked = yaml::parse(text).map_err(|e| {
+        Error::input(format!(
+            "{file}:{}:{}: invalid YAML: {}",
+            e.line, e.col, e.message
+        ))
+    })?;
     if !marked.value.is_object() {
-        let what = if marked.value.is_null() { "is empty" } else { "must be a mapping of keys to values" };
+        let what = if marked.value.is_null() {
+            "is empty"
+        } else {
+            "must be a mapping of keys to values"
+        };
         return Err(Error::input(format!("{file}: the app file {what}"))
             .hint("see `hvdctl init --help` or docs/config.md for the format"));
     }
@@ -67,14 +80,25 @@ pub fn from_text(text: &str, file: &str, flags: &[SetFlag]) -> Result<App> {
     }
     let lines: Vec<String> = problems
         .iter()
-        .map(|p| format!("{}: {}: {}", locate(&marked, file, &p.path, false), p.path, p.message))
+        .map(|p| {
+            format!(
+                "{}: {}: {}",
+                locate(&marked, file, &p.path, false),
+                p.path,
+                p.message
+            )
+        })
         .collect();
     Err(Error::input(lines.join("\n")))
 }
 
 /// Where `path` came from, as `file:line:col` or `--set FLAG`.
 fn locate(marked: &Marked, file: &str, path: &Path, key: bool) -> String {
-    let origin = if key { marked.key_origins.get(path).or_else(|| marked.origin(path)) } else { marked.origin(path) };
+    let origin = if key {
+        marked.key_origins.get(path).or_else(|| marked.origin(path))
+    } else {
+        marked.origin(path)
+    };
     match origin {
         Some(Origin::File { line, col }) => format!("{file}:{line}:{col}"),
         Some(Origin::Flag(flag)) => format!("--set {flag}"),
@@ -93,12 +117,17 @@ fn apply_set(marked: &mut Marked, f: &SetFlag) -> Result<()> {
             (Seg::Key(k), Value::Object(map)) => map.entry(k.clone()).or_insert(Value::Null),
             (Seg::Key(k), n @ Value::Null) => {
                 *n = Value::Object(Default::default());
-                n.as_object_mut().expect("just made").entry(k.clone()).or_insert(Value::Null)
+                n.as_object_mut()
+                    .expect("just made")
+                    .entry(k.clone())
+                    .or_insert(Value::Null)
             }
             (Seg::Index(i), Value::Array(items)) => {
                 let len = items.len();
                 if *i > len {
-                    return Err(err(format!("`{walked}` is past the end of the list ({len} items; use [{len}] to append)")));
+                    return Err(err(format!(
+                        "`{walked}` is past the end of the list ({len} items; use [{len}] to append)"
+                    )));
                 }
                 if *i == len {
                     items.push(Value::Null);
@@ -109,13 +138,17 @@ fn apply_set(marked: &mut Marked, f: &SetFlag) -> Result<()> {
                 *n = Value::Array(vec![Value::Null]);
                 &mut n.as_array_mut().expect("just made")[0]
             }
-            (Seg::Key(_), _) => return Err(err(format!("`{walked}`: its parent is not a mapping"))),
+            (Seg::Key(_), _) => {
+                return Err(err(format!("`{walked}`: its parent is not a mapping")));
+            }
             (Seg::Index(_), _) => return Err(err(format!("`{walked}`: its parent is not a list"))),
         };
     }
     *node = Value::String(f.value.clone());
     marked.forget(&f.path);
-    marked.origins.insert(f.path.clone(), Origin::Flag(f.flag.clone()));
+    marked
+        .origins
+        .insert(f.path.clone(), Origin::Flag(f.flag.clone()));
     Ok(())
 }
 
@@ -163,7 +196,8 @@ fn deserialize(marked: &mut Marked, file: &str) -> Result<App> {
             let replacement = if wants_string {
                 marked.plain_text.get(&path).cloned().map(Value::String)
             } else if from_flag && msg.starts_with("invalid type: string") {
-                let text = node_at(&mut marked.value, &path).and_then(|v| v.as_str().map(str::to_owned));
+                let text =
+                    node_at(&mut marked.value, &path).and_then(|v| v.as_str().map(str::to_owned));
                 match text.map(|t| yaml::parse(&t)) {
                     Some(Ok(m)) => {
                         // Nested plain scalars keep their text for string fields, and every
@@ -206,7 +240,12 @@ fn deserialize(marked: &mut Marked, file: &str) -> Result<App> {
 fn type_error(marked: &Marked, file: &str, path: &Path, msg: &str) -> Error {
     if let Some(rest) = msg.strip_prefix("unknown field `") {
         let field = rest.split('`').next().unwrap_or_default().to_string();
-        let expected: Vec<&str> = rest.split('`').skip(2).step_by(2).filter(|s| !s.is_empty()).collect();
+        let expected: Vec<&str> = rest
+            .split('`')
+            .skip(2)
+            .step_by(2)
+            .filter(|s| !s.is_empty())
+            .collect();
         // The path may or may not already end with the unknown key.
         let (parent, key_path) = if path.0.last() == Some(&Seg::Key(field.clone())) {
             (Path(path.0[..path.0.len() - 1].to_vec()), path.clone())
@@ -214,7 +253,11 @@ fn type_error(marked: &Marked, file: &str, path: &Path, msg: &str) -> Error {
             (path.clone(), path.child(Seg::Key(field.clone())))
         };
         let place = locate(marked, file, &key_path, true);
-        let within = if parent.is_empty() { String::new() } else { format!(" in `{parent}`") };
+        let within = if parent.is_empty() {
+            String::new()
+        } else {
+            format!(" in `{parent}`")
+        };
         let mut e = Error::input(format!("{place}: unknown key `{field}`{within}"));
         if let Some(s) = did_you_mean(&field, &expected) {
             e = e.hint(format!("did you mean `{s}`?"));
@@ -225,8 +268,15 @@ fn type_error(marked: &Marked, file: &str, path: &Path, msg: &str) -> Error {
     }
     if let Some(rest) = msg.strip_prefix("missing field `") {
         let field = rest.split('`').next().unwrap_or_default();
-        let within = if path.is_empty() { "the app".to_string() } else { format!("`{path}`") };
-        return Error::input(format!("{}: {within} needs the key `{field}`", locate(marked, file, path, false)));
+        let within = if path.is_empty() {
+            "the app".to_string()
+        } else {
+            format!("`{path}`")
+        };
+        return Error::input(format!(
+            "{}: {within} needs the key `{field}`",
+            locate(marked, file, path, false)
+        ));
     }
     let friendly = msg
         .replace("expected u32", "expected a whole number (0 or more)")
@@ -242,7 +292,10 @@ fn type_error(marked: &Marked, file: &str, path: &Path, msg: &str) -> Error {
         Some(i) => format!("{}, expected one of mpijob, native", &friendly[..i]),
         None => friendly,
     };
-    Error::input(format!("{}: {path}: {friendly}", locate(marked, file, path, false)))
+    Error::input(format!(
+        "{}: {path}: {friendly}",
+        locate(marked, file, path, false)
+    ))
 }
 
 /// The closest known name to `got`, if it is close enough to be a likely typo.
@@ -270,7 +323,10 @@ mod tests {
     #[test]
     fn defaults() {
         let app = load_with("", &[]).unwrap();
-        assert_eq!((app.workers, app.slots_per_worker, app.gpus_per_worker), (1, 1, 0));
+        assert_eq!(
+            (app.workers, app.slots_per_worker, app.gpus_per_worker),
+            (1, 1, 0)
+        );
         assert_eq!(app.run_policy.clean_pod_policy, "Running");
     }
 
@@ -287,7 +343,13 @@ mod tests {
     fn set_overrides_with_types_from_the_field() {
         let app = load_with(
             "",
-            &["workers=8", "env.NCCL_DEBUG=INFO", "env.N=007", r#"annotations["sidecar.istio.io/inject"]=false"#, "args=[--epochs, 3]"],
+            &[
+                "workers=8",
+                "env.NCCL_DEBUG=INFO",
+                "env.N=007",
+                r#"annotations["sidecar.istio.io/inject"]=false"#,
+                "args=[--epochs, 3]",
+            ],
         )
         .unwrap();
         assert_eq!(app.workers, 8);
@@ -299,7 +361,17 @@ mod tests {
 
     #[test]
     fn set_strings_are_verbatim() {
-        for v in ["a\nhostNetwork: true", "#", "a: b", "{", "*alias", "\u{7f}", "\u{2028}", "[x", "&a b"] {
+        for v in [
+            "a\nhostNetwork: true",
+            "#",
+            "a: b",
+            "{",
+            "*alias",
+            "\u{7f}",
+            "\u{2028}",
+            "[x",
+            "&a b",
+        ] {
             let app = load_with("", &[&format!("env.X={v}")]).unwrap();
             assert_eq!(app.env["X"], v);
         }
@@ -309,18 +381,37 @@ mod tests {
     fn unknown_key_says_where_and_suggests() {
         let e = load_with("wrokers: 2\n", &[]).unwrap_err();
         assert_eq!(e.exit_code(), 2);
-        assert!(e.message.starts_with("hvdctl.yaml:4:1: unknown key `wrokers`"), "{}", e.message);
+        assert!(
+            e.message
+                .starts_with("hvdctl.yaml:4:1: unknown key `wrokers`"),
+            "{}",
+            e.message
+        );
         assert_eq!(e.hint.as_deref(), Some("did you mean `workers`?"));
         let e = load_with("resources:\n  worker:\n    limit: {cpu: 1}\n", &[]).unwrap_err();
-        assert!(e.message.starts_with("hvdctl.yaml:6:5: unknown key `limit` in `resources.worker`"), "{}", e.message);
+        assert!(
+            e.message
+                .starts_with("hvdctl.yaml:6:5: unknown key `limit` in `resources.worker`"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
     fn type_errors_point_at_the_value_or_flag() {
         let e = load_with("workers: many\n", &[]).unwrap_err();
-        assert!(e.message.starts_with("hvdctl.yaml:4:10: workers: invalid type"), "{}", e.message);
+        assert!(
+            e.message
+                .starts_with("hvdctl.yaml:4:10: workers: invalid type"),
+            "{}",
+            e.message
+        );
         let e = load_with("", &["workers=lots"]).unwrap_err();
-        assert!(e.message.starts_with("--set workers=lots: workers:"), "{}", e.message);
+        assert!(
+            e.message.starts_with("--set workers=lots: workers:"),
+            "{}",
+            e.message
+        );
         let e = load_with("", &["name.x=1"]).unwrap_err();
         assert!(e.message.contains("--set name.x=1"), "{}", e.message);
     }

@@ -20,7 +20,11 @@ pub struct SetFlag {
 pub fn parse(flag: &str) -> Result<SetFlag, String> {
     let (key, value) = split_key(flag)?;
     let path = parse_path(key)?;
-    Ok(SetFlag { flag: flag.to_string(), path, value: value.to_string() })
+    Ok(SetFlag {
+        flag: flag.to_string(),
+        path,
+        value: value.to_string(),
+    })
 }
 
 /// Finds the `=` that ends the key (not one inside `["..."]`).
@@ -78,9 +82,9 @@ pub fn parse_path(key: &str) -> Result<Path, String> {
                 } else {
                     let close = rest.find(']').ok_or("missing `]`")?;
                     let inner = &rest[..close];
-                    let n: usize = inner
-                        .parse()
-                        .map_err(|_| format!("`[{inner}]` is not a list index (use [\"key\"] for keys)"))?;
+                    let n: usize = inner.parse().map_err(|_| {
+                        format!("`[{inner}]` is not a list index (use [\"key\"] for keys)")
+                    })?;
                     segs.push(Seg::Index(n));
                     i += 1 + close + 1;
                 }
@@ -124,14 +128,24 @@ mod tests {
     #[test]
     fn paths() {
         assert_eq!(segs("workers"), vec![Seg::Key("workers".into())]);
-        assert_eq!(segs("env.NCCL_DEBUG"), vec![Seg::Key("env".into()), Seg::Key("NCCL_DEBUG".into())]);
+        assert_eq!(
+            segs("env.NCCL_DEBUG"),
+            vec![Seg::Key("env".into()), Seg::Key("NCCL_DEBUG".into())]
+        );
         assert_eq!(
             segs("volumes[0].readOnly"),
-            vec![Seg::Key("volumes".into()), Seg::Index(0), Seg::Key("readOnly".into())]
+            vec![
+                Seg::Key("volumes".into()),
+                Seg::Index(0),
+                Seg::Key("readOnly".into())
+            ]
         );
         assert_eq!(
             segs(r#"annotations["sidecar.istio.io/inject"]"#),
-            vec![Seg::Key("annotations".into()), Seg::Key("sidecar.istio.io/inject".into())]
+            vec![
+                Seg::Key("annotations".into()),
+                Seg::Key("sidecar.istio.io/inject".into())
+            ]
         );
     }
 
@@ -146,7 +160,9 @@ mod tests {
 
     #[test]
     fn bad_paths() {
-        for bad in ["", "=1", "a..b=1", "a.=1", "a[x]=1", "a[0=1", "a[\"x]=1", "nokey", "a]b=1"] {
+        for bad in [
+            "", "=1", "a..b=1", "a.=1", "a[x]=1", "a[0=1", "a[\"x]=1", "nokey", "a]b=1",
+        ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
     }

@@ -284,6 +284,10 @@ fn dot() -> String {
 
 impl Default for Build {
     fn default() -> Self {
-        Build { dockerfile: dockerfile(), context: dot(), args: BTreeMap::new() }
+        Build {
+            dockerfile: dockerfile(),
+            context: dot(),
+            args: BTreeMap::new(),
+        }
     }
 }

@@ -19,10 +19,13 @@ pub const RUN_ID_LEN: usize = 5;
 /// Kubernetes label (and DNS label) limit.
 const MAX_LABEL: usize = 63;
 
-static DNS1123_LABEL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").unwrap());
-static DNS1035_LABEL: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[a-z]([-a-z0-9]*[a-z0-9])?$").unwrap());
-static DNS1123_SUBDOMAIN: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$").unwrap());
+static DNS1123_LABEL: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").unwrap());
+static DNS1035_LABEL: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[a-z]([-a-z0-9]*[a-z0-9])?$").unwrap());
+static DNS1123_SUBDOMAIN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$").unwrap()
+});
 static QUALIFIED_NAME: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$").unwrap());
 static LABEL_VALUE: LazyLock<Regex> =
@@ -31,8 +34,10 @@ static QUANTITY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
         .unwrap()
 });
-static ENV_NAME: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$").unwrap());
-static PARAM_NAME: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[A-Za-z_][-A-Za-z0-9_.]*$").unwrap());
+static ENV_NAME: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$").unwrap());
+static PARAM_NAME: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[A-Za-z_][-A-Za-z0-9_.]*$").unwrap());
 static IMAGE_REF: LazyLock<Regex> = LazyLock::new(|| {
     // [host[:port]/]path[:tag][@digest], path components lowercase.
     Regex::new(
@@ -67,7 +72,9 @@ fn key_problem(key: &str) -> Option<String> {
     if let Some(p) = prefix
         && !is_dns1123_subdomain(p)
     {
-        return Some(format!("the prefix `{p}` of `{key}` must be a DNS subdomain (lowercase, dots)"));
+        return Some(format!(
+            "the prefix `{p}` of `{key}` must be a DNS subdomain (lowercase, dots)"
+        ));
     }
     if name.is_empty() || name.len() > MAX_LABEL || !QUALIFIED_NAME.is_match(name) {
         return Some(format!(
@@ -79,7 +86,15 @@ fn key_problem(key: &str) -> Option<String> {
 
 /// A pod's environment variable name for a free parameter (`batch-size` → `BATCH_SIZE`).
 pub fn param_env_name(key: &str) -> String {
-    key.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect()
+    key.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// Longest app name such that every object name of the largest run fits 63 characters.
@@ -94,10 +109,16 @@ struct Checker {
 
 impl Checker {
     fn at(&mut self, path: &[&str], message: impl Into<String>) {
-        self.at_path(Path(path.iter().map(|s| Seg::Key(s.to_string())).collect()), message);
+        self.at_path(
+            Path(path.iter().map(|s| Seg::Key(s.to_string())).collect()),
+            message,
+        );
     }
     fn at_path(&mut self, path: Path, message: impl Into<String>) {
-        self.problems.push(Problem { path, message: message.into() });
+        self.problems.push(Problem {
+            path,
+            message: message.into(),
+        });
     }
     fn string_map(&mut self, field: &str, map: &BTreeMap<String, String>, label_values: bool) {
         for (k, v) in map {
@@ -114,9 +135,14 @@ impl Checker {
 
 /// All problems of an app, in file order of the keys (roughly).
 pub fn check(app: &App) -> Vec<Problem> {
-    let mut c = Checker { problems: Vec::new() };
+    let mut c = Checker {
+        problems: Vec::new(),
+    };
 
-    let max_workers = app.elastic.as_ref().map_or(app.workers, |e| e.max_workers.max(app.workers));
+    let max_workers = app
+        .elastic
+        .as_ref()
+        .map_or(app.workers, |e| e.max_workers.max(app.workers));
     let limit = max_name_len(max_workers.saturating_sub(1));
     if !is_dns1035_label(&app.name) {
         c.at(&["name"], format!("`{}` is not a valid app name: use lowercase letters, digits and `-`, starting with a letter and ending alphanumeric (e.g. `mnist-demo`)", app.name));
@@ -129,7 +155,12 @@ pub fn check(app: &App) -> Vec<Problem> {
     if let Some(ns) = &app.namespace
         && !is_dns1123_label(ns)
     {
-        c.at(&["namespace"], format!("`{ns}` is not a valid namespace name (lowercase letters, digits, `-`; at most 63)"));
+        c.at(
+            &["namespace"],
+            format!(
+                "`{ns}` is not a valid namespace name (lowercase letters, digits, `-`; at most 63)"
+            ),
+        );
     }
     if app.workers == 0 {
         c.at(&["workers"], "must be at least 1");
@@ -144,14 +175,26 @@ pub fn check(app: &App) -> Vec<Problem> {
         c.at(&["gpusPerWorker"], "must be at most 64");
     }
     if app.command.is_empty() || app.command[0].trim().is_empty() {
-        c.at(&["command"], "must name the program every rank runs, e.g. [python3, /app/train.py]");
+        c.at(
+            &["command"],
+            "must name the program every rank runs, e.g. [python3, /app/train.py]",
+        );
     }
 
     if !["OpenMPI", "Intel", "MPICH"].contains(&app.mpi.implementation.as_str()) {
-        c.at(&["mpi", "implementation"], format!("`{}` is not one of OpenMPI, Intel, MPICH (the MPI Operator's choices)", app.mpi.implementation));
+        c.at(
+            &["mpi", "implementation"],
+            format!(
+                "`{}` is not one of OpenMPI, Intel, MPICH (the MPI Operator's choices)",
+                app.mpi.implementation
+            ),
+        );
     }
     if !["mpirun", "horovodrun"].contains(&app.mpi.launcher.as_str()) {
-        c.at(&["mpi", "launcher"], format!("`{}` is not one of mpirun, horovodrun", app.mpi.launcher));
+        c.at(
+            &["mpi", "launcher"],
+            format!("`{}` is not one of mpirun, horovodrun", app.mpi.launcher),
+        );
     }
     if app.mpi.sshd_timeout_seconds == 0 {
         c.at(&["mpi", "sshdTimeoutSeconds"], "must be at least 1");
@@ -160,51 +203,99 @@ pub fn check(app: &App) -> Vec<Problem> {
     if let Some(p) = &app.mpi.ssh_auth_mount_path
         && !p.starts_with('/')
     {
-        c.at(&["mpi", "sshAuthMountPath"], format!("`{p}` must be an absolute path"));
+        c.at(
+            &["mpi", "sshAuthMountPath"],
+            format!("`{p}` must be an absolute path"),
+        );
     }
 
     let rp = &app.run_policy;
     if !["Running", "All", "None"].contains(&rp.clean_pod_policy.as_str()) {
-        c.at(&["runPolicy", "cleanPodPolicy"], format!("`{}` is not one of Running, All, None (the MPI Operator's clean pod policies)", rp.clean_pod_policy));
+        c.at(
+            &["runPolicy", "cleanPodPolicy"],
+            format!(
+                "`{}` is not one of Running, All, None (the MPI Operator's clean pod policies)",
+                rp.clean_pod_policy
+            ),
+        );
     }
     if rp.backoff_limit.is_some_and(|b| b < 0) {
         c.at(&["runPolicy", "backoffLimit"], "must be 0 or more");
     }
     if rp.ttl_seconds_after_finished.is_some_and(|t| t < 0) {
-        c.at(&["runPolicy", "ttlSecondsAfterFinished"], "must be 0 or more");
+        c.at(
+            &["runPolicy", "ttlSecondsAfterFinished"],
+            "must be 0 or more",
+        );
     }
     if rp.active_deadline_seconds.is_some_and(|t| t < 1) {
-        c.at(&["runPolicy", "activeDeadlineSeconds"], "must be at least 1");
+        c.at(
+            &["runPolicy", "activeDeadlineSeconds"],
+            "must be at least 1",
+        );
     }
 
-    for (role, spec) in [("launcher", &app.resources.launcher), ("worker", &app.resources.worker)] {
+    for (role, spec) in [
+        ("launcher", &app.resources.launcher),
+        ("worker", &app.resources.worker),
+    ] {
         for (kind, map) in [("requests", &spec.requests), ("limits", &spec.limits)] {
             for (res, q) in map {
-                let path = Path(vec![Seg::Key("resources".into()), Seg::Key(role.into()), Seg::Key(kind.into()), Seg::Key(res.clone())]);
+                let path = Path(vec![
+                    Seg::Key("resources".into()),
+                    Seg::Key(role.into()),
+                    Seg::Key(kind.into()),
+                    Seg::Key(res.clone()),
+                ]);
                 if let Some(p) = key_problem(res) {
                     c.at_path(path.clone(), p);
                 }
                 if !is_quantity(q) {
-                    c.at_path(path, format!("`{q}` is not a Kubernetes quantity (e.g. `500m`, `2`, `4Gi`, `1.5G`)"));
-                } else if let (Some(req), Some(lim)) = (spec.requests.get(res).and_then(|r| quantity_value(r)), spec.limits.get(res).and_then(|l| quantity_value(l)))
-                    && kind == "limits"
+                    c.at_path(
+                        path,
+                        format!(
+                            "`{q}` is not a Kubernetes quantity (e.g. `500m`, `2`, `4Gi`, `1.5G`)"
+                        ),
+                    );
+                } else if let (Some(req), Some(lim)) = (
+                    spec.requests.get(res).and_then(|r| quantity_value(r)),
+                    spec.limits.get(res).and_then(|l| quantity_value(l)),
+                ) && kind == "limits"
                     && req > lim
                 {
-                    c.at_path(path, format!("the limit `{q}` is below the request `{}`", spec.requests[res]));
+                    c.at_path(
+                        path,
+                        format!(
+                            "the limit `{q}` is below the request `{}`",
+                            spec.requests[res]
+                        ),
+                    );
                 }
             }
         }
         if role == "worker"
             && app.gpus_per_worker > 0
-            && spec.limits.get("nvidia.com/gpu").is_some_and(|g| g != &app.gpus_per_worker.to_string())
+            && spec
+                .limits
+                .get("nvidia.com/gpu")
+                .is_some_and(|g| g != &app.gpus_per_worker.to_string())
         {
-            c.at(&["resources", "worker", "limits", "nvidia.com/gpu"], "conflicts with gpusPerWorker; set only gpusPerWorker");
+            c.at(
+                &["resources", "worker", "limits", "nvidia.com/gpu"],
+                "conflicts with gpusPerWorker; set only gpusPerWorker",
+            );
         }
     }
 
     c.string_map("nodeSelector", &app.node_selector, true);
     for (i, t) in app.tolerations.iter().enumerate() {
-        let p = |f: &str| Path(vec![Seg::Key("tolerations".into()), Seg::Index(i), Seg::Key(f.into())]);
+        let p = |f: &str| {
+            Path(vec![
+                Seg::Key("tolerations".into()),
+                Seg::Index(i),
+                Seg::Key(f.into()),
+            ])
+        };
         let op = t.operator.as_deref().unwrap_or("Equal");
         if !["Equal", "Exists"].contains(&op) {
             c.at_path(p("operator"), format!("`{op}` is not one of Equal, Exists"));
@@ -223,7 +314,10 @@ pub fn check(app: &App) -> Vec<Problem> {
         if let Some(e) = t.effect.as_deref()
             && !["", "NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&e)
         {
-            c.at_path(p("effect"), format!("`{e}` is not one of NoSchedule, PreferNoSchedule, NoExecute"));
+            c.at_path(
+                p("effect"),
+                format!("`{e}` is not one of NoSchedule, PreferNoSchedule, NoExecute"),
+            );
         }
         if t.toleration_seconds.is_some() && t.effect.as_deref() != Some("NoExecute") {
             c.at_path(p("tolerationSeconds"), "only applies with effect NoExecute");
@@ -233,82 +327,158 @@ pub fn check(app: &App) -> Vec<Problem> {
     let mut names = BTreeSet::new();
     let mut mounts = BTreeSet::new();
     for (i, v) in app.volumes.iter().enumerate() {
-        let p = |f: &str| Path(vec![Seg::Key("volumes".into()), Seg::Index(i), Seg::Key(f.into())]);
+        let p = |f: &str| {
+            Path(vec![
+                Seg::Key("volumes".into()),
+                Seg::Index(i),
+                Seg::Key(f.into()),
+            ])
+        };
         if !is_dns1123_label(&v.name) {
-            c.at_path(p("name"), format!("`{}` is not a valid volume name (lowercase letters, digits, `-`)", v.name));
+            c.at_path(
+                p("name"),
+                format!(
+                    "`{}` is not a valid volume name (lowercase letters, digits, `-`)",
+                    v.name
+                ),
+            );
         } else if v.name.starts_with("hvdctl-") {
-            c.at_path(p("name"), "names starting with `hvdctl-` are reserved for hvdctl's own volumes");
+            c.at_path(
+                p("name"),
+                "names starting with `hvdctl-` are reserved for hvdctl's own volumes",
+            );
         } else if !names.insert(v.name.clone()) {
             c.at_path(p("name"), format!("`{}` is used by another volume", v.name));
         }
         if !v.mount_path.starts_with('/') {
-            c.at_path(p("mountPath"), format!("`{}` must be an absolute path", v.mount_path));
+            c.at_path(
+                p("mountPath"),
+                format!("`{}` must be an absolute path", v.mount_path),
+            );
         } else if !mounts.insert(v.mount_path.trim_end_matches('/').to_string()) {
-            c.at_path(p("mountPath"), format!("`{}` is mounted by another volume", v.mount_path));
+            c.at_path(
+                p("mountPath"),
+                format!("`{}` is mounted by another volume", v.mount_path),
+            );
         }
-        if v.sub_path.as_deref().is_some_and(|s| s.starts_with('/') || s.split('/').any(|x| x == "..")) {
+        if v.sub_path
+            .as_deref()
+            .is_some_and(|s| s.starts_with('/') || s.split('/').any(|x| x == ".."))
+        {
             c.at_path(p("subPath"), "must be a relative path without `..`");
         }
-        let sources = [v.pvc.is_some(), v.nfs.is_some(), v.host_path.is_some()].iter().filter(|x| **x).count();
+        let sources = [v.pvc.is_some(), v.nfs.is_some(), v.host_path.is_some()]
+            .iter()
+            .filter(|x| **x)
+            .count();
         if sources != 1 {
             c.at_path(
                 Path(vec![Seg::Key("volumes".into()), Seg::Index(i)]),
-                format!("volume `{}` needs exactly one of pvc, nfs, hostPath (found {sources})", v.name),
+                format!(
+                    "volume `{}` needs exactly one of pvc, nfs, hostPath (found {sources})",
+                    v.name
+                ),
             );
         }
         if let Some(pvc) = &v.pvc
             && !is_dns1123_subdomain(&pvc.claim_name)
         {
-            c.at_path(p("pvc"), format!("claimName `{}` is not a valid PVC name", pvc.claim_name));
+            c.at_path(
+                p("pvc"),
+                format!("claimName `{}` is not a valid PVC name", pvc.claim_name),
+            );
         }
         if let Some(nfs) = &v.nfs {
             if nfs.server.trim().is_empty() {
                 c.at_path(p("nfs"), "nfs.server must not be empty");
             }
             if !nfs.path.starts_with('/') {
-                c.at_path(p("nfs"), format!("nfs.path `{}` must be an absolute path", nfs.path));
+                c.at_path(
+                    p("nfs"),
+                    format!("nfs.path `{}` must be an absolute path", nfs.path),
+                );
             }
         }
         if let Some(hp) = &v.host_path {
             if !hp.path.starts_with('/') {
-                c.at_path(p("hostPath"), format!("hostPath.path `{}` must be an absolute path", hp.path));
+                c.at_path(
+                    p("hostPath"),
+                    format!("hostPath.path `{}` must be an absolute path", hp.path),
+                );
             }
-            let types = ["", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice", "BlockDevice"];
+            let types = [
+                "",
+                "DirectoryOrCreate",
+                "Directory",
+                "FileOrCreate",
+                "File",
+                "Socket",
+                "CharDevice",
+                "BlockDevice",
+            ];
             if let Some(t) = hp.kind.as_deref()
                 && !types.contains(&t)
             {
-                c.at_path(p("hostPath"), format!("hostPath.type `{t}` is not one of {}", types[1..].join(", ")));
+                c.at_path(
+                    p("hostPath"),
+                    format!(
+                        "hostPath.type `{t}` is not one of {}",
+                        types[1..].join(", ")
+                    ),
+                );
             }
         }
     }
 
     let sc = &app.security_context;
-    for (f, v) in [("runAsUser", sc.run_as_user), ("runAsGroup", sc.run_as_group), ("fsGroup", sc.fs_group)] {
+    for (f, v) in [
+        ("runAsUser", sc.run_as_user),
+        ("runAsGroup", sc.run_as_group),
+        ("fsGroup", sc.fs_group),
+    ] {
         if v.is_some_and(|v| !(0..=2_147_483_647).contains(&v)) {
             c.at(&["securityContext", f], "must be between 0 and 2147483647");
         }
     }
     if sc.run_as_non_root == Some(true) && sc.run_as_user == Some(0) {
-        c.at(&["securityContext", "runAsNonRoot"], "contradicts runAsUser: 0");
+        c.at(
+            &["securityContext", "runAsNonRoot"],
+            "contradicts runAsUser: 0",
+        );
     }
 
     c.string_map("labels", &app.labels, true);
     for k in app.labels.keys() {
-        if k.starts_with("hvdctl.io/") || k == "app.kubernetes.io/managed-by" || k.starts_with("training.kubeflow.org/") {
-            c.at_path(Path(vec![Seg::Key("labels".into()), Seg::Key(k.clone())]), format!("`{k}` is set by hvdctl or the operator and cannot be overridden"));
+        if k.starts_with("hvdctl.io/")
+            || k == "app.kubernetes.io/managed-by"
+            || k.starts_with("training.kubeflow.org/")
+        {
+            c.at_path(
+                Path(vec![Seg::Key("labels".into()), Seg::Key(k.clone())]),
+                format!("`{k}` is set by hvdctl or the operator and cannot be overridden"),
+            );
         }
     }
     c.string_map("annotations", &app.annotations, false);
     for (i, s) in app.image_pull_secrets.iter().enumerate() {
         if !is_dns1123_subdomain(s) {
-            c.at_path(Path(vec![Seg::Key("imagePullSecrets".into()), Seg::Index(i)]), format!("`{s}` is not a valid Secret name"));
+            c.at_path(
+                Path(vec![Seg::Key("imagePullSecrets".into()), Seg::Index(i)]),
+                format!("`{s}` is not a valid Secret name"),
+            );
         }
     }
-    for (field, v) in [("serviceAccountName", &app.service_account_name), ("priorityClassName", &app.priority_class_name)] {
+    for (field, v) in [
+        ("serviceAccountName", &app.service_account_name),
+        ("priorityClassName", &app.priority_class_name),
+    ] {
         if let Some(v) = v
             && !is_dns1123_subdomain(v)
         {
-            c.at(&[field], format!("`{v}` is not a valid name (lowercase letters, digits, `-`, `.`)"));
+            c.at(
+                &[field],
+                format!("`{v}` is not a valid name (lowercase letters, digits, `-`, `.`)"),
+            );
         }
     }
     for k in app.env.keys() {
@@ -321,7 +491,13 @@ pub fn check(app: &App) -> Vec<Problem> {
         if !PARAM_NAME.is_match(k) {
             c.at_path(path, format!("`{k}` is not a valid parameter name (a letter or `_`, then letters, digits, `_`, `-`, `.`)"));
         } else if app.env.contains_key(&param_env_name(k)) {
-            c.at_path(path, format!("its environment variable `{}` is also set in env; keep one", param_env_name(k)));
+            c.at_path(
+                path,
+                format!(
+                    "its environment variable `{}` is also set in env; keep one",
+                    param_env_name(k)
+                ),
+            );
         }
     }
 
@@ -330,10 +506,19 @@ pub fn check(app: &App) -> Vec<Problem> {
             c.at(&["elastic", "minWorkers"], "must be at least 1");
         }
         if e.min_workers > e.max_workers {
-            c.at(&["elastic", "maxWorkers"], format!("must be at least minWorkers ({})", e.min_workers));
+            c.at(
+                &["elastic", "maxWorkers"],
+                format!("must be at least minWorkers ({})", e.min_workers),
+            );
         }
         if app.workers < e.min_workers || app.workers > e.max_workers {
-            c.at(&["workers"], format!("must be between elastic.minWorkers ({}) and elastic.maxWorkers ({})", e.min_workers, e.max_workers));
+            c.at(
+                &["workers"],
+                format!(
+                    "must be between elastic.minWorkers ({}) and elastic.maxWorkers ({})",
+                    e.min_workers, e.max_workers
+                ),
+            );
         }
         if app.mpi.launcher != "horovodrun" {
             c.at(&["mpi", "launcher"], "elastic runs need `horovodrun` (it re-discovers hosts); set mpi.launcher: horovodrun");
@@ -344,11 +529,21 @@ pub fn check(app: &App) -> Vec<Problem> {
         c.at(&["build", "dockerfile"], "must not be empty");
     }
     if app.build.context.trim().is_empty() {
-        c.at(&["build", "context"], "must not be empty (use `.` for the app directory)");
+        c.at(
+            &["build", "context"],
+            "must not be empty (use `.` for the app directory)",
+        );
     }
     for k in app.build.args.keys() {
         if !ENV_NAME.is_match(k) {
-            c.at_path(Path(vec![Seg::Key("build".into()), Seg::Key("args".into()), Seg::Key(k.clone())]), format!("`{k}` is not a valid build argument name"));
+            c.at_path(
+                Path(vec![
+                    Seg::Key("build".into()),
+                    Seg::Key("args".into()),
+                    Seg::Key(k.clone()),
+                ]),
+                format!("`{k}` is not a valid build argument name"),
+            );
         }
     }
     c.problems
@@ -356,7 +551,9 @@ pub fn check(app: &App) -> Vec<Problem> {
 
 /// Approximate numeric value of a quantity, for request/limit comparison.
 fn quantity_value(q: &str) -> Option<f64> {
-    let split = q.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+')).unwrap_or(q.len());
+    let split = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+'))
+        .unwrap_or(q.len());
     let (num, suffix) = q.split_at(split);
     let n: f64 = num.parse().ok()?;
     let mult = match suffix {
@@ -388,7 +585,9 @@ mod tests {
 
     #[test]
     fn quantities() {
-        for ok in ["1", "500m", "4Gi", "1.5", ".5", "2e3", "1E-3", "+1", "100Ki", "10M"] {
+        for ok in [
+            "1", "500m", "4Gi", "1.5", ".5", "2e3", "1E-3", "+1", "100Ki", "10M",
+        ] {
             assert!(is_quantity(ok), "{ok}");
         }
         for bad in ["", "-1", "1.2.3", "4GB", "abc", "1 Gi", "Gi", "1e"] {
@@ -412,7 +611,12 @@ mod tests {
 
     #[test]
     fn images() {
-        for ok in ["mnist", "example.com/team/mnist:1.0", "127.0.0.1:5000/a/b", "a@sha256:0123456789abcdef0123456789abcdef"] {
+        for ok in [
+            "mnist",
+            "example.com/team/mnist:1.0",
+            "127.0.0.1:5000/a/b",
+            "a@sha256:0123456789abcdef0123456789abcdef",
+        ] {
             assert!(is_image_ref(ok), "{ok}");
         }
         for bad in ["", "Mnist", "a b", "a:", "-a", "a//b"] {

@@ -39,7 +39,9 @@ impl Path {
 }
 
 fn plain_key(k: &str) -> bool {
-    !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    !k.is_empty()
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 impl fmt::Display for Path {
@@ -109,12 +111,24 @@ pub struct ParseError {
 }
 
 fn at(m: Marker) -> Origin {
-    Origin::File { line: m.line(), col: m.col() + 1 }
+    Origin::File {
+        line: m.line(),
+        col: m.col() + 1,
+    }
 }
 
 enum Frame {
-    Seq { path: Path, items: Vec<Value>, anchor: usize },
-    Map { path: Path, map: Map<String, Value>, key: Option<(String, Marker)>, anchor: usize },
+    Seq {
+        path: Path,
+        items: Vec<Value>,
+        anchor: usize,
+    },
+    Map {
+        path: Path,
+        map: Map<String, Value>,
+        key: Option<(String, Marker)>,
+        anchor: usize,
+    },
 }
 
 #[derive(Default)]
@@ -130,7 +144,11 @@ struct Builder {
 impl Builder {
     fn fail(&mut self, mark: Marker, message: String) {
         if self.error.is_none() {
-            self.error = Some(ParseError { line: mark.line(), col: mark.col() + 1, message });
+            self.error = Some(ParseError {
+                line: mark.line(),
+                col: mark.col() + 1,
+                message,
+            });
         }
     }
 
@@ -139,7 +157,11 @@ impl Builder {
         match self.stack.last() {
             None => Some(Path::default()),
             Some(Frame::Seq { path, items, .. }) => Some(path.child(Seg::Index(items.len()))),
-            Some(Frame::Map { path, key: Some((k, _)), .. }) => Some(path.child(Seg::Key(k.clone()))),
+            Some(Frame::Map {
+                path,
+                key: Some((k, _)),
+                ..
+            }) => Some(path.child(Seg::Key(k.clone()))),
             Some(Frame::Map { key: None, .. }) => None, // the next scalar is a key
         }
     }
@@ -194,7 +216,10 @@ pub fn resolve_plain(s: &str) -> Value {
         int(h, 16)
     } else if let Some(o) = s.strip_prefix("0o") {
         int(o, 8)
-    } else if s.bytes().enumerate().all(|(i, b)| b.is_ascii_digit() || (i == 0 && (b == b'-' || b == b'+')))
+    } else if s
+        .bytes()
+        .enumerate()
+        .all(|(i, b)| b.is_ascii_digit() || (i == 0 && (b == b'-' || b == b'+')))
         && s.bytes().any(|b| b.is_ascii_digit())
     {
         s.parse::<i64>().ok()
@@ -238,7 +263,10 @@ impl MarkedEventReceiver for Builder {
             Event::DocumentStart => {
                 self.docs += 1;
                 if self.docs > 1 {
-                    self.fail(mark, "expected one YAML document, found several (`---`)".into());
+                    self.fail(
+                        mark,
+                        "expected one YAML document, found several (`---`)".into(),
+                    );
                 }
             }
             Event::Scalar(text, style, anchor, tag) => {
@@ -274,14 +302,27 @@ impl MarkedEventReceiver for Builder {
                 };
                 self.marked.origins.insert(path.clone(), at(mark));
                 self.stack.push(if matches!(ev, Event::SequenceStart(..)) {
-                    Frame::Seq { path, items: Vec::new(), anchor }
+                    Frame::Seq {
+                        path,
+                        items: Vec::new(),
+                        anchor,
+                    }
                 } else {
-                    Frame::Map { path, map: Map::new(), key: None, anchor }
+                    Frame::Map {
+                        path,
+                        map: Map::new(),
+                        key: None,
+                        anchor,
+                    }
                 });
             }
             Event::SequenceEnd | Event::MappingEnd => match self.stack.pop() {
-                Some(Frame::Seq { items, anchor, .. }) => self.push_value(Value::Array(items), anchor, mark),
-                Some(Frame::Map { map, anchor, .. }) => self.push_value(Value::Object(map), anchor, mark),
+                Some(Frame::Seq { items, anchor, .. }) => {
+                    self.push_value(Value::Array(items), anchor, mark)
+                }
+                Some(Frame::Map { map, anchor, .. }) => {
+                    self.push_value(Value::Object(map), anchor, mark)
+                }
                 None => self.fail(mark, "unbalanced YAML".into()),
             },
             _ => {}
@@ -295,7 +336,11 @@ pub fn parse(text: &str) -> Result<Marked, ParseError> {
     let mut parser = Parser::new_from_str(text);
     if let Err(e) = parser.load(&mut b, true) {
         let m = e.marker();
-        return Err(ParseError { line: m.line(), col: m.col() + 1, message: e.info().to_string() });
+        return Err(ParseError {
+            line: m.line(),
+            col: m.col() + 1,
+            message: e.info().to_string(),
+        });
     }
     if let Some(e) = b.error {
         return Err(e);
@@ -330,7 +375,11 @@ mod tests {
         assert_eq!(m.origins[&p], Origin::File { line: 4, col: 6 });
         assert_eq!(m.plain_text[&p], "1.10");
         assert_eq!(p.to_string(), "env.X");
-        let v = Path(vec![Seg::Key("volumes".into()), Seg::Index(0), Seg::Key("name".into())]);
+        let v = Path(vec![
+            Seg::Key("volumes".into()),
+            Seg::Index(0),
+            Seg::Key("name".into()),
+        ]);
         assert_eq!(m.origins[&v], Origin::File { line: 6, col: 9 });
         assert_eq!(v.to_string(), "volumes[0].name");
     }

@@ -43,15 +43,25 @@ pub fn job_name(app: &str, run_id: &str) -> String {
 pub fn new_run_id() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
-    (0..crate::app::validate::RUN_ID_LEN).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+    (0..crate::app::validate::RUN_ID_LEN)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
 }
 
 /// Checks a user-supplied run id (`--run-id`).
 pub fn check_run_id(id: &str) -> std::result::Result<(), String> {
     let ok = !id.is_empty()
         && id.len() <= crate::app::validate::RUN_ID_LEN
-        && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    if ok { Ok(()) } else { Err(format!("`{id}` is not a run id: 1-5 lowercase letters or digits")) }
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{id}` is not a run id: 1-5 lowercase letters or digits"
+        ))
+    }
 }
 
 /// The manifest template of a backend: the app's own `k8s/<backend>.yaml.hbs` if it has one
@@ -78,7 +88,11 @@ pub fn objects(run: &Run, app_dir: &Path, ssh: Option<&SshKeys>) -> Result<Vec<O
     let mut objs = manifests::parse(&name, &text)?;
     manifests::stamp(
         &mut objs,
-        &manifests::Stamp { app: &run.app.name, run_id: &run.run_id, namespace: &run.namespace },
+        &manifests::Stamp {
+            app: &run.app.name,
+            run_id: &run.run_id,
+            namespace: &run.namespace,
+        },
     );
     objs.sort_by_key(manifests::apply_order);
     Ok(objs)

@@ -16,7 +16,10 @@ pub struct SshKeys {
 
 impl std::fmt::Debug for SshKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SshKeys").field("private", &"<redacted>").field("public", &self.public).finish()
+        f.debug_struct("SshKeys")
+            .field("private", &"<redacted>")
+            .field("public", &self.public)
+            .finish()
     }
 }
 
@@ -33,7 +36,10 @@ impl SshKeys {
             .public_key()
             .to_openssh()
             .map_err(|e| Error::failure(format!("cannot encode the ssh public key: {e}")))?;
-        Ok(SshKeys { private: Zeroizing::new(private.to_string()), public })
+        Ok(SshKeys {
+            private: Zeroizing::new(private.to_string()),
+            public,
+        })
     }
 
     /// The OpenSSH private key text. Callers must only send it to the cluster or a 0600 file.
@@ -49,7 +55,10 @@ mod tests {
     #[test]
     fn keys_are_openssh_and_debug_hides_the_private_half() {
         let k = SshKeys::generate("hvdctl-test").unwrap();
-        assert!(k.private_openssh().starts_with("-----BEGIN OPENSSH PRIVATE KEY-----"));
+        assert!(
+            k.private_openssh()
+                .starts_with("-----BEGIN OPENSSH PRIVATE KEY-----")
+        );
         assert!(k.public.starts_with("ssh-ed25519 "));
         let dbg = format!("{k:?}");
         assert!(!dbg.contains("PRIVATE KEY"));

@@ -1,8 +1,8 @@
 //! The values a manifest template sees (documented in docs/config.md, "Template values").
 //! Everything structured is built here as data; templates only place it.
 
-use super::ssh::{REDACTED, SshKeys};
 use super::Run;
+use super::ssh::{REDACTED, SshKeys};
 use crate::app::validate::param_env_name;
 use crate::app::{App, Backend};
 use crate::assets;
@@ -25,7 +25,11 @@ fn runs_as_root(app: &App) -> bool {
 
 pub fn ssh_auth_mount_path(app: &App) -> String {
     app.mpi.ssh_auth_mount_path.clone().unwrap_or_else(|| {
-        if runs_as_root(app) { "/root/.ssh".into() } else { "/home/mpiuser/.ssh".into() }
+        if runs_as_root(app) {
+            "/root/.ssh".into()
+        } else {
+            "/home/mpiuser/.ssh".into()
+        }
     })
 }
 
@@ -54,7 +58,10 @@ pub fn launch_argv(run: &Run, hostfile: Option<&str>) -> Vec<String> {
         push(&["horovodrun", "-np", &np.to_string()]);
         match &app.elastic {
             Some(e) => {
-                let (min, max) = (e.min_workers * app.slots_per_worker, e.max_workers * app.slots_per_worker);
+                let (min, max) = (
+                    e.min_workers * app.slots_per_worker,
+                    e.max_workers * app.slots_per_worker,
+                );
                 push(&["--min-np", &min.to_string(), "--max-np", &max.to_string()]);
                 push(&["--slots-per-host", &app.slots_per_worker.to_string()]);
                 push(&["--host-discovery-script", DISCOVER_HOSTS]);
@@ -74,7 +81,9 @@ pub fn launch_argv(run: &Run, hostfile: Option<&str>) -> Vec<String> {
         if let Some(h) = hostfile {
             push(&["--hostfile", h]);
         }
-        push(&["-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1", "-mca", "btl", "^openib"]);
+        push(&[
+            "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1", "-mca", "btl", "^openib",
+        ]);
         // Ranks started over ssh do not inherit the pod's environment: forward it.
         for k in env.keys() {
             push(&["-x", k]);
@@ -86,7 +95,13 @@ pub fn launch_argv(run: &Run, hostfile: Option<&str>) -> Vec<String> {
         }
     } else {
         // Hydra (Intel MPI, MPICH).
-        push(&["mpirun", "-n", &np.to_string(), "-ppn", &app.slots_per_worker.to_string()]);
+        push(&[
+            "mpirun",
+            "-n",
+            &np.to_string(),
+            "-ppn",
+            &app.slots_per_worker.to_string(),
+        ]);
         if let Some(h) = hostfile {
             push(&["-f", h]);
         }
@@ -123,10 +138,16 @@ fn volumes(app: &App) -> (Vec<Value>, Vec<Value>) {
         let mut vol = Map::new();
         vol.insert("name".into(), json!(v.name));
         if let Some(p) = &v.pvc {
-            vol.insert("persistentVolumeClaim".into(), json!({"claimName": p.claim_name, "readOnly": v.read_only}));
+            vol.insert(
+                "persistentVolumeClaim".into(),
+                json!({"claimName": p.claim_name, "readOnly": v.read_only}),
+            );
         }
         if let Some(n) = &v.nfs {
-            vol.insert("nfs".into(), json!({"server": n.server, "path": n.path, "readOnly": v.read_only}));
+            vol.insert(
+                "nfs".into(),
+                json!({"server": n.server, "path": n.path, "readOnly": v.read_only}),
+            );
         }
         if let Some(h) = &v.host_path {
             let mut hp = Map::new();
@@ -149,7 +170,11 @@ fn volumes(app: &App) -> (Vec<Value>, Vec<Value>) {
 fn pod_values(app: &App) -> Value {
     let sc = &app.security_context;
     let mut security = Map::new();
-    for (k, v) in [("runAsUser", sc.run_as_user), ("runAsGroup", sc.run_as_group), ("fsGroup", sc.fs_group)] {
+    for (k, v) in [
+        ("runAsUser", sc.run_as_user),
+        ("runAsGroup", sc.run_as_group),
+        ("fsGroup", sc.fs_group),
+    ] {
         if let Some(v) = v {
             security.insert(k.into(), json!(v));
         }
@@ -162,7 +187,12 @@ fn pod_values(app: &App) -> Value {
         .iter()
         .map(|t| {
             let mut m = Map::new();
-            for (k, v) in [("key", &t.key), ("operator", &t.operator), ("value", &t.value), ("effect", &t.effect)] {
+            for (k, v) in [
+                ("key", &t.key),
+                ("operator", &t.operator),
+                ("value", &t.value),
+                ("effect", &t.effect),
+            ] {
                 if let Some(v) = v {
                     m.insert(k.into(), json!(v));
                 }
@@ -187,12 +217,19 @@ fn pod_values(app: &App) -> Value {
 
 /// DNS name of worker `i` of a native run (headless Service `<job>` in the namespace).
 pub fn worker_host(run: &Run, i: u32) -> String {
-    format!("{}-worker-{i}.{}.{}.svc", run.job_name(), run.job_name(), run.namespace)
+    format!(
+        "{}-worker-{i}.{}.{}.svc",
+        run.job_name(),
+        run.job_name(),
+        run.namespace
+    )
 }
 
 /// The hostfile of a run whose workers are named by `host(i)`.
 pub fn hostfile(app: &App, host: impl Fn(u32) -> String) -> String {
-    (0..app.workers).map(|i| format!("{} slots={}\n", host(i), app.slots_per_worker)).collect()
+    (0..app.workers)
+        .map(|i| format!("{} slots={}\n", host(i), app.slots_per_worker))
+        .collect()
 }
 
 /// `discover_hosts.sh` for elastic runs: prints every worker whose sshd answers.
@@ -209,7 +246,10 @@ pub fn discover_hosts(app: &App, host: impl Fn(u32) -> String) -> String {
 pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
     let app = run.app;
     let job = run.job_name();
-    let env: Vec<Value> = env_pairs(run).into_iter().map(|(name, value)| json!({"name": name, "value": value})).collect();
+    let env: Vec<Value> = env_pairs(run)
+        .into_iter()
+        .map(|(name, value)| json!({"name": name, "value": value}))
+        .collect();
     let (vols, mounts) = volumes(app);
     let mut v = json!({
         "job": {"name": job, "namespace": run.namespace, "runId": run.run_id},
@@ -272,7 +312,9 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
                 json!({"name": "hvdctl-scripts", "mountPath": format!("{SCRIPTS_DIR}/launcher.sh"), "subPath": "launcher.sh", "readOnly": true}),
                 json!({"name": "hvdctl-scripts", "mountPath": format!("{SCRIPTS_DIR}/worker.sh"), "subPath": "worker.sh", "readOnly": true}),
             ]);
-            let workers: Vec<Value> = (0..app.workers).map(|i| json!({"name": format!("{job}-worker-{i}"), "index": i})).collect();
+            let workers: Vec<Value> = (0..app.workers)
+                .map(|i| json!({"name": format!("{job}-worker-{i}"), "index": i}))
+                .collect();
             let (private, public) = match ssh {
                 Some(k) => (k.private_openssh().to_string(), k.public.clone()),
                 None => (REDACTED.to_string(), REDACTED.to_string()),

@@ -41,7 +41,9 @@ pub fn parse(source: &str, text: &str) -> Result<Vec<Object>> {
         objects.push(object);
     }
     if objects.is_empty() {
-        return Err(Error::input(format!("{source}: the template rendered no objects")));
+        return Err(Error::input(format!(
+            "{source}: the template rendered no objects"
+        )));
     }
     Ok(objects)
 }
@@ -77,7 +79,11 @@ fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
         (Value::Null, _) => {}
         (Value::Object(ma), Value::Object(mb)) => {
             for (k, va) in ma {
-                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
                 match mb.get(k) {
                     Some(vb) => diff(&p, va, vb, out),
                     None if va.is_null() => {}
@@ -93,7 +99,9 @@ fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
         (a, b) if a == b => {}
         // Numbers may come back in another representation (1.0 vs 1); compare as f64.
         (Value::Number(x), Value::Number(y)) if x.as_f64() == y.as_f64() => {}
-        _ => out.push(format!("`{path}` (its value does not fit the field's type)")),
+        _ => out.push(format!(
+            "`{path}` (its value does not fit the field's type)"
+        )),
     }
 }
 
@@ -120,7 +128,9 @@ pub fn stamp(objects: &mut [Object], s: &Stamp) {
         ours(&mut meta.labels);
         o.for_each_pod_meta(|role, m| {
             ours(&mut m.labels);
-            m.labels.get_or_insert_with(Default::default).insert(LABEL_ROLE.into(), role.into());
+            m.labels
+                .get_or_insert_with(Default::default)
+                .insert(LABEL_ROLE.into(), role.into());
         });
     }
 }
@@ -147,7 +157,11 @@ mod tests {
     fn unknown_fields_are_found_deep() {
         let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    imagePullPolicyy: Always\n  hostNetwrk: true\n";
         let e = parse("t", text).unwrap_err();
-        assert!(e.message.contains("`spec.containers[0].imagePullPolicyy`"), "{}", e.message);
+        assert!(
+            e.message.contains("`spec.containers[0].imagePullPolicyy`"),
+            "{}",
+            e.message
+        );
         assert!(e.message.contains("`spec.hostNetwrk`"), "{}", e.message);
     }
 
@@ -155,16 +169,31 @@ mod tests {
     fn known_kinds_round_trip_and_get_stamped() {
         let text = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, labels: {hvdctl.io/run: fake}}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: i}]\n---\n";
         let mut objs = parse("t", text).unwrap();
-        stamp(&mut objs, &Stamp { app: "a", run_id: "r1", namespace: "ns" });
+        stamp(
+            &mut objs,
+            &Stamp {
+                app: "a",
+                run_id: "r1",
+                namespace: "ns",
+            },
+        );
         let v = objs[0].to_value();
         assert_eq!(v["metadata"]["namespace"], "ns");
         assert_eq!(v["metadata"]["labels"]["hvdctl.io/run"], "r1");
-        assert_eq!(v["spec"]["template"]["metadata"]["labels"]["hvdctl.io/role"], "launcher");
+        assert_eq!(
+            v["spec"]["template"]["metadata"]["labels"]["hvdctl.io/role"],
+            "launcher"
+        );
     }
 
     #[test]
     fn unknown_kinds_and_type_errors_are_rejected() {
-        assert!(parse("t", "apiVersion: v1\nkind: Node\nmetadata: {name: n}\n").unwrap_err().message.contains("does not create v1 Node"));
+        assert!(
+            parse("t", "apiVersion: v1\nkind: Node\nmetadata: {name: n}\n")
+                .unwrap_err()
+                .message
+                .contains("does not create v1 Node")
+        );
         let e = parse("t", "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec: {backoffLimit: many, template: {}}\n").unwrap_err();
         assert!(e.message.contains("spec.backoffLimit"), "{}", e.message);
     }

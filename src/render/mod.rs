@@ -5,12 +5,22 @@ pub mod manifests;
 pub mod quote;
 
 use crate::error::{Error, Result};
-use handlebars::{Context, Handlebars, Helper, HelperResult, Output, RenderContext, RenderErrorReason};
+use handlebars::{
+    Context, Handlebars, Helper, HelperResult, Output, RenderContext, RenderErrorReason,
+};
 use serde_json::Value;
 
 /// `{{json value}}`: any value as a one-line YAML flow literal, strings safely quoted.
-fn json_helper(h: &Helper, _: &Handlebars, _: &Context, _: &mut RenderContext, out: &mut dyn Output) -> HelperResult {
-    let param = h.param(0).ok_or_else(|| RenderErrorReason::ParamNotFoundForIndex("json", 0))?;
+fn json_helper(
+    h: &Helper,
+    _: &Handlebars,
+    _: &Context,
+    _: &mut RenderContext,
+    out: &mut dyn Output,
+) -> HelperResult {
+    let param = h
+        .param(0)
+        .ok_or_else(|| RenderErrorReason::ParamNotFoundForIndex("json", 0))?;
     if param.is_value_missing() {
         let name = param.relative_path().cloned().unwrap_or_default();
         return Err(RenderErrorReason::MissingVariable(Some(name)).into());
@@ -63,7 +73,12 @@ mod tests {
 
     #[test]
     fn values_are_quoted_and_json_is_flow() {
-        let out = render("t", "a: {{x}}\nb: {{json y}}\n", &json!({"x": "1\nc: 2", "y": [1, "z"]})).unwrap();
+        let out = render(
+            "t",
+            "a: {{x}}\nb: {{json y}}\n",
+            &json!({"x": "1\nc: 2", "y": [1, "z"]}),
+        )
+        .unwrap();
         assert_eq!(out, "a: \"1\\nc: 2\"\nb: [1, \"z\"]\n");
     }
 

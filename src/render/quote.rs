@@ -90,7 +90,10 @@ mod tests {
     #[test]
     fn escapes_what_yaml_would_misread() {
         assert_eq!(quote("a\nb"), r#""a\nb""#);
-        assert_eq!(quote("\u{7f}\u{85}\u{2028}\u{2029}\u{feff}"), r#""\u007f\u0085\u2028\u2029\ufeff""#);
+        assert_eq!(
+            quote("\u{7f}\u{85}\u{2028}\u{2029}\u{feff}"),
+            r#""\u007f\u0085\u2028\u2029\ufeff""#
+        );
         assert_eq!(quote("é ✓ 😀"), "\"é ✓ 😀\"");
         assert_eq!(quote(r#"say "hi" \o/"#), r#""say \"hi\" \\o/""#);
     }

@@ -1,0 +1,149 @@
+//! The command line (clap derive): global flags and one struct per subcommand. Parsing only;
+//! `commands/` turns these into work.
+
+use crate::app::Backend;
+use crate::ui::ColorChoice;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "hvdctl",
+    version,
+    about = "Distributed Horovod (MPI/Gloo) training on Kubernetes and Docker",
+    long_about = "Distributed Horovod (MPI/Gloo) training on Kubernetes and Docker.\n\n\
+        hvdctl init mnist --template horovod   scaffold an app\n\
+        hvdctl build --push                    build and push its image\n\
+        hvdctl deploy                          render manifests and apply them\n\
+        hvdctl status / hvdctl logs -f         watch the run\n\
+        hvdctl undeploy                        remove every trace of it",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct Global {
+    /// The app directory (holding hvdctl.yaml)
+    #[arg(
+        short = 'C',
+        long = "app-dir",
+        global = true,
+        value_name = "DIR",
+        default_value = "."
+    )]
+    pub app_dir: PathBuf,
+    /// Kubeconfig context to use (default: the current context)
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Namespace (default: hvdctl.yaml's, then the context's, then "default")
+    #[arg(short = 'n', long, global = true, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)
+    #[arg(long, global = true, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// More detail on stderr (repeat for more)
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Only errors and requested output
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Colour: auto (terminal and no NO_COLOR), always, never
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
+    /// Never prompt (also when CI is set or stdin is not a terminal)
+    #[arg(long, global = true)]
+    pub no_input: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Scaffold an app from a template
+    Init(InitArgs),
+    /// List the app templates
+    Templates(TemplatesArgs),
+    /// Render the run's manifests and apply them (or print them with --dry-run)
+    Deploy(DeployArgs),
+    /// Print a shell completion script
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Directory to create the app in (default: the current directory)
+    pub dir: Option<PathBuf>,
+    /// Template to start from (see `hvdctl templates`)
+    #[arg(short, long, value_name = "NAME")]
+    pub template: Option<String>,
+    /// App name (default: the directory's name)
+    #[arg(long, value_name = "APP")]
+    pub name: Option<String>,
+    /// Image repository (default: the app name)
+    #[arg(long, value_name = "REPO")]
+    pub image: Option<String>,
+    /// A directory of your own templates (same layout as the built-in catalog)
+    #[arg(long, value_name = "PATH")]
+    pub template_dir: Option<PathBuf>,
+    /// Write into a non-empty directory, replacing files the template provides
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TemplatesArgs {
+    #[arg(short, long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
+    /// A directory of your own templates instead of the built-in catalog
+    #[arg(long, value_name = "PATH")]
+    pub template_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ManifestFormat {
+    Yaml,
+    Json,
+}
+
+/// Flags that pick what a run is made of (shared by deploy and later commands).
+#[derive(Debug, Args, Clone)]
+pub struct AppOverrides {
+    /// Job backend (default: hvdctl.yaml's `backend`)
+    #[arg(long, value_enum)]
+    pub backend: Option<Backend>,
+    /// Override a key of hvdctl.yaml (dotted path), e.g. --set workers=8 --set env.NCCL_DEBUG=INFO
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DeployArgs {
+    #[command(flatten)]
+    pub app: AppOverrides,
+    /// Print the complete object set of the run; contact no cluster or registry
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Output format of --dry-run
+    #[arg(short, long, value_enum, default_value_t = ManifestFormat::Yaml)]
+    pub output: ManifestFormat,
+    /// Use this run id instead of a random one (1-5 lowercase letters or digits)
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+    /// Image to run (default: the last image built with `hvdctl build`, else hvdctl.yaml's)
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    pub shell: clap_complete::Shell,
+}

@@ -1,0 +1,21 @@
+use crate::cli::{ListFormat, TemplatesArgs};
+use crate::error::Result;
+use crate::scaffold::Catalog;
+use crate::ui::Ui;
+
+pub fn run(_ui: &Ui, a: TemplatesArgs) -> Result<u8> {
+    let list = Catalog::new(a.template_dir.as_deref()).list()?;
+    match a.output {
+        ListFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&list).unwrap_or_default()
+        ),
+        ListFormat::Text => {
+            let width = list.iter().map(|t| t.name.len()).max().unwrap_or(0);
+            for t in &list {
+                println!("{:width$}  {}", t.name, t.description);
+            }
+        }
+    }
+    Ok(0)
+}
