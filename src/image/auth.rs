@@ -65,7 +65,11 @@ pub struct Credentials {
 
 impl Credentials {
     /// User name and password for `server` (a host such as `127.0.0.1:5000`).
-    pub fn basic(server: impl Into<String>, username: impl Into<String>, password: impl Into<String>) -> Self {
+    pub fn basic(
+        server: impl Into<String>,
+        username: impl Into<String>,
+        password: impl Into<String>,
+    ) -> Self {
         Credentials {
             server: server.into(),
             username: Some(username.into()),
@@ -102,7 +106,11 @@ impl Credentials {
     /// Replaces every occurrence of the secret in `text` with `***` (a last line of defence
     /// for messages that came from elsewhere).
     pub fn redact(&self, text: &str) -> String {
-        if self.secret.0.is_empty() { text.to_string() } else { text.replace(&self.secret.0, "***") }
+        if self.secret.0.is_empty() {
+            text.to_string()
+        } else {
+            text.replace(&self.secret.0, "***")
+        }
     }
 
     /// The value of the Engine API's `X-Registry-Auth` header (URL-safe base64 of the JSON
@@ -158,7 +166,11 @@ pub fn registry_of(repo: &str) -> String {
     let repo = repo.split('@').next().unwrap_or(repo);
     match repo.split_once('/') {
         Some((first, _)) if first.contains('.') || first.contains(':') || first == "localhost" => {
-            if is_hub(first) { DOCKER_HUB.to_string() } else { first.to_string() }
+            if is_hub(first) {
+                DOCKER_HUB.to_string()
+            } else {
+                first.to_string()
+            }
         }
         _ => DOCKER_HUB.to_string(),
     }
@@ -167,7 +179,10 @@ pub fn registry_of(repo: &str) -> String {
 /// The host of a registry address: drops `http(s)://` and any path. `https://index.docker.io/v1/`
 /// → `index.docker.io`.
 pub fn hostname_of(server: &str) -> &str {
-    let s = server.strip_prefix("https://").or_else(|| server.strip_prefix("http://")).unwrap_or(server);
+    let s = server
+        .strip_prefix("https://")
+        .or_else(|| server.strip_prefix("http://"))
+        .unwrap_or(server);
     s.split('/').next().unwrap_or(s)
 }
 
@@ -236,7 +251,10 @@ impl DockerConfig {
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(DockerConfig { path: None, ..Default::default() });
+                return Ok(DockerConfig {
+                    path: None,
+                    ..Default::default()
+                });
             }
             Err(e) => return Err(Error::failure(format!("reading {}: {e}", path.display()))),
         };
@@ -245,7 +263,10 @@ impl DockerConfig {
 
     /// Parses config.json text (`path` is only used in messages).
     pub fn parse(text: &str, path: Option<PathBuf>) -> Result<DockerConfig> {
-        let where_ = path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "docker config".into());
+        let where_ = path
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "docker config".into());
         // serde_json's messages quote no values, only positions, so no secret leaks here.
         let raw: RawConfig = if text.trim().is_empty() {
             RawConfig::default()
@@ -254,7 +275,11 @@ impl DockerConfig {
                 Error::input(format!("{where_}: not a valid Docker config file: {e}"))
             })?
         };
-        Ok(DockerConfig { path, raw, helper_path: None })
+        Ok(DockerConfig {
+            path,
+            raw,
+            helper_path: None,
+        })
     }
 
     /// The file this config came from, if any.
@@ -283,7 +308,11 @@ impl DockerConfig {
     /// Docker accepts), or `None` if the config has none for it.
     pub fn credentials_for(&self, registry: &str) -> Result<Option<Credentials>> {
         let hub = is_hub(registry);
-        let server = if hub { DOCKER_HUB_SERVER.to_string() } else { hostname_of(registry).to_string() };
+        let server = if hub {
+            DOCKER_HUB_SERVER.to_string()
+        } else {
+            hostname_of(registry).to_string()
+        };
         if let Some(helper) = self.helper_for(registry) {
             return self.from_helper(helper, &server);
         }
@@ -292,14 +321,23 @@ impl DockerConfig {
             .auths
             .get(&server)
             .map(|a| (server.as_str(), a))
-            .or_else(|| self.raw.auths.iter().find(|(k, _)| same_registry(k, registry)).map(|(k, a)| (k.as_str(), a)));
+            .or_else(|| {
+                self.raw
+                    .auths
+                    .iter()
+                    .find(|(k, _)| same_registry(k, registry))
+                    .map(|(k, a)| (k.as_str(), a))
+            });
         let Some((key, auth)) = entry else {
             return Ok(None);
         };
         let where_ = || {
             format!(
                 "{}: auths[{key:?}]",
-                self.path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "docker config".into())
+                self.path
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "docker config".into())
             )
         };
         if let Some(token) = auth.identitytoken.as_deref().filter(|t| !t.is_empty()) {
@@ -329,7 +367,12 @@ impl DockerConfig {
     /// keys), for builds whose `FROM` images need them. Registries whose helper fails are left
     /// out.
     pub fn all_credentials(&self) -> Vec<Credentials> {
-        let mut keys: Vec<&String> = self.raw.auths.keys().chain(self.raw.cred_helpers.keys()).collect();
+        let mut keys: Vec<&String> = self
+            .raw
+            .auths
+            .keys()
+            .chain(self.raw.cred_helpers.keys())
+            .collect();
         keys.sort();
         keys.dedup();
         let mut out: Vec<Credentials> = Vec::new();
@@ -369,7 +412,11 @@ impl DockerConfig {
             .map_err(|e| Error::failure(format!("running {program}: {e}")))?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
-            let said = format!("{} {}", stdout.trim(), String::from_utf8_lossy(&out.stderr).trim());
+            let said = format!(
+                "{} {}",
+                stdout.trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
             if said.to_lowercase().contains("credentials not found") {
                 return Ok(None);
             }
@@ -396,7 +443,11 @@ impl DockerConfig {
         if answer.username == "<token>" {
             return Ok(Some(Credentials::identity_token(server, answer.secret)));
         }
-        Ok(Some(Credentials::basic(server, answer.username, answer.secret)))
+        Ok(Some(Credentials::basic(
+            server,
+            answer.username,
+            answer.secret,
+        )))
     }
 }
 
@@ -407,10 +458,14 @@ pub fn credentials_for_repo(repo: &str) -> Result<Option<Credentials>> {
 
 fn find_program(name: &str, path: Option<&OsString>) -> Option<PathBuf> {
     let path = path.cloned().or_else(|| std::env::var_os("PATH"))?;
-    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| {
-        use std::os::unix::fs::PermissionsExt;
-        p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
-    })
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| {
+            use std::os::unix::fs::PermissionsExt;
+            p.metadata()
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
 }
 
 #[cfg(test)]

@@ -65,7 +65,11 @@ pub struct BuildRequest {
 
 impl BuildRequest {
     /// A request with the defaults: `Dockerfile`, no build args, cache on, no pull, `Auto`.
-    pub fn new(context_dir: impl Into<PathBuf>, repo: impl Into<String>, tag: impl Into<String>) -> Self {
+    pub fn new(
+        context_dir: impl Into<PathBuf>,
+        repo: impl Into<String>,
+        tag: impl Into<String>,
+    ) -> Self {
         BuildRequest {
             context_dir: context_dir.into(),
             dockerfile: "Dockerfile".into(),
@@ -121,13 +125,18 @@ fn effective_build_args_from(
 
 /// Builds `req` on `docker`; plain progress lines are written to `log` (the caller passes
 /// stderr; tests pass a buffer). Returns the built image, tagged `repo:tag`.
-pub async fn build(docker: &DockerClient, req: &BuildRequest, log: &mut dyn Write) -> Result<BuiltImage> {
+pub async fn build(
+    docker: &DockerClient,
+    req: &BuildRequest,
+    log: &mut dyn Write,
+) -> Result<BuiltImage> {
     validate_repo(&req.repo)?;
     validate_tag(&req.tag)?;
     let ctx = BuildContext::open(&req.context_dir, &req.dockerfile)?;
     let reference = req.reference();
 
-    let build_args: HashMap<String, String> = effective_build_args(&req.build_args).into_iter().collect();
+    let build_args: HashMap<String, String> =
+        effective_build_args(&req.build_args).into_iter().collect();
     let options = BuildImageOptions {
         dockerfile: ctx.dockerfile().to_string(),
         t: Some(reference.clone()),
@@ -171,15 +180,18 @@ pub async fn build(docker: &DockerClient, req: &BuildRequest, log: &mut dyn Writ
     });
 
     let mut ui = BuildUi::new(req.progress, sent.clone());
-    let mut stream = docker
-        .bollard()
-        .build_image(options, credentials, Some(bollard::body_try_stream(body)));
+    let mut stream =
+        docker
+            .bollard()
+            .build_image(options, credentials, Some(bollard::body_try_stream(body)));
 
     let mut image_id: Option<String> = None;
     let mut steps = StepLog::default();
     let mut pulls: HashMap<String, String> = HashMap::new();
     let result: Result<()> = loop {
-        let Some(msg) = stream.next().await else { break Ok(()) };
+        let Some(msg) = stream.next().await else {
+            break Ok(());
+        };
         ui.context_done(log);
         match msg {
             Ok(info) => {
@@ -193,7 +205,11 @@ pub async fn build(docker: &DockerClient, req: &BuildRequest, log: &mut dyn Writ
                     let id = info.id.clone().unwrap_or_default();
                     if pulls.get(&id) != Some(status) {
                         pulls.insert(id.clone(), status.clone());
-                        let line = if id.is_empty() { status.clone() } else { format!("{id}: {status}") };
+                        let line = if id.is_empty() {
+                            status.clone()
+                        } else {
+                            format!("{id}: {status}")
+                        };
                         ui.line(log, &line, steps.current.as_deref());
                     }
                 }
@@ -209,7 +225,10 @@ pub async fn build(docker: &DockerClient, req: &BuildRequest, log: &mut dyn Writ
     steps.flush();
     ui.finish();
     if let Some(e) = tar_error.lock().unwrap_or_else(|p| p.into_inner()).take() {
-        return Err(e.context(format!("sending the build context {}", ctx.root().display())));
+        return Err(e.context(format!(
+            "sending the build context {}",
+            ctx.root().display()
+        )));
     }
     result?;
     let id = match image_id {
@@ -219,7 +238,12 @@ pub async fn build(docker: &DockerClient, req: &BuildRequest, log: &mut dyn Writ
             .bollard()
             .inspect_image(&reference)
             .await
-            .map_err(|e| Error::failure(format!("the build of {reference} ended, but the image is not there: {}", describe_bollard(&e))))?
+            .map_err(|e| {
+                Error::failure(format!(
+                    "the build of {reference} ended, but the image is not there: {}",
+                    describe_bollard(&e)
+                ))
+            })?
             .id
             .unwrap_or_default(),
     };
@@ -250,7 +274,10 @@ fn build_error(reference: &str, message: &str, steps: &mut StepLog) -> Error {
         .filter(|l| !l.starts_with(" ---> ") && !l.starts_with("Removing intermediate container"))
         .collect();
     if !output.is_empty() {
-        text.push_str(&format!("\noutput of that step (last {} lines):", output.len()));
+        text.push_str(&format!(
+            "\noutput of that step (last {} lines):",
+            output.len()
+        ));
         for line in output {
             text.push_str("\n  | ");
             text.push_str(line);
@@ -317,7 +344,12 @@ struct BuildUi {
 impl BuildUi {
     fn new(mode: ProgressMode, sent: Arc<AtomicU64>) -> BuildUi {
         if !mode.use_bars() {
-            return BuildUi { bar: None, sent, uploading: true, ticker: None };
+            return BuildUi {
+                bar: None,
+                sent,
+                uploading: true,
+                ticker: None,
+            };
         }
         let bar = ProgressBar::new_spinner();
         bar.set_style(
@@ -333,7 +365,12 @@ impl BuildUi {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         });
-        BuildUi { bar: Some(bar), sent, uploading: true, ticker: Some(ticker) }
+        BuildUi {
+            bar: Some(bar),
+            sent,
+            uploading: true,
+            ticker: Some(ticker),
+        }
     }
 
     /// The daemon answered: the whole context has been received.
@@ -345,7 +382,10 @@ impl BuildUi {
         if let Some(t) = self.ticker.take() {
             t.abort();
         }
-        let line = format!("sent build context: {}", human_bytes(self.sent.load(Ordering::Relaxed)));
+        let line = format!(
+            "sent build context: {}",
+            human_bytes(self.sent.load(Ordering::Relaxed))
+        );
         match &self.bar {
             Some(bar) => {
                 bar.println(line);
@@ -408,10 +448,16 @@ mod tests {
         user.insert("HTTPS_PROXY".to_string(), "mine".to_string());
         user.insert("A".to_string(), "1".to_string());
         let args = effective_build_args_from(&user, env);
-        assert_eq!(args.get("http_proxy").map(String::as_str), Some("http://proxy:3128"));
+        assert_eq!(
+            args.get("http_proxy").map(String::as_str),
+            Some("http://proxy:3128")
+        );
         assert_eq!(args.get("HTTPS_PROXY").map(String::as_str), Some("mine"));
         assert_eq!(args.get("A").map(String::as_str), Some("1"));
-        assert!(!args.contains_key("no_proxy"), "empty values are not passed");
+        assert!(
+            !args.contains_key("no_proxy"),
+            "empty values are not passed"
+        );
         assert_eq!(args.len(), 3);
     }
 
@@ -423,7 +469,11 @@ mod tests {
         s.push("two\n");
         assert_eq!(s.current.as_deref(), Some("Step 2/2 : RUN make"));
         assert_eq!(s.output, ["line one", "line two"]);
-        let e = build_error("r:t", "The command '/bin/sh -c make' returned a non-zero code: 2", &mut s);
+        let e = build_error(
+            "r:t",
+            "The command '/bin/sh -c make' returned a non-zero code: 2",
+            &mut s,
+        );
         assert!(e.message.contains("Step 2/2 : RUN make"), "{}", e.message);
         assert!(e.message.contains("line two"));
         assert!(e.message.contains("non-zero code: 2"));

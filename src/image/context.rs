@@ -81,9 +81,8 @@ impl BuildContext {
     /// or the Dockerfile is missing, the Dockerfile lies outside the context, or a pattern is
     /// malformed.
     pub fn open(context_dir: &Path, dockerfile: &str) -> Result<BuildContext> {
-        let meta = fs::metadata(context_dir).map_err(|e| {
-            Error::input(format!("build context {}: {e}", context_dir.display()))
-        })?;
+        let meta = fs::metadata(context_dir)
+            .map_err(|e| Error::input(format!("build context {}: {e}", context_dir.display())))?;
         if !meta.is_dir() {
             return Err(Error::input(format!(
                 "build context {} is not a directory",
@@ -104,8 +103,10 @@ impl BuildContext {
                 return Err(Error::input(format!("{} is not a file", df_path.display())));
             }
             Err(e) => {
-                return Err(Error::input(format!("Dockerfile {}: {e}", df_path.display()))
-                    .hint("pass the Dockerfile's path relative to the build context"));
+                return Err(
+                    Error::input(format!("Dockerfile {}: {e}", df_path.display()))
+                        .hint("pass the Dockerfile's path relative to the build context"),
+                );
             }
         }
         let ignore_path = context_dir.join(".dockerignore");
@@ -113,12 +114,19 @@ impl BuildContext {
             Ok(bytes) => dockerignore::parse(&String::from_utf8_lossy(&bytes)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
             Err(e) => {
-                return Err(Error::failure(format!("reading {}: {e}", ignore_path.display())));
+                return Err(Error::failure(format!(
+                    "reading {}: {e}",
+                    ignore_path.display()
+                )));
             }
         };
         let matcher = Matcher::for_build(&patterns, &dockerfile)
             .map_err(|e| Error::input(format!("{}: {e}", ignore_path.display())))?;
-        Ok(BuildContext { root: context_dir.to_path_buf(), dockerfile, matcher })
+        Ok(BuildContext {
+            root: context_dir.to_path_buf(),
+            dockerfile,
+            matcher,
+        })
     }
 
     /// The context directory.
@@ -163,7 +171,11 @@ impl BuildContext {
         for name in names {
             let full = dir.join(&name);
             let name = name.to_string_lossy();
-            let path = if rel.is_empty() { name.into_owned() } else { format!("{rel}/{name}") };
+            let path = if rel.is_empty() {
+                name.into_owned()
+            } else {
+                format!("{rel}/{name}")
+            };
             let meta = fs::symlink_metadata(&full)
                 .map_err(|e| Error::failure(format!("can't stat {}: {e}", full.display())))?;
             let (excluded, info) = self.matcher.walk_match(&path, parent);
@@ -198,18 +210,32 @@ impl BuildContext {
         Ok(out)
     }
 
-    /// The paths that would be sent, in order (directories included).
+    /// The paths that would be sent, in order; directories end with `/`.
     pub fn files(&self) -> Result<Vec<String>> {
-        Ok(self.entries()?.into_iter().map(|e| e.path).collect())
+        Ok(self
+            .entries()?
+            .into_iter()
+            .map(|e| {
+                if e.kind == EntryKind::Dir {
+                    format!("{}/", e.path)
+                } else {
+                    e.path
+                }
+            })
+            .collect())
     }
 
     /// Writes the whole context as an uncompressed tar archive to `out`; returns the number
     /// of bytes written.
     pub fn write_tar<W: Write>(&self, out: W) -> Result<u64> {
-        let mut counter = CountingWriter { inner: out, count: 0 };
+        let mut counter = CountingWriter {
+            inner: out,
+            count: 0,
+        };
         let mut tar = tar::Builder::new(&mut counter);
         self.walk(&mut |entry, full| append_entry(&mut tar, entry, full))?;
-        tar.finish().map_err(|e| Error::failure(format!("writing the context archive: {e}")))?;
+        tar.finish()
+            .map_err(|e| Error::failure(format!("writing the context archive: {e}")))?;
         drop(tar);
         Ok(counter.count)
     }
@@ -229,7 +255,9 @@ impl BuildContext {
                 buf: BytesMut::with_capacity(STREAM_CHUNK_SIZE),
             };
             let result = ctx.write_tar(&mut writer).and_then(|_| {
-                writer.send_buffered().map_err(|e| Error::failure(format!("sending: {e}")))
+                writer
+                    .send_buffered()
+                    .map_err(|e| Error::failure(format!("sending: {e}")))
             });
             if let Err(e) = result {
                 // A closed receiver means the consumer stopped reading: nothing to report.
@@ -278,7 +306,11 @@ impl BuildContext {
             }
             Ok(())
         })?;
-        Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+        Ok(hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect())
     }
 }
 
@@ -322,10 +354,20 @@ fn entry_for(
     } else {
         return Ok(None);
     };
-    Ok(Some(ContextEntry { path, kind, mode, size, mtime }))
+    Ok(Some(ContextEntry {
+        path,
+        kind,
+        mode,
+        size,
+        mtime,
+    }))
 }
 
-fn append_entry<W: Write>(tar: &mut tar::Builder<W>, entry: &ContextEntry, full: &Path) -> Result<()> {
+fn append_entry<W: Write>(
+    tar: &mut tar::Builder<W>,
+    entry: &ContextEntry,
+    full: &Path,
+) -> Result<()> {
     let fail = |e: io::Error| Error::failure(format!("adding {} to the context: {e}", entry.path));
     let mut header = tar::Header::new_gnu();
     header.set_mode(entry.mode);
@@ -336,26 +378,34 @@ fn append_entry<W: Write>(tar: &mut tar::Builder<W>, entry: &ContextEntry, full:
     match &entry.kind {
         EntryKind::Dir => {
             header.set_entry_type(tar::EntryType::Directory);
-            tar.append_data(&mut header, format!("{}/", entry.path), io::empty()).map_err(fail)
+            tar.append_data(&mut header, format!("{}/", entry.path), io::empty())
+                .map_err(fail)
         }
         EntryKind::File => {
             header.set_entry_type(tar::EntryType::Regular);
             header.set_size(entry.size);
             let file = File::open(full).map_err(fail)?;
-            let reader = ExactReader { inner: file.take(entry.size), left: entry.size };
-            tar.append_data(&mut header, &entry.path, reader).map_err(fail)
+            let reader = ExactReader {
+                inner: file.take(entry.size),
+                left: entry.size,
+            };
+            tar.append_data(&mut header, &entry.path, reader)
+                .map_err(fail)
         }
         EntryKind::Symlink(target) => {
             header.set_entry_type(tar::EntryType::Symlink);
-            tar.append_link(&mut header, &entry.path, target).map_err(fail)
+            tar.append_link(&mut header, &entry.path, target)
+                .map_err(fail)
         }
         EntryKind::HardLink(target) => {
             header.set_entry_type(tar::EntryType::Link);
-            tar.append_link(&mut header, &entry.path, target).map_err(fail)
+            tar.append_link(&mut header, &entry.path, target)
+                .map_err(fail)
         }
         EntryKind::Fifo => {
             header.set_entry_type(tar::EntryType::Fifo);
-            tar.append_data(&mut header, &entry.path, io::empty()).map_err(fail)
+            tar.append_data(&mut header, &entry.path, io::empty())
+                .map_err(fail)
         }
     }
 }

@@ -55,14 +55,21 @@ impl DockerHost {
     pub fn parse(s: &str) -> Result<DockerHost> {
         if let Some(path) = s.strip_prefix("unix://") {
             if path.is_empty() {
-                return Err(Error::input(format!("DOCKER_HOST={s}: the socket path is missing")));
+                return Err(Error::input(format!(
+                    "DOCKER_HOST={s}: the socket path is missing"
+                )));
             }
             return Ok(DockerHost::Unix(PathBuf::from(path)));
         }
-        if let Some(rest) = s.strip_prefix("tcp://").or_else(|| s.strip_prefix("http://")) {
+        if let Some(rest) = s
+            .strip_prefix("tcp://")
+            .or_else(|| s.strip_prefix("http://"))
+        {
             let addr = rest.trim_end_matches('/');
             if addr.is_empty() {
-                return Err(Error::input(format!("DOCKER_HOST={s}: the address is missing")));
+                return Err(Error::input(format!(
+                    "DOCKER_HOST={s}: the address is missing"
+                )));
             }
             if std::env::var("DOCKER_TLS_VERIFY").is_ok_and(|v| !v.is_empty()) {
                 return Err(Error::input(format!(
@@ -71,9 +78,15 @@ impl DockerHost {
                 .hint("unset DOCKER_TLS_VERIFY, or reach the daemon through its unix socket or an ssh tunnel"));
             }
             // Docker's default port for plain TCP.
-            let has_port = addr.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+            let has_port = addr
+                .rsplit_once(':')
+                .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
                 && !addr.ends_with(']');
-            let addr = if has_port { addr.to_string() } else { format!("{addr}:2375") };
+            let addr = if has_port {
+                addr.to_string()
+            } else {
+                format!("{addr}:2375")
+            };
             return Ok(DockerHost::Tcp(addr));
         }
         Err(Error::input(format!(
@@ -114,9 +127,13 @@ impl DockerClient {
                             or point DOCKER_HOST at one that runs (for hvdctl's tests: scripts/dev-services.sh)"
                 .to_string();
             if why.to_lowercase().contains("permission denied") {
-                hint = "add your user to the `docker` group (then log in again), or run with sudo".into();
+                hint = "add your user to the `docker` group (then log in again), or run with sudo"
+                    .into();
             }
-            Error::failure(format!("cannot connect to the Docker daemon at {host}: {why}")).hint(hint)
+            Error::failure(format!(
+                "cannot connect to the Docker daemon at {host}: {why}"
+            ))
+            .hint(hint)
         };
         let docker = match host {
             DockerHost::Unix(path) => {
@@ -141,7 +158,10 @@ impl DockerClient {
             .negotiate_version()
             .await
             .map_err(|e| unreachable(describe_bollard(&e)))?;
-        let version = docker.version().await.map_err(|e| unreachable(describe_bollard(&e)))?;
+        let version = docker
+            .version()
+            .await
+            .map_err(|e| unreachable(describe_bollard(&e)))?;
         let v = docker.client_version();
         let docker = docker.with_timeout(REQUEST_TIMEOUT);
         Ok(DockerClient {
@@ -185,7 +205,10 @@ impl DockerClient {
             .method(method)
             .uri(&uri)
             .header(hyper::header::HOST, "docker")
-            .header(hyper::header::USER_AGENT, concat!("hvdctl/", env!("CARGO_PKG_VERSION")));
+            .header(
+                hyper::header::USER_AGENT,
+                concat!("hvdctl/", env!("CARGO_PKG_VERSION")),
+            );
         for (k, v) in headers {
             req = req.header(*k, v.as_str());
         }
@@ -193,15 +216,22 @@ impl DockerClient {
             .body(Empty::<Bytes>::new())
             .map_err(|e| Error::failure(format!("building the request {uri}: {e}")))?;
         let fail = |e: &dyn std::fmt::Display| {
-            Error::failure(format!("talking to the Docker daemon at {}: {e}", self.host))
+            Error::failure(format!(
+                "talking to the Docker daemon at {}: {e}",
+                self.host
+            ))
         };
         match &self.host {
             DockerHost::Unix(p) => {
-                let s = tokio::net::UnixStream::connect(p).await.map_err(|e| fail(&e))?;
+                let s = tokio::net::UnixStream::connect(p)
+                    .await
+                    .map_err(|e| fail(&e))?;
                 send(s, req).await
             }
             DockerHost::Tcp(a) => {
-                let s = tokio::net::TcpStream::connect(a.as_str()).await.map_err(|e| fail(&e))?;
+                let s = tokio::net::TcpStream::connect(a.as_str())
+                    .await
+                    .map_err(|e| fail(&e))?;
                 send(s, req).await
             }
         }
@@ -220,22 +250,42 @@ impl DockerClient {
         let status = resp.status();
         if !status.is_success() {
             let message = daemon_message(resp).await;
-            return Err(Error::failure(format!("{message} (HTTP {})", status.as_u16())));
+            return Err(Error::failure(format!(
+                "{message} (HTTP {})",
+                status.as_u16()
+            )));
         }
-        Ok(JsonLines { body: resp.into_body(), buf: BytesMut::new(), done: false, _t: std::marker::PhantomData })
+        Ok(JsonLines {
+            body: resp.into_body(),
+            buf: BytesMut::new(),
+            done: false,
+            _t: std::marker::PhantomData,
+        })
     }
 }
 
 /// The `message` of a daemon's error response (or its body as text).
 pub(crate) async fn daemon_message(resp: hyper::Response<Incoming>) -> String {
-    let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
     serde_json::from_slice::<serde_json::Value>(&body)
         .ok()
-        .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_string))
+        .and_then(|v| {
+            v.get("message")
+                .and_then(|m| m.as_str())
+                .map(str::to_string)
+        })
         .unwrap_or_else(|| String::from_utf8_lossy(&body).trim().to_string())
 }
 
-async fn send<S>(stream: S, req: hyper::Request<Empty<Bytes>>) -> hyper::Result<hyper::Response<Incoming>>
+async fn send<S>(
+    stream: S,
+    req: hyper::Request<Empty<Bytes>>,
+) -> hyper::Result<hyper::Response<Incoming>>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -270,7 +320,11 @@ impl<T: DeserializeOwned> JsonLines<T> {
             if self.done {
                 let rest = self.buf.split();
                 let rest = trim_ascii(&rest);
-                return if rest.is_empty() { Ok(None) } else { parse_line(rest).map(Some) };
+                return if rest.is_empty() {
+                    Ok(None)
+                } else {
+                    parse_line(rest).map(Some)
+                };
             }
             match self.body.frame().await {
                 Some(Ok(frame)) => {
@@ -279,7 +333,9 @@ impl<T: DeserializeOwned> JsonLines<T> {
                     }
                 }
                 Some(Err(e)) => {
-                    return Err(Error::failure(format!("the Docker daemon's answer broke off: {e}")));
+                    return Err(Error::failure(format!(
+                        "the Docker daemon's answer broke off: {e}"
+                    )));
                 }
                 None => self.done = true,
             }
@@ -288,8 +344,14 @@ impl<T: DeserializeOwned> JsonLines<T> {
 }
 
 fn trim_ascii(b: &[u8]) -> &[u8] {
-    let start = b.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(b.len());
-    let end = b.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    let start = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
     &b[start..end]
 }
 
@@ -324,7 +386,10 @@ fn url_safe_registry_headers(mut req: bollard::BollardRequest) -> bollard::Bolla
 pub(crate) fn describe_bollard(e: &bollard::errors::Error) -> String {
     use bollard::errors::Error as B;
     match e {
-        B::DockerResponseServerError { status_code, message } => format!("{message} (HTTP {status_code})"),
+        B::DockerResponseServerError {
+            status_code,
+            message,
+        } => format!("{message} (HTTP {status_code})"),
         B::DockerStreamError { error } => error.clone(),
         B::RequestTimeoutError => "the daemon did not answer in time".into(),
         B::SocketNotFoundError(p) => format!("no such socket {p}"),

@@ -46,7 +46,11 @@ pub struct PatternError {
 
 impl fmt::Display for PatternError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid .dockerignore pattern {:?}: {}", self.pattern, self.reason)
+        write!(
+            f,
+            "invalid .dockerignore pattern {:?}: {}",
+            self.pattern, self.reason
+        )
     }
 }
 
@@ -83,7 +87,11 @@ pub fn parse(text: &str) -> Vec<String> {
                 cleaned.remove(0);
             }
         }
-        out.push(if invert { format!("!{cleaned}") } else { cleaned });
+        out.push(if invert {
+            format!("!{cleaned}")
+        } else {
+            cleaned
+        });
     }
     out
 }
@@ -205,11 +213,20 @@ impl Matcher {
                 m.has_exceptions = true;
             }
             let test = compile(&text).map_err(|reason| PatternError {
-                pattern: if exclusion { format!("!{text}") } else { text.clone() },
+                pattern: if exclusion {
+                    format!("!{text}")
+                } else {
+                    text.clone()
+                },
                 reason,
             })?;
             let depth = text.split('/').count();
-            m.patterns.push(Pattern { text, exclusion, depth, test });
+            m.patterns.push(Pattern {
+                text,
+                exclusion,
+                depth,
+                test,
+            });
         }
         Ok(m)
     }
@@ -298,7 +315,9 @@ impl Matcher {
     /// and the info to hand to its children if it is a directory.
     pub fn walk_match(&self, path: &str, parent: Option<&MatchInfo>) -> (bool, MatchInfo) {
         let parent_matched = parent.map(|p| p.parent_matched.as_slice()).unwrap_or(&[]);
-        let mut info = MatchInfo { parent_matched: vec![false; self.patterns.len()] };
+        let mut info = MatchInfo {
+            parent_matched: vec![false; self.patterns.len()],
+        };
         let mut matched = false;
         for (i, p) in self.patterns.iter().enumerate() {
             let mut hit = parent_matched.get(i).copied().unwrap_or(false);
@@ -496,7 +515,10 @@ mod tests {
     #[test]
     fn parse_lines() {
         let text = "\u{feff}# comment\n  # not a comment\n\n  ./a/  \r\n!  /b//c\n/\n!\n**/x\nlast";
-        assert_eq!(parse(text), vec!["# not a comment", "a", "!b/c", "/", "!", "**/x", "last"]);
+        assert_eq!(
+            parse(text),
+            vec!["# not a comment", "a", "!b/c", "/", "!", "**/x", "last"]
+        );
     }
 
     #[test]

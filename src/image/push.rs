@@ -29,7 +29,11 @@ pub struct PushRequest {
 
 impl PushRequest {
     pub fn new(repo: impl Into<String>, tag: impl Into<String>) -> Self {
-        PushRequest { repo: repo.into(), tag: tag.into(), progress: ProgressMode::Auto }
+        PushRequest {
+            repo: repo.into(),
+            tag: tag.into(),
+            progress: ProgressMode::Auto,
+        }
     }
 
     /// `repo:tag`.
@@ -119,8 +123,16 @@ pub async fn push(
     validate_tag(&req.tag)?;
     let reference = req.reference();
     let registry = registry_of(&req.repo);
-    let redact = |s: &str| credentials.map(|c| c.redact(s)).unwrap_or_else(|| s.to_string());
-    let path = format!("/images/{}/push?tag={}", path_escape(&req.repo), path_escape(&req.tag));
+    let redact = |s: &str| {
+        credentials
+            .map(|c| c.redact(s))
+            .unwrap_or_else(|| s.to_string())
+    };
+    let path = format!(
+        "/images/{}/push?tag={}",
+        path_escape(&req.repo),
+        path_escape(&req.tag)
+    );
     let mut lines = docker
         .json_stream::<PushMessage>(
             hyper::Method::POST,
@@ -140,7 +152,12 @@ pub async fn push(
             Err(e) => break Err(e.context(format!("pushing {reference}"))),
         };
         if let Some(err) = msg.error_detail.and_then(|d| d.message).or(msg.error) {
-            break Err(push_error(&reference, &registry, credentials, &redact(&err)));
+            break Err(push_error(
+                &reference,
+                &registry,
+                credentials,
+                &redact(&err),
+            ));
         }
         if let Some(aux) = msg.aux {
             if let Some(d) = aux.digest {
@@ -150,7 +167,12 @@ pub async fn push(
             continue;
         }
         if let Some(status) = msg.status {
-            ui.update(log, msg.id.as_deref(), &redact(&status), msg.progress.unwrap_or_default());
+            ui.update(
+                log,
+                msg.id.as_deref(),
+                &redact(&status),
+                msg.progress.unwrap_or_default(),
+            );
         }
     };
     ui.finish();
@@ -161,17 +183,32 @@ pub async fn push(
         )));
     };
     let _ = writeln!(log, "pushed {reference} ({digest})");
-    Ok(PushedImage { reference, digest, size })
+    Ok(PushedImage {
+        reference,
+        digest,
+        size,
+    })
 }
 
 fn is_auth_failure(message: &str) -> bool {
     let m = message.to_lowercase();
-    ["unauthorized", "authentication required", "no basic auth credentials", "denied", "401"]
-        .iter()
-        .any(|w| m.contains(w))
+    [
+        "unauthorized",
+        "authentication required",
+        "no basic auth credentials",
+        "denied",
+        "401",
+    ]
+    .iter()
+    .any(|w| m.contains(w))
 }
 
-fn push_error(reference: &str, registry: &str, credentials: Option<&Credentials>, message: &str) -> Error {
+fn push_error(
+    reference: &str,
+    registry: &str,
+    credentials: Option<&Credentials>,
+    message: &str,
+) -> Error {
     if is_auth_failure(message) {
         let who = match credentials.and_then(|c| c.username()) {
             Some(user) => format!("the credentials of user {user:?} were rejected"),
@@ -187,8 +224,13 @@ fn push_error(reference: &str, registry: &str, credentials: Option<&Credentials>
     let m = message.to_lowercase();
     if m.contains("does not exist locally") || m.contains("no such image") {
         err = err.hint("build the image first (hvdctl build)");
-    } else if m.contains("connection refused") || m.contains("no such host") || m.contains("i/o timeout") {
-        err = err.hint(format!("is the registry {registry} up and reachable from the Docker daemon?"));
+    } else if m.contains("connection refused")
+        || m.contains("no such host")
+        || m.contains("i/o timeout")
+    {
+        err = err.hint(format!(
+            "is the registry {registry} up and reachable from the Docker daemon?"
+        ));
     } else if m.contains("server gave http response to https client") {
         err = err.hint(format!(
             "the registry speaks plain HTTP: add \"{registry}\" to \"insecure-registries\" in the daemon's daemon.json"
@@ -212,7 +254,11 @@ pub async fn tag_exists(
     let registry = registry_of(repo);
     let path = format!("/distribution/{}/json", path_escape(&reference));
     let resp = docker
-        .request(hyper::Method::GET, &path, &[("X-Registry-Auth", auth_header(credentials))])
+        .request(
+            hyper::Method::GET,
+            &path,
+            &[("X-Registry-Auth", auth_header(credentials))],
+        )
         .await?;
     let status = resp.status();
     if status.is_success() {
@@ -225,7 +271,10 @@ pub async fn tag_exists(
         return Ok(false);
     }
     let err = push_error(&reference, &registry, credentials, &message);
-    Err(Error { message: err.message.replacen("pushing", "looking up", 1), ..err })
+    Err(Error {
+        message: err.message.replacen("pushing", "looking up", 1),
+        ..err
+    })
 }
 
 /// Terminal bars or plain lines for one push.
@@ -237,11 +286,23 @@ struct PushUi {
 
 impl PushUi {
     fn new(mode: ProgressMode) -> PushUi {
-        let multi = mode.use_bars().then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
-        PushUi { multi, bars: HashMap::new(), last: HashMap::new() }
+        let multi = mode
+            .use_bars()
+            .then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
+        PushUi {
+            multi,
+            bars: HashMap::new(),
+            last: HashMap::new(),
+        }
     }
 
-    fn update(&mut self, log: &mut dyn Write, id: Option<&str>, status: &str, detail: ProgressDetail) {
+    fn update(
+        &mut self,
+        log: &mut dyn Write,
+        id: Option<&str>,
+        status: &str,
+        detail: ProgressDetail,
+    ) {
         let Some(multi) = &self.multi else {
             // Plain: one line per change of state; byte counts are left to the terminal UI.
             let key = id.unwrap_or("").to_string();
@@ -261,9 +322,11 @@ impl PushUi {
         let bar = self.bars.entry(id.to_string()).or_insert_with(|| {
             let bar = multi.add(ProgressBar::new(0));
             bar.set_style(
-                ProgressStyle::with_template("{prefix:.bold} {bar:30.cyan/blue} {bytes:>10}/{total_bytes:10} {wide_msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar())
-                    .progress_chars("=> "),
+                ProgressStyle::with_template(
+                    "{prefix:.bold} {bar:30.cyan/blue} {bytes:>10}/{total_bytes:10} {wide_msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
             );
             bar.set_prefix(id.to_string());
             bar
@@ -305,10 +368,18 @@ mod tests {
     #[test]
     fn auth_errors_name_the_registry_and_hide_the_secret() {
         let c = Credentials::basic("127.0.0.1:5000", "hvdctl", "s3cr3t-pw");
-        let e = push_error("127.0.0.1:5000/a:t", "127.0.0.1:5000", Some(&c), "unauthorized: authentication required");
+        let e = push_error(
+            "127.0.0.1:5000/a:t",
+            "127.0.0.1:5000",
+            Some(&c),
+            "unauthorized: authentication required",
+        );
         let text = e.to_string();
         assert!(text.contains("127.0.0.1:5000"), "{text}");
-        assert!(text.contains("authentication required / unauthorized"), "{text}");
+        assert!(
+            text.contains("authentication required / unauthorized"),
+            "{text}"
+        );
         assert!(text.contains("docker login 127.0.0.1:5000"), "{text}");
         assert!(!text.contains("s3cr3t-pw"));
         assert_eq!(e.exit_code(), 1);

@@ -18,9 +18,8 @@ pub const HASH_LEN: usize = 8;
 
 static TAG_RE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$").expect("valid regex"));
-static PATH_COMPONENT_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$").expect("valid regex")
-});
+static PATH_COMPONENT_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$").expect("valid regex"));
 static DOMAIN_RE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:]+\])(?::[0-9]+)?$")
         .expect("valid regex")
@@ -39,14 +38,23 @@ pub fn validate_tag(tag: &str) -> Result<()> {
 
 /// Checks an image repository name (`[registry[:port]/]path`, lowercase path components).
 pub fn validate_repo(repo: &str) -> Result<()> {
-    let bad = |why: &str| Err(Error::input(format!("invalid image repository {repo:?}: {why}")));
+    let bad = |why: &str| {
+        Err(Error::input(format!(
+            "invalid image repository {repo:?}: {why}"
+        )))
+    };
     if repo.is_empty() {
         return bad("it is empty");
     }
     if repo.len() > 255 {
         return bad("longer than 255 characters");
     }
-    if repo.contains('@') || repo.rsplit('/').next().is_some_and(|last| last.contains(':')) {
+    if repo.contains('@')
+        || repo
+            .rsplit('/')
+            .next()
+            .is_some_and(|last| last.contains(':'))
+    {
         return bad("give the repository without a tag or digest");
     }
     let mut parts: Vec<&str> = repo.split('/').collect();
@@ -108,7 +116,13 @@ pub fn git_state(dir: &std::path::Path) -> GitState {
     if short_sha.is_empty() {
         return GitState::NotARepo;
     }
-    let dirty = match git(&["status", "--porcelain", "--untracked-files=normal", "--", "."]) {
+    let dirty = match git(&[
+        "status",
+        "--porcelain",
+        "--untracked-files=normal",
+        "--",
+        ".",
+    ]) {
         Some(out) => !out.stdout.is_empty(),
         None => true,
     };
@@ -119,8 +133,14 @@ pub fn git_state(dir: &std::path::Path) -> GitState {
 pub fn default_tag(ctx: &BuildContext) -> Result<String> {
     let hash = || -> Result<String> { Ok(ctx.content_hash()?[..HASH_LEN].to_string()) };
     Ok(match git_state(ctx.root()) {
-        GitState::Commit { short_sha, dirty: false } => short_sha,
-        GitState::Commit { short_sha, dirty: true } => format!("{short_sha}-{}", hash()?),
+        GitState::Commit {
+            short_sha,
+            dirty: false,
+        } => short_sha,
+        GitState::Commit {
+            short_sha,
+            dirty: true,
+        } => format!("{short_sha}-{}", hash()?),
         GitState::NotARepo => format!("src-{}", hash()?),
     })
 }
@@ -141,18 +161,39 @@ mod tests {
 
     #[test]
     fn repos() {
-        for ok in ["app", "team/app", "127.0.0.1:5000/team/app", "localhost/a", "ghcr.io/a-b/c__d.e", "[::1]:5000/x"] {
+        for ok in [
+            "app",
+            "team/app",
+            "127.0.0.1:5000/team/app",
+            "localhost/a",
+            "ghcr.io/a-b/c__d.e",
+            "[::1]:5000/x",
+        ] {
             assert!(validate_repo(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "App", "team/app:tag", "a//b", "a/-b", "x@sha256:00", "/a"] {
+        for bad in [
+            "",
+            "App",
+            "team/app:tag",
+            "a//b",
+            "a/-b",
+            "x@sha256:00",
+            "/a",
+        ] {
             assert!(validate_repo(bad).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn references() {
-        assert_eq!(split_reference("127.0.0.1:5000/a:t"), ("127.0.0.1:5000/a", Some("t")));
-        assert_eq!(split_reference("127.0.0.1:5000/a"), ("127.0.0.1:5000/a", None));
+        assert_eq!(
+            split_reference("127.0.0.1:5000/a:t"),
+            ("127.0.0.1:5000/a", Some("t"))
+        );
+        assert_eq!(
+            split_reference("127.0.0.1:5000/a"),
+            ("127.0.0.1:5000/a", None)
+        );
         assert_eq!(split_reference("a"), ("a", None));
     }
 }
