@@ -25,9 +25,14 @@ fn owner_ref(owner: &Value) -> Value {
     })
 }
 
-fn owned_by<'a>(items: &'a [Arc<Value>], owner_uid: &'a str) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
+fn owned_by<'a>(
+    items: &'a [Arc<Value>],
+    owner_uid: &'a str,
+) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
     items.iter().filter(move |v| {
-        v.pointer("/metadata/ownerReferences").and_then(Value::as_array).is_some_and(|refs| refs.iter().any(|r| s(r, "/uid") == Some(owner_uid)))
+        v.pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|refs| refs.iter().any(|r| s(r, "/uid") == Some(owner_uid)))
     })
 }
 
@@ -40,18 +45,36 @@ fn deleting(v: &Value) -> bool {
 }
 
 fn is_ready(p: &Value) -> bool {
-    p.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|c| c.iter().any(|c| s(c, "/type") == Some("Ready") && s(c, "/status") == Some("True")))
+    p.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| s(c, "/type") == Some("Ready") && s(c, "/status") == Some("True"))
+        })
 }
 
 fn cond_true(v: &Value, t: &str) -> bool {
-    v.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|c| c.iter().any(|c| s(c, "/type") == Some(t) && s(c, "/status") == Some("True")))
+    v.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| s(c, "/type") == Some(t) && s(c, "/status") == Some("True"))
+        })
 }
 
 /// Sets a condition, keeping `lastTransitionTime` when the status does not change.
-fn set_condition(status: &mut Value, ctype: &str, cstatus: &str, reason: &str, message: &str, now: &str) {
+fn set_condition(
+    status: &mut Value,
+    ctype: &str,
+    cstatus: &str,
+    reason: &str,
+    message: &str,
+    now: &str,
+) {
     if !status["conditions"].is_array() {
         status["conditions"] = json!([]);
     }
+    let is_mpi = status.get("replicaStatuses").is_some();
     let conds = status["conditions"].as_array_mut().expect("array");
     if let Some(c) = conds.iter_mut().find(|c| s(c, "/type") == Some(ctype)) {
         if s(c, "/status") != Some(cstatus) {
@@ -64,13 +87,27 @@ fn set_condition(status: &mut Value, ctype: &str, cstatus: &str, reason: &str, m
             c["lastUpdateTime"] = json!(now);
         }
     } else {
-        conds.push(json!({"type": ctype, "status": cstatus, "reason": reason, "message": message, "lastTransitionTime": now, "lastProbeTime": now}));
+        // batch/v1 JobConditions carry lastProbeTime; kubeflow's JobConditions lastUpdateTime.
+        let stamp = if is_mpi { "lastUpdateTime" } else { "lastProbeTime" };
+        let mut c = json!({"type": ctype, "status": cstatus, "reason": reason, "message": message, "lastTransitionTime": now});
+        c[stamp] = json!(now);
+        conds.push(c);
     }
 }
 
 /// A pod from a template, owned by `owner`.
-fn pod_from_template(template: &Value, name: &str, ns: &str, extra_labels: &[(&str, String)], owner: &Value) -> Value {
-    let mut labels = template.pointer("/metadata/labels").cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
+fn pod_from_template(
+    template: &Value,
+    name: &str,
+    ns: &str,
+    extra_labels: &[(&str, String)],
+    owner: &Value,
+) -> Value {
+    let mut labels = template
+        .pointer("/metadata/labels")
+        .cloned()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
     for (k, v) in extra_labels {
         labels[*k] = json!(v);
     }
@@ -113,9 +150,21 @@ impl Controllers {
     fn create(&self, res_id: usize, ns: &str, obj: Value, owner: &Value, what: &str) {
         let name = name_of(&obj).to_string();
         match self.store.create(res_id, ns, obj, &WriteOpts::default()) {
-            Ok(_) => self.store.record_event(owner, "Normal", "SuccessfulCreate", &format!("Created {what}: {name}"), controller_name(owner)),
+            Ok(_) => self.store.record_event(
+                owner,
+                "Normal",
+                "SuccessfulCreate",
+                &format!("Created {what}: {name}"),
+                controller_name(owner),
+            ),
             Err(e) if e.code == 409 => {}
-            Err(e) => self.store.record_event(owner, "Warning", "FailedCreate", &format!("Error creating {what}: {}", e.message), controller_name(owner)),
+            Err(e) => self.store.record_event(
+                owner,
+                "Warning",
+                "FailedCreate",
+                &format!("Error creating {what}: {}", e.message),
+                controller_name(owner),
+            ),
         }
     }
 
@@ -129,10 +178,18 @@ impl Controllers {
             if deleting(&job) {
                 continue;
             }
-            let (ns, name, uid) = (ns_of(&job).to_string(), name_of(&job).to_string(), uid_of(&job).to_string());
+            let (ns, name, uid) = (
+                ns_of(&job).to_string(),
+                name_of(&job).to_string(),
+                uid_of(&job).to_string(),
+            );
             let finished = cond_true(&job, "Complete") || cond_true(&job, "Failed");
             if finished {
-                if let (Some(ttl), Some(done)) = (job.pointer("/spec/ttlSecondsAfterFinished").and_then(Value::as_i64), s(&job, "/status/completionTime").and_then(util::parse_time)) {
+                if let (Some(ttl), Some(done)) = (
+                    job.pointer("/spec/ttlSecondsAfterFinished")
+                        .and_then(Value::as_i64),
+                    s(&job, "/status/completionTime").and_then(util::parse_time),
+                ) {
                     let due = done + ttl * 1_000_000_000;
                     if now >= due {
                         self.store.remove(JOBS, &ns, &name, "Background");
@@ -143,32 +200,74 @@ impl Controllers {
                 continue;
             }
             let mine: Vec<&Arc<Value>> = owned_by(&pods, &uid).collect();
-            let active: Vec<&&Arc<Value>> = mine.iter().filter(|p| !matches!(phase(p), "Succeeded" | "Failed") && !deleting(p)).collect();
+            let active: Vec<&&Arc<Value>> = mine
+                .iter()
+                .filter(|p| !matches!(phase(p), "Succeeded" | "Failed") && !deleting(p))
+                .collect();
             let succeeded = mine.iter().filter(|p| phase(p) == "Succeeded").count() as i64;
             let mut failed = mine.iter().filter(|p| phase(p) == "Failed").count() as i64;
             let on_failure = s(&job, "/spec/template/spec/restartPolicy") == Some("OnFailure");
             let restarts: i64 = if on_failure {
-                active.iter().flat_map(|p| p.pointer("/status/containerStatuses").and_then(Value::as_array).into_iter().flatten()).filter_map(|c| c.get("restartCount").and_then(Value::as_i64)).sum()
+                active
+                    .iter()
+                    .flat_map(|p| {
+                        p.pointer("/status/containerStatuses")
+                            .and_then(Value::as_array)
+                            .into_iter()
+                            .flatten()
+                    })
+                    .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
+                    .sum()
             } else {
                 0
             };
             failed += restarts;
-            let completions = job.pointer("/spec/completions").and_then(Value::as_i64).unwrap_or(1);
-            let parallelism = job.pointer("/spec/parallelism").and_then(Value::as_i64).unwrap_or(1);
-            let backoff_limit = job.pointer("/spec/backoffLimit").and_then(Value::as_i64).unwrap_or(6);
-            let start = s(&job, "/status/startTime").and_then(util::parse_time).unwrap_or(now);
-            let deadline = job.pointer("/spec/activeDeadlineSeconds").and_then(Value::as_i64).map(|d| start + d * 1_000_000_000);
-            let mut status = job.get("status").cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
+            let completions = job
+                .pointer("/spec/completions")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            let parallelism = job
+                .pointer("/spec/parallelism")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            let backoff_limit = job
+                .pointer("/spec/backoffLimit")
+                .and_then(Value::as_i64)
+                .unwrap_or(6);
+            let start = s(&job, "/status/startTime")
+                .and_then(util::parse_time)
+                .unwrap_or(now);
+            let deadline = job
+                .pointer("/spec/activeDeadlineSeconds")
+                .and_then(Value::as_i64)
+                .map(|d| start + d * 1_000_000_000);
+            let mut status = job
+                .get("status")
+                .cloned()
+                .filter(Value::is_object)
+                .unwrap_or_else(|| json!({}));
             if status.get("startTime").is_none() {
                 status["startTime"] = json!(fmt_time(now));
             }
             let mut outcome: Option<(&str, &str, &str)> = None;
             if failed > backoff_limit {
-                outcome = Some(("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit"));
+                outcome = Some((
+                    "Failed",
+                    "BackoffLimitExceeded",
+                    "Job has reached the specified backoff limit",
+                ));
             } else if deadline.is_some_and(|d| now >= d) {
-                outcome = Some(("Failed", "DeadlineExceeded", "Job was active longer than specified deadline"));
+                outcome = Some((
+                    "Failed",
+                    "DeadlineExceeded",
+                    "Job was active longer than specified deadline",
+                ));
             } else if succeeded >= completions {
-                outcome = Some(("Complete", "CompletionsReached", "Reached expected number of succeeded pods"));
+                outcome = Some((
+                    "Complete",
+                    "CompletionsReached",
+                    "Reached expected number of succeeded pods",
+                ));
             }
             if let Some(d) = deadline
                 && outcome.is_none()
@@ -183,18 +282,42 @@ impl Controllers {
                 }
                 active_n = 0;
                 if ctype == "Complete" {
-                    set_condition(&mut status, "SuccessCriteriaMet", "True", reason, message, &now_s);
+                    set_condition(
+                        &mut status,
+                        "SuccessCriteriaMet",
+                        "True",
+                        reason,
+                        message,
+                        &now_s,
+                    );
                     set_condition(&mut status, "Complete", "True", reason, message, &now_s);
                     status["completionTime"] = json!(now_s);
-                    self.store.record_event(&job, "Normal", "Completed", "Job completed", "job-controller");
+                    self.store.record_event(
+                        &job,
+                        "Normal",
+                        "Completed",
+                        "Job completed",
+                        "job-controller",
+                    );
                 } else {
-                    set_condition(&mut status, "FailureTarget", "True", reason, message, &now_s);
+                    set_condition(
+                        &mut status,
+                        "FailureTarget",
+                        "True",
+                        reason,
+                        message,
+                        &now_s,
+                    );
                     set_condition(&mut status, "Failed", "True", reason, message, &now_s);
-                    self.store.record_event(&job, "Warning", reason, message, "job-controller");
+                    self.store
+                        .record_event(&job, "Warning", reason, message, "job-controller");
                 }
             } else if !suspended {
                 let want = parallelism.min(completions - succeeded);
-                let template = job.pointer("/spec/template").cloned().unwrap_or_else(|| json!({}));
+                let template = job
+                    .pointer("/spec/template")
+                    .cloned()
+                    .unwrap_or_else(|| json!({}));
                 for _ in active_n..want {
                     let pod_name = format!("{}-{}", trim_name(&name, 57), util::random_suffix());
                     let mut pod = pod_from_template(&template, &pod_name, &ns, &[], &job);
@@ -205,7 +328,10 @@ impl Controllers {
             }
             status["active"] = json!(active_n);
             status["succeeded"] = json!(succeeded);
-            status["failed"] = json!(mine.iter().filter(|p| phase(p) == "Failed").count() + if on_failure { restarts as usize } else { 0 });
+            status["failed"] = json!(
+                mine.iter().filter(|p| phase(p) == "Failed").count()
+                    + if on_failure { restarts as usize } else { 0 }
+            );
             status["ready"] = json!(active.iter().filter(|p| is_ready(p)).count());
             status["terminating"] = json!(0);
             status["uncountedTerminatedPods"] = json!({});
@@ -215,7 +341,8 @@ impl Controllers {
                 }
             }
             if job.get("status") != Some(&status) {
-                self.store.mutate(JOBS, &ns, &name, |j| j["status"] = status.clone());
+                self.store
+                    .mutate(JOBS, &ns, &name, |j| j["status"] = status.clone());
             }
         }
         next
@@ -229,14 +356,29 @@ impl Controllers {
             if deleting(&sts) {
                 continue;
             }
-            let (ns, name, uid) = (ns_of(&sts).to_string(), name_of(&sts).to_string(), uid_of(&sts).to_string());
-            let replicas = sts.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1).max(0);
+            let (ns, name, uid) = (
+                ns_of(&sts).to_string(),
+                name_of(&sts).to_string(),
+                uid_of(&sts).to_string(),
+            );
+            let replicas = sts
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1)
+                .max(0);
             let ordered = s(&sts, "/spec/podManagementPolicy") != Some("Parallel");
             let mine: Vec<&Arc<Value>> = owned_by(&pods, &uid).collect();
-            let template = sts.pointer("/spec/template").cloned().unwrap_or_else(|| json!({}));
+            let template = sts
+                .pointer("/spec/template")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
             let service = s(&sts, "/spec/serviceName").unwrap_or_default().to_string();
             for p in &mine {
-                let idx = name_of(p).rsplit('-').next().and_then(|i| i.parse::<i64>().ok()).unwrap_or(-1);
+                let idx = name_of(p)
+                    .rsplit('-')
+                    .next()
+                    .and_then(|i| i.parse::<i64>().ok())
+                    .unwrap_or(-1);
                 if idx >= replicas || matches!(phase(p), "Failed" | "Succeeded") {
                     self.store.remove(PODS, &ns, name_of(p), "Background");
                 }
@@ -251,7 +393,10 @@ impl Controllers {
                         }
                     }
                     None => {
-                        let extra = [("statefulset.kubernetes.io/pod-name", pod_name.clone()), ("apps.kubernetes.io/pod-index", i.to_string())];
+                        let extra = [
+                            ("statefulset.kubernetes.io/pod-name", pod_name.clone()),
+                            ("apps.kubernetes.io/pod-index", i.to_string()),
+                        ];
                         let mut pod = pod_from_template(&template, &pod_name, &ns, &extra, &sts);
                         pod["spec"]["hostname"] = json!(pod_name);
                         if !service.is_empty() {
@@ -276,7 +421,8 @@ impl Controllers {
                 "collisionCount": 0,
             });
             if sts.get("status") != Some(&status) {
-                self.store.mutate(STATEFULSETS, &ns, &name, |o| o["status"] = status.clone());
+                self.store
+                    .mutate(STATEFULSETS, &ns, &name, |o| o["status"] = status.clone());
             }
         }
     }
@@ -293,25 +439,50 @@ impl Controllers {
             if deleting(&mj) {
                 continue;
             }
-            let (ns, name, uid) = (ns_of(&mj).to_string(), name_of(&mj).to_string(), uid_of(&mj).to_string());
-            let specs = mj.pointer("/spec/mpiReplicaSpecs").cloned().unwrap_or_else(|| json!({}));
+            let (ns, name, uid) = (
+                ns_of(&mj).to_string(),
+                name_of(&mj).to_string(),
+                uid_of(&mj).to_string(),
+            );
+            let specs = mj
+                .pointer("/spec/mpiReplicaSpecs")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
             let worker_spec = specs.get("Worker").cloned();
             let launcher_spec = specs.get("Launcher").cloned().unwrap_or_else(|| json!({}));
-            let workers = worker_spec.as_ref().map(|w| w.get("replicas").and_then(Value::as_i64).unwrap_or(1)).unwrap_or(0).max(0);
-            let slots = mj.pointer("/spec/slotsPerWorker").and_then(Value::as_i64).unwrap_or(1);
-            let clean = s(&mj, "/spec/runPolicy/cleanPodPolicy").or(s(&mj, "/spec/cleanPodPolicy")).unwrap_or("Running").to_string();
+            let workers = worker_spec
+                .as_ref()
+                .map(|w| w.get("replicas").and_then(Value::as_i64).unwrap_or(1))
+                .unwrap_or(0)
+                .max(0);
+            let slots = mj
+                .pointer("/spec/slotsPerWorker")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            let clean = s(&mj, "/spec/runPolicy/cleanPodPolicy")
+                .or(s(&mj, "/spec/cleanPodPolicy"))
+                .unwrap_or("Running")
+                .to_string();
             let base_labels = |role: &str| -> Vec<(&'static str, String)> {
                 vec![
                     ("training.kubeflow.org/job-name", name.clone()),
                     ("training.kubeflow.org/job-role", role.to_string()),
-                    ("training.kubeflow.org/operator-name", "mpi-operator".to_string()),
+                    (
+                        "training.kubeflow.org/operator-name",
+                        "mpi-operator".to_string(),
+                    ),
                 ]
             };
             let finished = cond_true(&mj, "Succeeded") || cond_true(&mj, "Failed");
             let svc_host = |i: i64| format!("{name}-worker-{i}.{name}.{ns}.svc");
 
             // ssh Secret, hostfile ConfigMap, headless Service.
-            if self.store.get(SECRETS, &ns, &format!("{name}-ssh")).is_none() && !finished {
+            if self
+                .store
+                .get(SECRETS, &ns, &format!("{name}-ssh"))
+                .is_none()
+                && !finished
+            {
                 let key = util::base64(format!("-----BEGIN OPENSSH PRIVATE KEY-----\nfake-{uid}\n-----END OPENSSH PRIVATE KEY-----\n").as_bytes());
                 let secret = json!({
                     "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/ssh-auth",
@@ -320,8 +491,12 @@ impl Controllers {
                 });
                 self.create(SECRETS, &ns, secret, &mj, "secret");
             }
-            let hostfile: String = (0..workers).map(|i| format!("{} slots={slots}\n", svc_host(i))).collect();
-            let discover: String = std::iter::once("#!/bin/sh\n".to_string()).chain((0..workers).map(|i| format!("echo {}:{slots}\n", svc_host(i)))).collect();
+            let hostfile: String = (0..workers)
+                .map(|i| format!("{} slots={slots}\n", svc_host(i)))
+                .collect();
+            let discover: String = std::iter::once("#!/bin/sh\n".to_string())
+                .chain((0..workers).map(|i| format!("echo {}:{slots}\n", svc_host(i))))
+                .collect();
             let cm_data = json!({"hostfile": hostfile, "discover_hosts.sh": discover});
             match self.store.get(CONFIGMAPS, &ns, &format!("{name}-config")) {
                 None if !finished => {
@@ -333,7 +508,10 @@ impl Controllers {
                     self.create(CONFIGMAPS, &ns, cm, &mj, "configmap");
                 }
                 Some(cm) if cm.get("data") != Some(&cm_data) && !finished => {
-                    self.store.mutate(CONFIGMAPS, &ns, &format!("{name}-config"), |c| c["data"] = cm_data.clone());
+                    self.store
+                        .mutate(CONFIGMAPS, &ns, &format!("{name}-config"), |c| {
+                            c["data"] = cm_data.clone()
+                        });
                 }
                 _ => {}
             }
@@ -366,23 +544,36 @@ impl Controllers {
                     }
                 }
                 for p in &mine {
-                    let idx = s(p, "/metadata/labels/training.kubeflow.org~1replica-index").and_then(|i| i.parse::<i64>().ok());
-                    if s(p, "/metadata/labels/training.kubeflow.org~1job-role") == Some("worker") && idx.is_some_and(|i| i >= workers) {
+                    let idx = s(p, "/metadata/labels/training.kubeflow.org~1replica-index")
+                        .and_then(|i| i.parse::<i64>().ok());
+                    if s(p, "/metadata/labels/training.kubeflow.org~1job-role") == Some("worker")
+                        && idx.is_some_and(|i| i >= workers)
+                    {
                         self.store.remove(PODS, &ns, name_of(p), "Background");
                     }
                 }
                 let launcher_name = format!("{name}-launcher");
                 if self.store.get(JOBS, &ns, &launcher_name).is_none() {
-                    let mut template = launcher_spec.get("template").cloned().unwrap_or_else(|| json!({}));
+                    let mut template = launcher_spec
+                        .get("template")
+                        .cloned()
+                        .unwrap_or_else(|| json!({}));
                     apply_restart_policy(&mut template, &launcher_spec, "OnFailure");
-                    add_env(&mut template, &[
-                        ("K_MPI_JOB_ROLE", "launcher"),
-                        ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
-                        ("OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile"),
-                        ("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
-                        ("OMPI_MCA_orte_set_default_slots", &slots.to_string()),
-                    ]);
-                    let mut labels = template.pointer("/metadata/labels").cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
+                    add_env(
+                        &mut template,
+                        &[
+                            ("K_MPI_JOB_ROLE", "launcher"),
+                            ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+                            ("OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile"),
+                            ("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
+                            ("OMPI_MCA_orte_set_default_slots", &slots.to_string()),
+                        ],
+                    );
+                    let mut labels = template
+                        .pointer("/metadata/labels")
+                        .cloned()
+                        .filter(Value::is_object)
+                        .unwrap_or_else(|| json!({}));
                     for (k, v) in base_labels("launcher") {
                         labels[k] = json!(v);
                     }
@@ -404,18 +595,54 @@ impl Controllers {
 
             // Status.
             let launcher = self.store.get(JOBS, &ns, &format!("{name}-launcher"));
-            let worker_pods: Vec<&&Arc<Value>> = mine.iter().filter(|p| s(p, "/metadata/labels/training.kubeflow.org~1job-role") == Some("worker")).collect();
-            let count = |ph: &[&str]| worker_pods.iter().filter(|p| ph.contains(&phase(p)) && !deleting(p)).count();
-            let mut status = mj.get("status").cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
+            let worker_pods: Vec<&&Arc<Value>> = mine
+                .iter()
+                .filter(|p| {
+                    s(p, "/metadata/labels/training.kubeflow.org~1job-role") == Some("worker")
+                })
+                .collect();
+            let count = |ph: &[&str]| {
+                worker_pods
+                    .iter()
+                    .filter(|p| ph.contains(&phase(p)) && !deleting(p))
+                    .count()
+            };
+            let mut status = mj
+                .get("status")
+                .cloned()
+                .filter(Value::is_object)
+                .unwrap_or_else(|| json!({}));
             let full = format!("{ns}/{name}");
+            if status.get("replicaStatuses").is_none() {
+                status["replicaStatuses"] = json!({});
+            }
             if !cond_true(&mj, "Created") {
-                set_condition(&mut status, "Created", "True", "MPIJobCreated", &format!("MPIJob {full} is created."), &now_s);
-                self.store.record_event(&mj, "Normal", "MPIJobCreated", &format!("MPIJob {full} is created."), "mpi-job-controller");
+                set_condition(
+                    &mut status,
+                    "Created",
+                    "True",
+                    "MPIJobCreated",
+                    &format!("MPIJob {full} is created."),
+                    &now_s,
+                );
+                self.store.record_event(
+                    &mj,
+                    "Normal",
+                    "MPIJobCreated",
+                    &format!("MPIJob {full} is created."),
+                    "mpi-job-controller",
+                );
             }
             if status.get("startTime").is_none() {
                 status["startTime"] = json!(now_s);
             }
-            let lget = |k: &str| launcher.as_ref().and_then(|l| l.pointer(&format!("/status/{k}"))).and_then(Value::as_i64).unwrap_or(0);
+            let lget = |k: &str| {
+                launcher
+                    .as_ref()
+                    .and_then(|l| l.pointer(&format!("/status/{k}")))
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            };
             status["replicaStatuses"] = json!({
                 "Launcher": {"active": lget("active"), "succeeded": lget("succeeded"), "failed": lget("failed")},
                 "Worker": {"active": count(&["Running", "Pending"]), "succeeded": count(&["Succeeded"]), "failed": count(&["Failed"])},
@@ -438,18 +665,40 @@ impl Controllers {
                 match done {
                     Some(ok) => {
                         let (ctype, reason, msg) = if ok {
-                            ("Succeeded", "MPIJobSucceeded", format!("MPIJob {full} successfully completed."))
+                            (
+                                "Succeeded",
+                                "MPIJobSucceeded",
+                                format!("MPIJob {full} successfully completed."),
+                            )
                         } else {
                             let why = launcher.as_ref().and_then(|l| {
-                                l.pointer("/status/conditions").and_then(Value::as_array).and_then(|c| c.iter().find(|c| s(c, "/type") == Some("Failed"))).and_then(|c| s(c, "/message")).map(String::from)
+                                l.pointer("/status/conditions")
+                                    .and_then(Value::as_array)
+                                    .and_then(|c| {
+                                        c.iter().find(|c| s(c, "/type") == Some("Failed"))
+                                    })
+                                    .and_then(|c| s(c, "/message"))
+                                    .map(String::from)
                             });
-                            ("Failed", "MPIJobFailed", format!("MPIJob {full} has failed: {}", why.unwrap_or_else(|| "launcher failed".into())))
+                            (
+                                "Failed",
+                                "MPIJobFailed",
+                                format!(
+                                    "MPIJob {full} has failed: {}",
+                                    why.unwrap_or_else(|| "launcher failed".into())
+                                ),
+                            )
                         };
                         set_condition(&mut status, "Running", "False", reason, &msg, &now_s);
                         set_condition(&mut status, ctype, "True", reason, &msg, &now_s);
                         status["completionTime"] = json!(now_s);
-                        let (etype, ereason) = if ok { ("Normal", "Completed") } else { ("Warning", "MPIJobFailed") };
-                        self.store.record_event(&mj, etype, ereason, &msg, "mpi-job-controller");
+                        let (etype, ereason) = if ok {
+                            ("Normal", "Completed")
+                        } else {
+                            ("Warning", "MPIJobFailed")
+                        };
+                        self.store
+                            .record_event(&mj, etype, ereason, &msg, "mpi-job-controller");
                         for p in &worker_pods {
                             let kill = match clean.as_str() {
                                 "All" => true,
@@ -463,16 +712,30 @@ impl Controllers {
                     }
                     None if launcher_running && workers_running => {
                         if !cond_true(&mj, "Running") {
-                            self.store.record_event(&mj, "Normal", "MPIJobRunning", &format!("MPIJob {full} is running."), "mpi-job-controller");
+                            self.store.record_event(
+                                &mj,
+                                "Normal",
+                                "MPIJobRunning",
+                                &format!("MPIJob {full} is running."),
+                                "mpi-job-controller",
+                            );
                         }
-                        set_condition(&mut status, "Running", "True", "MPIJobRunning", &format!("MPIJob {full} is running."), &now_s);
+                        set_condition(
+                            &mut status,
+                            "Running",
+                            "True",
+                            "MPIJobRunning",
+                            &format!("MPIJob {full} is running."),
+                            &now_s,
+                        );
                     }
                     None => {}
                 }
             }
             if mj.get("status") != Some(&status) {
                 status["lastReconcileTime"] = json!(now_s);
-                self.store.mutate(MPIJOBS, &ns, &name, |o| o["status"] = status.clone());
+                self.store
+                    .mutate(MPIJOBS, &ns, &name, |o| o["status"] = status.clone());
             }
         }
     }
@@ -496,15 +759,23 @@ fn labels_json(pairs: &[(&str, String)]) -> Value {
 }
 
 fn trim_name(name: &str, max: usize) -> &str {
-    if name.len() <= max { name } else { &name[..max] }
+    if name.len() <= max {
+        name
+    } else {
+        &name[..max]
+    }
 }
 
 /// The operator's rule: the replica spec's restartPolicy wins (ExitCode means Never); else
 /// the template's; else the operator default.
 fn apply_restart_policy(template: &mut Value, replica_spec: &Value, default: &str) {
-    let from_spec = s(replica_spec, "/restartPolicy").map(|p| if p == "ExitCode" { "Never" } else { p }).map(String::from);
+    let from_spec = s(replica_spec, "/restartPolicy")
+        .map(|p| if p == "ExitCode" { "Never" } else { p })
+        .map(String::from);
     let from_template = s(template, "/spec/restartPolicy").map(String::from);
-    let policy = from_spec.or(from_template).unwrap_or_else(|| default.to_string());
+    let policy = from_spec
+        .or(from_template)
+        .unwrap_or_else(|| default.to_string());
     if template["spec"].is_object() {
         template["spec"]["restartPolicy"] = json!(policy);
     }
@@ -512,7 +783,10 @@ fn apply_restart_policy(template: &mut Value, replica_spec: &Value, default: &st
 
 /// Adds env vars (without overriding the template's) to every container.
 fn add_env(template: &mut Value, vars: &[(&str, &str)]) {
-    if let Some(cs) = template.pointer_mut("/spec/containers").and_then(Value::as_array_mut) {
+    if let Some(cs) = template
+        .pointer_mut("/spec/containers")
+        .and_then(Value::as_array_mut)
+    {
         for c in cs {
             if !c["env"].is_array() {
                 c["env"] = json!([]);

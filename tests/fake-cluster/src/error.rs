@@ -18,7 +18,13 @@ pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
     pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        ApiError { code, reason, message: message.into(), details: None, retry_after: None }
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            retry_after: None,
+        }
     }
 
     pub fn with_details(mut self, details: Value) -> Self {
@@ -31,8 +37,12 @@ impl ApiError {
     }
 
     pub fn not_found(def: &ResourceDef, name: &str) -> Self {
-        Self::new(404, "NotFound", format!("{} \"{}\" not found", def.qualified(), name))
-            .with_details(details(def, name))
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{}\" not found", def.qualified(), name),
+        )
+        .with_details(details(def, name))
     }
 
     pub fn namespace_not_found(ns: &str) -> Self {
@@ -41,30 +51,52 @@ impl ApiError {
     }
 
     pub fn path_not_found() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
-            .with_details(json!({}))
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .with_details(json!({}))
     }
 
     pub fn already_exists(def: &ResourceDef, name: &str) -> Self {
-        Self::new(409, "AlreadyExists", format!("{} \"{}\" already exists", def.qualified(), name))
-            .with_details(details(def, name))
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{}\" already exists", def.qualified(), name),
+        )
+        .with_details(details(def, name))
     }
 
     pub fn conflict(def: &ResourceDef, name: &str, why: &str) -> Self {
         Self::new(
             409,
             "Conflict",
-            format!("Operation cannot be fulfilled on {} \"{}\": {}", def.qualified(), name, why),
+            format!(
+                "Operation cannot be fulfilled on {} \"{}\": {}",
+                def.qualified(),
+                name,
+                why
+            ),
         )
         .with_details(details(def, name))
     }
 
     /// 422 Invalid with one cause.
-    pub fn invalid(def: &ResourceDef, name: &str, field: &str, cause_reason: &str, detail: &str) -> Self {
+    pub fn invalid(
+        def: &ResourceDef,
+        name: &str,
+        field: &str,
+        cause_reason: &str,
+        detail: &str,
+    ) -> Self {
         Self::new(
             422,
             "Invalid",
-            format!("{} \"{}\" is invalid: {}: {}", def.kind, name, field, detail),
+            format!(
+                "{} \"{}\" is invalid: {}: {}",
+                def.kind, name, field, detail
+            ),
         )
         .with_details(json!({
             "name": name,
@@ -79,8 +111,12 @@ impl ApiError {
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(500, "InternalError", format!("Internal error occurred: {}", message.into()))
-            .with_details(json!({"causes": [{"message": "injected by fake-cluster"}]}))
+        Self::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {}", message.into()),
+        )
+        .with_details(json!({"causes": [{"message": "injected by fake-cluster"}]}))
     }
 
     pub fn too_many_requests() -> Self {
@@ -95,8 +131,12 @@ impl ApiError {
     }
 
     pub fn method_not_allowed() -> Self {
-        Self::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
-            .with_details(json!({}))
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
+        .with_details(json!({}))
     }
 
     pub fn unsupported_media(ct: &str) -> Self {

@@ -38,17 +38,33 @@ pub struct ContainerSpec {
 pub enum CState {
     /// Before the pod's containers were started.
     Creating,
-    Running { k: u64, started: i64 },
+    Running {
+        k: u64,
+        started: i64,
+    },
     /// Instance `k` terminated, instance `k+1` starts at `next`.
-    BackOff { k: u64, started: i64, finished: i64, exit: i32, next: i64 },
-    Terminated { k: u64, started: i64, finished: i64, exit: i32 },
+    BackOff {
+        k: u64,
+        started: i64,
+        finished: i64,
+        exit: i32,
+        next: i64,
+    },
+    Terminated {
+        k: u64,
+        started: i64,
+        finished: i64,
+        exit: i32,
+    },
 }
 
 impl CState {
     pub fn instance(&self) -> Option<u64> {
         match *self {
             CState::Creating => None,
-            CState::Running { k, .. } | CState::BackOff { k, .. } | CState::Terminated { k, .. } => Some(k),
+            CState::Running { k, .. }
+            | CState::BackOff { k, .. }
+            | CState::Terminated { k, .. } => Some(k),
         }
     }
 }
@@ -56,26 +72,46 @@ impl CState {
 impl ContainerSpec {
     fn from_json(c: &Value) -> Self {
         let env = |name: &str| -> Option<String> {
-            c.get("env")?.as_array()?.iter().find(|e| s(e, "/name") == Some(name)).and_then(|e| s(e, "/value")).map(String::from)
+            c.get("env")?
+                .as_array()?
+                .iter()
+                .find(|e| s(e, "/name") == Some(name))
+                .and_then(|e| s(e, "/value"))
+                .map(String::from)
         };
         ContainerSpec {
             name: s(c, "/name").unwrap_or_default().to_string(),
             image: s(c, "/image").unwrap_or_default().to_string(),
             lines: env("FAKE_KUBELET_LINES").and_then(|v| v.trim().parse().ok()),
-            rate: env("FAKE_KUBELET_RATE").and_then(|v| v.trim().parse().ok()).filter(|r: &f64| r.is_finite() && *r >= 0.0).unwrap_or(0.0),
-            exit: env("FAKE_KUBELET_EXIT").and_then(|v| v.trim().parse().ok()).unwrap_or(0),
-            restarts: env("FAKE_KUBELET_RESTARTS").and_then(|v| v.trim().parse().ok()).unwrap_or(0),
+            rate: env("FAKE_KUBELET_RATE")
+                .and_then(|v| v.trim().parse().ok())
+                .filter(|r: &f64| r.is_finite() && *r >= 0.0)
+                .unwrap_or(0.0),
+            exit: env("FAKE_KUBELET_EXIT")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0),
+            restarts: env("FAKE_KUBELET_RESTARTS")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0),
         }
     }
 
     /// Time between two lines.
     pub fn step_ns(&self) -> i64 {
-        if self.rate <= 0.0 { 1_000 } else { ((1e9 / self.rate) as i64).max(1) }
+        if self.rate <= 0.0 {
+            1_000
+        } else {
+            ((1e9 / self.rate) as i64).max(1)
+        }
     }
 
     /// How long an instance runs: its lines plus one millisecond.
     pub fn run_ns(&self) -> Option<i64> {
-        self.lines.map(|n| (n as i64).saturating_mul(self.step_ns()).saturating_add(1_000_000))
+        self.lines.map(|n| {
+            (n as i64)
+                .saturating_mul(self.step_ns())
+                .saturating_add(1_000_000)
+        })
     }
 
     pub fn exit_of(&self, k: u64) -> i32 {
@@ -100,7 +136,12 @@ impl ContainerSpec {
         if t < start0 {
             return CState::Creating;
         }
-        let Some(run) = self.run_ns() else { return CState::Running { k: 0, started: start0 } };
+        let Some(run) = self.run_ns() else {
+            return CState::Running {
+                k: 0,
+                started: start0,
+            };
+        };
         let period = run + backoff;
         let mut k = ((t - start0) / period) as u64;
         if let Some(last) = self.last_instance(policy) {
@@ -111,9 +152,20 @@ impl ContainerSpec {
         if t < ek {
             CState::Running { k, started: sk }
         } else if self.last_instance(policy) == Some(k) {
-            CState::Terminated { k, started: sk, finished: ek, exit: self.exit_of(k) }
+            CState::Terminated {
+                k,
+                started: sk,
+                finished: ek,
+                exit: self.exit_of(k),
+            }
         } else {
-            CState::BackOff { k, started: sk, finished: ek, exit: self.exit_of(k), next: sk + period }
+            CState::BackOff {
+                k,
+                started: sk,
+                finished: ek,
+                exit: self.exit_of(k),
+                next: sk + period,
+            }
         }
     }
 
@@ -161,7 +213,14 @@ pub struct Kubelet {
     pub backoff_ns: i64,
 }
 
-fn terminated_json(c: &ContainerSpec, uid: &str, k: u64, started: i64, finished: i64, exit: i32) -> Value {
+fn terminated_json(
+    c: &ContainerSpec,
+    uid: &str,
+    k: u64,
+    started: i64,
+    finished: i64,
+    exit: i32,
+) -> Value {
     json!({
         "exitCode": exit,
         "reason": if exit == 0 { "Completed" } else { "Error" },
@@ -176,28 +235,50 @@ fn container_id(uid: &str, name: &str, k: u64) -> String {
     for b in uid.bytes().chain(name.bytes()).chain(k.to_le_bytes()) {
         h = (h ^ u64::from(b)).wrapping_mul(0x100000001b3);
     }
-    format!("containerd://{h:016x}{:016x}{:016x}{:016x}", h.rotate_left(13), h.rotate_left(29), h.rotate_left(47))
+    format!(
+        "containerd://{h:016x}{:016x}{:016x}{:016x}",
+        h.rotate_left(13),
+        h.rotate_left(29),
+        h.rotate_left(47)
+    )
 }
 
 impl Kubelet {
     pub fn new(start_delay_ns: i64, backoff_ns: i64) -> Self {
-        Kubelet { pods: Mutex::new(HashMap::new()), start_delay_ns: Mutex::new(start_delay_ns), backoff_ns }
+        Kubelet {
+            pods: Mutex::new(HashMap::new()),
+            start_delay_ns: Mutex::new(start_delay_ns),
+            backoff_ns,
+        }
     }
 
     pub fn pod(&self, uid: &str) -> Option<Arc<PodRt>> {
-        self.pods.lock().unwrap_or_else(|p| p.into_inner()).get(uid).cloned()
+        self.pods
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(uid)
+            .cloned()
     }
 
     /// One kubelet pass over every pod. Returns the next instant something changes.
     pub fn sync(&self, store: &Store, now: i64) -> Option<i64> {
-        let (pods, _) = store.list(PODS, None, &LabelSelector::default(), &FieldSelector::default());
+        let (pods, _) = store.list(
+            PODS,
+            None,
+            &LabelSelector::default(),
+            &FieldSelector::default(),
+        );
         let mut next: Option<i64> = None;
         let mut soon = |t: i64| next = Some(next.map_or(t, |n: i64| n.min(t)));
         // Forget deleted pods.
         let live: std::collections::HashSet<&str> = pods.iter().map(|p| util::uid_of(p)).collect();
         let gone: Vec<Arc<PodRt>> = {
             let mut map = self.pods.lock().unwrap_or_else(|p| p.into_inner());
-            let dead: Vec<String> = map.keys().filter(|u| !live.contains(u.as_str())).cloned().collect();
+            let dead: Vec<String> = map
+                .keys()
+                .filter(|u| !live.contains(u.as_str()))
+                .cloned()
+                .collect();
             dead.into_iter().filter_map(|u| map.remove(&u)).collect()
         };
         for rt in gone {
@@ -205,13 +286,21 @@ impl Kubelet {
             for (ci, c) in rt.containers.iter().enumerate() {
                 if matches!(rt.state(ci, now), CState::Running { .. }) {
                     let involved = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": rt.name, "namespace": rt.ns, "uid": rt.uid}});
-                    store.record_event(&involved, "Normal", "Killing", &format!("Stopping container {}", c.name), "kubelet");
+                    store.record_event(
+                        &involved,
+                        "Normal",
+                        "Killing",
+                        &format!("Stopping container {}", c.name),
+                        "kubelet",
+                    );
                 }
             }
         }
         for pod in pods {
             let uid = util::uid_of(&pod).to_string();
-            let rt = self.pod(&uid).unwrap_or_else(|| self.admit(store, &pod, now));
+            let rt = self
+                .pod(&uid)
+                .unwrap_or_else(|| self.admit(store, &pod, now));
             let status = self.status(&rt, &pod, now);
             if pod.get("status") != Some(&status) {
                 store.mutate(PODS, &rt.ns, &rt.name, |p| {
@@ -247,18 +336,29 @@ impl Kubelet {
         let node = match s(pod, "/spec/nodeName") {
             Some(n) if !n.is_empty() => n.to_string(),
             _ => {
-                let h = uid.bytes().fold(0u32, |a, b| a.wrapping_mul(31).wrapping_add(u32::from(b)));
+                let h = uid
+                    .bytes()
+                    .fold(0u32, |a, b| a.wrapping_mul(31).wrapping_add(u32::from(b)));
                 format!("fake-node-{}", h % 4)
             }
         };
-        let containers: Vec<ContainerSpec> = pod.pointer("/spec/containers").and_then(Value::as_array).into_iter().flatten().map(ContainerSpec::from_json).collect();
+        let containers: Vec<ContainerSpec> = pod
+            .pointer("/spec/containers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(ContainerSpec::from_json)
+            .collect();
         let policy = match s(pod, "/spec/restartPolicy") {
             Some("Never") => RestartPolicy::Never,
             Some("OnFailure") => RestartPolicy::OnFailure,
             _ => RestartPolicy::Always,
         };
         let n: u16 = rand::random();
-        let delay = *self.start_delay_ns.lock().unwrap_or_else(|p| p.into_inner());
+        let delay = *self
+            .start_delay_ns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let rt = Arc::new(PodRt {
             uid: uid.clone(),
             ns: ns.clone(),
@@ -273,14 +373,23 @@ impl Kubelet {
             backoff: self.backoff_ns,
             deleted: AtomicBool::new(false),
         });
-        self.pods.lock().unwrap_or_else(|p| p.into_inner()).insert(uid.clone(), rt.clone());
+        self.pods
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(uid.clone(), rt.clone());
         if s(pod, "/spec/nodeName").is_none_or(str::is_empty) {
             store.mutate(PODS, &ns, &name, |p| {
                 if util::uid_of(p) == uid {
                     p["spec"]["nodeName"] = json!(node.clone());
                 }
             });
-            store.record_event(pod, "Normal", "Scheduled", &format!("Successfully assigned {ns}/{name} to {node}"), "default-scheduler");
+            store.record_event(
+                pod,
+                "Normal",
+                "Scheduled",
+                &format!("Successfully assigned {ns}/{name} to {node}"),
+                "default-scheduler",
+            );
         }
         rt
     }
@@ -331,18 +440,47 @@ impl Kubelet {
                 CState::Running { k, started } => {
                     any_live = true;
                     last_change = last_change.max(started);
-                    (json!({"running": {"startedAt": fmt_time(started)}}), prev(k), true, k)
+                    (
+                        json!({"running": {"startedAt": fmt_time(started)}}),
+                        prev(k),
+                        true,
+                        k,
+                    )
                 }
-                CState::BackOff { k, started, finished, exit, .. } => {
+                CState::BackOff {
+                    k,
+                    started,
+                    finished,
+                    exit,
+                    ..
+                } => {
                     any_live = true;
                     last_change = last_change.max(finished);
-                    let msg = format!("back-off 10s restarting failed container={} pod={}_{}({})", c.name, rt.name, rt.ns, rt.uid);
-                    (json!({"waiting": {"reason": "CrashLoopBackOff", "message": msg}}), json!({"terminated": terminated_json(c, &rt.uid, k, started, finished, exit)}), false, k)
+                    let msg = format!(
+                        "back-off 10s restarting failed container={} pod={}_{}({})",
+                        c.name, rt.name, rt.ns, rt.uid
+                    );
+                    (
+                        json!({"waiting": {"reason": "CrashLoopBackOff", "message": msg}}),
+                        json!({"terminated": terminated_json(c, &rt.uid, k, started, finished, exit)}),
+                        false,
+                        k,
+                    )
                 }
-                CState::Terminated { k, started, finished, exit } => {
+                CState::Terminated {
+                    k,
+                    started,
+                    finished,
+                    exit,
+                } => {
                     any_failed |= exit != 0;
                     last_change = last_change.max(finished);
-                    (json!({"terminated": terminated_json(c, &rt.uid, k, started, finished, exit)}), prev(k), false, k)
+                    (
+                        json!({"terminated": terminated_json(c, &rt.uid, k, started, finished, exit)}),
+                        prev(k),
+                        false,
+                        k,
+                    )
                 }
             };
             if !ready {
@@ -361,16 +499,29 @@ impl Kubelet {
                 "lastState": last,
             }));
         }
-        let phase = if any_live { "Running" } else if any_failed { "Failed" } else { "Succeeded" };
+        let phase = if any_live {
+            "Running"
+        } else if any_failed {
+            "Failed"
+        } else {
+            "Succeeded"
+        };
         let changed = fmt_time(last_change);
         let mut ready_cond = json!({"type": "Ready", "status": if all_ready { "True" } else { "False" }, "lastProbeTime": null, "lastTransitionTime": changed});
         let mut cready_cond = json!({"type": "ContainersReady", "status": if all_ready { "True" } else { "False" }, "lastProbeTime": null, "lastTransitionTime": changed});
         if !all_ready {
-            let reason = if phase == "Running" { "ContainersNotReady" } else { "PodCompleted" };
+            let reason = if phase == "Running" {
+                "ContainersNotReady"
+            } else {
+                "PodCompleted"
+            };
             ready_cond["reason"] = json!(reason);
             cready_cond["reason"] = json!(reason);
             if phase == "Running" {
-                ready_cond["message"] = json!(format!("containers with unready status: [{}]", unready.join(" ")));
+                ready_cond["message"] = json!(format!(
+                    "containers with unready status: [{}]",
+                    unready.join(" ")
+                ));
             }
         }
         let _ = pod;
@@ -411,12 +562,39 @@ impl Kubelet {
             emitted[ci] = cur;
             match st {
                 CState::Running { k, .. } if was.0 != Some(k) || was.1 != 1 => {
-                    store.record_event(pod, "Normal", "Pulled", &format!("Container image \"{}\" already present on machine", c.image), "kubelet");
-                    store.record_event(pod, "Normal", "Created", &format!("Created container {}", c.name), "kubelet");
-                    store.record_event(pod, "Normal", "Started", &format!("Started container {}", c.name), "kubelet");
+                    store.record_event(
+                        pod,
+                        "Normal",
+                        "Pulled",
+                        &format!("Container image \"{}\" already present on machine", c.image),
+                        "kubelet",
+                    );
+                    store.record_event(
+                        pod,
+                        "Normal",
+                        "Created",
+                        &format!("Created container {}", c.name),
+                        "kubelet",
+                    );
+                    store.record_event(
+                        pod,
+                        "Normal",
+                        "Started",
+                        &format!("Started container {}", c.name),
+                        "kubelet",
+                    );
                 }
                 CState::BackOff { .. } => {
-                    store.record_event(pod, "Warning", "BackOff", &format!("Back-off restarting failed container {} in pod {}_{}({})", c.name, rt.name, rt.ns, rt.uid), "kubelet");
+                    store.record_event(
+                        pod,
+                        "Warning",
+                        "BackOff",
+                        &format!(
+                            "Back-off restarting failed container {} in pod {}_{}({})",
+                            c.name, rt.name, rt.ns, rt.uid
+                        ),
+                        "kubelet",
+                    );
                 }
                 _ => {}
             }
@@ -429,25 +607,59 @@ mod tests {
     use super::*;
 
     fn spec(lines: Option<u64>, rate: f64, exit: i32, restarts: u64) -> ContainerSpec {
-        ContainerSpec { name: "c".into(), image: "i".into(), lines, rate, exit, restarts }
+        ContainerSpec {
+            name: "c".into(),
+            image: "i".into(),
+            lines,
+            rate,
+            exit,
+            restarts,
+        }
     }
 
     #[test]
     fn timeline() {
         let c = spec(Some(10), 10.0, 3, 1); // 1 s + 1 ms per instance
         let b = 100_000_000;
-        assert_eq!(c.state_at(0, -1, RestartPolicy::OnFailure, b), CState::Creating);
-        assert_eq!(c.state_at(0, 500_000_000, RestartPolicy::OnFailure, b), CState::Running { k: 0, started: 0 });
+        assert_eq!(
+            c.state_at(0, -1, RestartPolicy::OnFailure, b),
+            CState::Creating
+        );
+        assert_eq!(
+            c.state_at(0, 500_000_000, RestartPolicy::OnFailure, b),
+            CState::Running { k: 0, started: 0 }
+        );
         assert_eq!(c.lines_at(0, 500_000_000), 5);
         let st = c.state_at(0, 1_050_000_000, RestartPolicy::OnFailure, b);
-        assert!(matches!(st, CState::BackOff { k: 0, exit: 1, .. }), "{st:?}");
-        assert_eq!(c.state_at(0, 1_200_000_000, RestartPolicy::OnFailure, b), CState::Running { k: 1, started: 1_101_000_000 });
+        assert!(
+            matches!(st, CState::BackOff { k: 0, exit: 1, .. }),
+            "{st:?}"
+        );
+        assert_eq!(
+            c.state_at(0, 1_200_000_000, RestartPolicy::OnFailure, b),
+            CState::Running {
+                k: 1,
+                started: 1_101_000_000
+            }
+        );
         // OnFailure with a non-zero final exit restarts forever.
-        assert!(matches!(c.state_at(0, 2_150_000_000, RestartPolicy::OnFailure, b), CState::BackOff { k: 1, exit: 3, .. }));
+        assert!(matches!(
+            c.state_at(0, 2_150_000_000, RestartPolicy::OnFailure, b),
+            CState::BackOff { k: 1, exit: 3, .. }
+        ));
         // Never: the first crash is final.
-        assert!(matches!(c.state_at(0, 5_000_000_000, RestartPolicy::Never, b), CState::Terminated { k: 0, exit: 1, .. }));
+        assert!(matches!(
+            c.state_at(0, 5_000_000_000, RestartPolicy::Never, b),
+            CState::Terminated { k: 0, exit: 1, .. }
+        ));
         let ok = spec(Some(10), 10.0, 0, 1);
-        assert!(matches!(ok.state_at(0, 50_000_000_000, RestartPolicy::OnFailure, b), CState::Terminated { k: 1, exit: 0, .. }));
-        assert!(matches!(spec(None, 0.0, 0, 0).state_at(0, i64::MAX / 2, RestartPolicy::Never, b), CState::Running { k: 0, .. }));
+        assert!(matches!(
+            ok.state_at(0, 50_000_000_000, RestartPolicy::OnFailure, b),
+            CState::Terminated { k: 1, exit: 0, .. }
+        ));
+        assert!(matches!(
+            spec(None, 0.0, 0, 0).state_at(0, i64::MAX / 2, RestartPolicy::Never, b),
+            CState::Running { k: 0, .. }
+        ));
     }
 }

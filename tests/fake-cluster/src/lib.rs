@@ -126,12 +126,19 @@ pub struct Inner {
 
 impl Inner {
     pub fn faults(&self) -> Faults {
-        self.faults.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.faults
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn set_faults(&self, f: Faults) {
         let age = (f.watch_expire_secs > 0.0).then(|| Duration::from_secs_f64(f.watch_expire_secs));
-        *self.store.history_max_age.lock().unwrap_or_else(|p| p.into_inner()) = age;
+        *self
+            .store
+            .history_max_age
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = age;
         *self.faults.lock().unwrap_or_else(|p| p.into_inner()) = f;
     }
 }
@@ -154,7 +161,10 @@ impl FakeCluster {
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let store = Arc::new(Store::new(opts.mpi_operator, opts.history_limit));
-        let kubelet = Arc::new(kubelet::Kubelet::new(opts.kubelet_delay.as_nanos() as i64, opts.restart_backoff.as_nanos() as i64));
+        let kubelet = Arc::new(kubelet::Kubelet::new(
+            opts.kubelet_delay.as_nanos() as i64,
+            opts.restart_backoff.as_nanos() as i64,
+        ));
         let inner = Arc::new(Inner {
             store,
             kubelet,
@@ -165,24 +175,35 @@ impl FakeCluster {
             bookmark_interval: opts.bookmark_interval,
         });
         inner.set_faults(opts.faults.clone());
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().thread_name("fake-cluster").build()?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .thread_name("fake-cluster")
+            .build()?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let inner2 = inner.clone();
-        let thread = std::thread::Builder::new().name("fake-cluster".into()).spawn(move || {
-            rt.block_on(async move {
-                let listener = match tokio::net::TcpListener::from_std(listener) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        eprintln!("fake-cluster: {e}");
-                        return;
-                    }
-                };
-                tokio::spawn(control_loop(inner2.clone()));
-                serve(listener, inner2, rx).await;
-            });
-            rt.shutdown_timeout(Duration::from_millis(100));
-        })?;
-        Ok(FakeCluster { inner, url: format!("http://{addr}"), shutdown: Some(tx), thread: Some(thread) })
+        let thread = std::thread::Builder::new()
+            .name("fake-cluster".into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    let listener = match tokio::net::TcpListener::from_std(listener) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            eprintln!("fake-cluster: {e}");
+                            return;
+                        }
+                    };
+                    tokio::spawn(control_loop(inner2.clone()));
+                    serve(listener, inner2, rx).await;
+                });
+                rt.shutdown_timeout(Duration::from_millis(100));
+            })?;
+        Ok(FakeCluster {
+            inner,
+            url: format!("http://{addr}"),
+            shutdown: Some(tx),
+            thread: Some(thread),
+        })
     }
 
     /// `http://127.0.0.1:PORT`
@@ -215,29 +236,64 @@ impl FakeCluster {
 
     /// Objects of a type (`ns` None: all namespaces) matching a label selector ("" for all).
     pub fn list(&self, resource: &str, ns: Option<&str>, label_selector: &str) -> Vec<Value> {
-        let Some(id) = lookup(resource) else { return Vec::new() };
-        let Ok(ls) = LabelSelector::parse(label_selector) else { return Vec::new() };
-        self.inner.store.list(id, ns, &ls, &FieldSelector::default()).0.into_iter().map(|v| (*v).clone()).collect()
+        let Some(id) = lookup(resource) else {
+            return Vec::new();
+        };
+        let Ok(ls) = LabelSelector::parse(label_selector) else {
+            return Vec::new();
+        };
+        self.inner
+            .store
+            .list(id, ns, &ls, &FieldSelector::default())
+            .0
+            .into_iter()
+            .map(|v| (*v).clone())
+            .collect()
     }
 
     /// Creates an object; its `apiVersion`/`kind` choose the type, `metadata.namespace` the
     /// namespace (default `default`).
     pub fn create(&self, obj: Value) -> Result<Value, ApiError> {
-        let av = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+        let av = obj
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
-        let id = resources::find_kind(av, kind).filter(|id| self.inner.store.mpi || !resources::res(*id).mpi).ok_or_else(|| ApiError::bad_request(format!("no resource for {av} {kind}")))?;
-        let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_string();
+        let id = resources::find_kind(av, kind)
+            .filter(|id| self.inner.store.mpi || !resources::res(*id).mpi)
+            .ok_or_else(|| ApiError::bad_request(format!("no resource for {av} {kind}")))?;
+        let ns = obj
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default")
+            .to_string();
         self.inner.store.create(id, &ns, obj, &WriteOpts::default())
     }
 
     /// Deletes with a propagation policy (`None`: the type's default).
-    pub fn delete(&self, resource: &str, ns: &str, name: &str, propagation: Option<&str>) -> Result<Value, ApiError> {
-        let id = lookup(resource).ok_or_else(|| ApiError::bad_request(format!("unknown resource {resource}")))?;
-        self.inner.store.delete(id, ns, name, propagation, None, false).map(|(v, _)| v)
+    pub fn delete(
+        &self,
+        resource: &str,
+        ns: &str,
+        name: &str,
+        propagation: Option<&str>,
+    ) -> Result<Value, ApiError> {
+        let id = lookup(resource)
+            .ok_or_else(|| ApiError::bad_request(format!("unknown resource {resource}")))?;
+        self.inner
+            .store
+            .delete(id, ns, name, propagation, None, false)
+            .map(|(v, _)| v)
     }
 
     /// Applies a change to a stored object through `f` (status included), like a controller would.
-    pub fn mutate(&self, resource: &str, ns: &str, name: &str, f: impl FnOnce(&mut Value)) -> Option<Value> {
+    pub fn mutate(
+        &self,
+        resource: &str,
+        ns: &str,
+        name: &str,
+        f: impl FnOnce(&mut Value),
+    ) -> Option<Value> {
         self.inner.store.mutate(lookup(resource)?, ns, name, f)
     }
 
@@ -249,7 +305,12 @@ impl FakeCluster {
     /// Requests by RBAC verb (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
     /// `deletecollection`, `discovery`) and by `"<verb> <resource>"` (e.g. `"get pods/log"`).
     pub fn request_counts(&self) -> BTreeMap<String, u64> {
-        self.inner.stats.by.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.inner
+            .stats
+            .by
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn reset_request_counts(&self) {
@@ -262,7 +323,14 @@ impl FakeCluster {
     }
 
     /// Polls `cond` over the object until it holds or `timeout` passes; returns the last value seen.
-    pub fn wait_for(&self, resource: &str, ns: &str, name: &str, timeout: Duration, cond: impl Fn(Option<&Value>) -> bool) -> Result<Option<Value>, Option<Value>> {
+    pub fn wait_for(
+        &self,
+        resource: &str,
+        ns: &str,
+        name: &str,
+        timeout: Duration,
+        cond: impl Fn(Option<&Value>) -> bool,
+    ) -> Result<Option<Value>, Option<Value>> {
         let end = std::time::Instant::now() + timeout;
         loop {
             let v = self.get(resource, ns, name);
@@ -290,7 +358,12 @@ impl Drop for FakeCluster {
 
 fn lookup(resource: &str) -> Option<ResId> {
     let plural = resource.split('.').next().unwrap_or(resource);
-    resources::RESOURCES.iter().position(|r| r.plural == plural || r.singular == plural || r.kind.eq_ignore_ascii_case(plural) || r.short_names.contains(&plural))
+    resources::RESOURCES.iter().position(|r| {
+        r.plural == plural
+            || r.singular == plural
+            || r.kind.eq_ignore_ascii_case(plural)
+            || r.short_names.contains(&plural)
+    })
 }
 
 pub fn kubeconfig_yaml(url: &str) -> String {
@@ -318,13 +391,18 @@ users:
 }
 
 async fn control_loop(inner: Arc<Inner>) {
-    let ctl = controllers::Controllers { store: inner.store.clone(), kubelet: inner.kubelet.clone() };
+    let ctl = controllers::Controllers {
+        store: inner.store.clone(),
+        kubelet: inner.kubelet.clone(),
+    };
     let mut rx = inner.store.subscribe();
     loop {
         rx.borrow_and_update();
         let next = ctl.pass();
         let now = util::now_ns();
-        let wait_ns = next.map(|t| (t - now).clamp(1_000_000, 1_000_000_000)).unwrap_or(1_000_000_000);
+        let wait_ns = next
+            .map(|t| (t - now).clamp(1_000_000, 1_000_000_000))
+            .unwrap_or(1_000_000_000);
         tokio::select! {
             r = rx.changed() => {
                 if r.is_err() { return; }
@@ -336,7 +414,11 @@ async fn control_loop(inner: Arc<Inner>) {
     }
 }
 
-async fn serve(listener: tokio::net::TcpListener, inner: Arc<Inner>, mut shutdown: tokio::sync::oneshot::Receiver<()>) {
+async fn serve(
+    listener: tokio::net::TcpListener,
+    inner: Arc<Inner>,
+    mut shutdown: tokio::sync::oneshot::Receiver<()>,
+) {
     loop {
         tokio::select! {
             _ = &mut shutdown => return,

@@ -46,31 +46,60 @@ struct Plan {
 }
 
 /// Validates the request and starts streaming into a channel.
-pub fn open(store: &Store, kubelet: &Kubelet, ns: &str, name: &str, p: &LogParams, cut_every: Option<u64>, cuts: Arc<AtomicU64>) -> ApiResult<mpsc::Receiver<Chunk>> {
-    let pod = store.get(PODS, ns, name).ok_or_else(|| ApiError::not_found(res(PODS), name))?;
-    let names: Vec<String> = pod.pointer("/spec/containers").and_then(|c| c.as_array()).into_iter().flatten().filter_map(|c| s(c, "/name").map(String::from)).collect();
+pub fn open(
+    store: &Store,
+    kubelet: &Kubelet,
+    ns: &str,
+    name: &str,
+    p: &LogParams,
+    cut_every: Option<u64>,
+    cuts: Arc<AtomicU64>,
+) -> ApiResult<mpsc::Receiver<Chunk>> {
+    let pod = store
+        .get(PODS, ns, name)
+        .ok_or_else(|| ApiError::not_found(res(PODS), name))?;
+    let names: Vec<String> = pod
+        .pointer("/spec/containers")
+        .and_then(|c| c.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|c| s(c, "/name").map(String::from))
+        .collect();
     let container = match &p.container {
         Some(c) if !c.is_empty() => c.clone(),
         _ if names.len() == 1 => names[0].clone(),
         _ => {
-            return Err(ApiError::bad_request(format!("a container name must be specified for pod {name}, choose one of: [{}]", names.join(" "))));
+            return Err(ApiError::bad_request(format!(
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                names.join(" ")
+            )));
         }
     };
     let Some(ci) = names.iter().position(|n| *n == container) else {
-        return Err(ApiError::bad_request(format!("container {container} is not valid for pod {name}")));
+        return Err(ApiError::bad_request(format!(
+            "container {container} is not valid for pod {name}"
+        )));
     };
     let now = now_ns();
-    let rt = kubelet.pod(util::uid_of(&pod)).filter(|rt| now >= rt.start_at);
+    let rt = kubelet
+        .pod(util::uid_of(&pod))
+        .filter(|rt| now >= rt.start_at);
     let Some(rt) = rt else {
-        return Err(ApiError::bad_request(format!("container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating")));
+        return Err(ApiError::bad_request(format!(
+            "container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating"
+        )));
     };
     let state = rt.state(ci, now);
     let Some(cur) = state.instance() else {
-        return Err(ApiError::bad_request(format!("container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating")));
+        return Err(ApiError::bad_request(format!(
+            "container \"{container}\" in pod \"{name}\" is waiting to start: ContainerCreating"
+        )));
     };
     let k = if p.previous {
         if cur == 0 {
-            return Err(ApiError::bad_request(format!("previous terminated container \"{container}\" in pod \"{name}\" not found")));
+            return Err(ApiError::bad_request(format!(
+                "previous terminated container \"{container}\" in pod \"{name}\" not found"
+            )));
         }
         cur - 1
     } else {
@@ -81,9 +110,15 @@ pub fn open(store: &Store, kubelet: &Kubelet, ns: &str, name: &str, p: &LogParam
     let live = !p.previous && matches!(state, CState::Running { .. });
     let step = spec.step_ns();
     let total = spec.lines.unwrap_or(0);
-    let avail = if live { spec.lines_at(start, now) } else { total };
+    let avail = if live {
+        spec.lines_at(start, now)
+    } else {
+        total
+    };
     let mut first = 1u64;
-    let since = p.since_time.or(p.since_seconds.map(|sec| now - sec.max(0) * 1_000_000_000));
+    let since = p
+        .since_time
+        .or(p.since_seconds.map(|sec| now - sec.max(0) * 1_000_000_000));
     if let Some(since) = since
         && since > start
     {
@@ -131,7 +166,10 @@ impl TsFmt {
         let nano = ns.rem_euclid(1_000_000_000) as u64;
         if sec != self.sec || self.prefix.is_empty() {
             self.sec = sec;
-            self.prefix = util::fmt_time(sec * 1_000_000_000).trim_end_matches('Z').as_bytes().to_vec();
+            self.prefix = util::fmt_time(sec * 1_000_000_000)
+                .trim_end_matches('Z')
+                .as_bytes()
+                .to_vec();
         }
         buf.extend_from_slice(&self.prefix);
         buf.push(b'.');
@@ -182,8 +220,15 @@ async fn sleep_until_ns(t: i64) {
 
 async fn stream(plan: Plan, tx: mpsc::Sender<Chunk>, cuts: Arc<AtomicU64>) {
     let step = plan.spec.step_ns();
-    let head = format!("pod={} container={} restart={} line ", plan.rt.name, plan.spec.name, plan.k).into_bytes();
-    let mut ts = TsFmt { sec: i64::MIN, prefix: Vec::new() };
+    let head = format!(
+        "pod={} container={} restart={} line ",
+        plan.rt.name, plan.spec.name, plan.k
+    )
+    .into_bytes();
+    let mut ts = TsFmt {
+        sec: i64::MIN,
+        prefix: Vec::new(),
+    };
     let mut buf: Vec<u8> = Vec::with_capacity(CHUNK + 256);
     let mut sent_bytes: u64 = 0;
     let mut sent_lines: u64 = 0;
@@ -219,7 +264,12 @@ async fn stream(plan: Plan, tx: mpsc::Sender<Chunk>, cuts: Arc<AtomicU64>) {
                 buf.extend_from_slice(&line[..line.len() / 2]);
                 let _ = send(&tx, &mut buf).await;
                 tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                let _ = tx.send(Err(io::Error::new(io::ErrorKind::ConnectionAborted, "fake-cluster: log stream cut"))).await;
+                let _ = tx
+                    .send(Err(io::Error::new(
+                        io::ErrorKind::ConnectionAborted,
+                        "fake-cluster: log stream cut",
+                    )))
+                    .await;
             } else {
                 let _ = send(&tx, &mut buf).await;
             }
@@ -254,7 +304,10 @@ async fn stream(plan: Plan, tx: mpsc::Sender<Chunk>, cuts: Arc<AtomicU64>) {
             if left <= 0 {
                 return;
             }
-            tokio::time::sleep(std::time::Duration::from_nanos((left as u64).min(100_000_000))).await;
+            tokio::time::sleep(std::time::Duration::from_nanos(
+                (left as u64).min(100_000_000),
+            ))
+            .await;
         }
     }
 }

@@ -32,9 +32,15 @@ fn run() -> Result<(), String> {
             Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
             _ => (arg.clone(), None),
         };
-        let mut value = || -> Result<String, String> { inline.clone().or_else(|| args.next()).ok_or_else(|| format!("{flag} needs a value")) };
+        let mut value = || -> Result<String, String> {
+            inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
         fn num<T: std::str::FromStr>(flag: &str, v: String) -> Result<T, String> {
-            v.parse().map_err(|_| format!("{flag}: invalid value {v:?}"))
+            v.parse()
+                .map_err(|_| format!("{flag}: invalid value {v:?}"))
         }
         match flag.as_str() {
             "--listen" => opts.listen = num(&flag, value()?)?,
@@ -46,10 +52,16 @@ fn run() -> Result<(), String> {
             "--watch-expire-secs" => faults.watch_expire_secs = num(&flag, value()?)?,
             "--delay-ms" => faults.delay_ms = num(&flag, value()?)?,
             "--forbid" => faults.forbid.push(value()?),
-            "--kubelet-delay-ms" => opts.kubelet_delay = Duration::from_millis(num(&flag, value()?)?),
-            "--restart-backoff-ms" => opts.restart_backoff = Duration::from_millis(num(&flag, value()?)?),
+            "--kubelet-delay-ms" => {
+                opts.kubelet_delay = Duration::from_millis(num(&flag, value()?)?)
+            }
+            "--restart-backoff-ms" => {
+                opts.restart_backoff = Duration::from_millis(num(&flag, value()?)?)
+            }
             "--history-limit" => opts.history_limit = num(&flag, value()?)?,
-            "--bookmark-interval-ms" => opts.bookmark_interval = Duration::from_millis(num(&flag, value()?)?),
+            "--bookmark-interval-ms" => {
+                opts.bookmark_interval = Duration::from_millis(num(&flag, value()?)?)
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return Ok(());
@@ -57,7 +69,10 @@ fn run() -> Result<(), String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    for (name, rate) in [("--fail-rate", faults.fail_rate), ("--log-fail-rate", faults.log_fail_rate)] {
+    for (name, rate) in [
+        ("--fail-rate", faults.fail_rate),
+        ("--log-fail-rate", faults.log_fail_rate),
+    ] {
         if !(0.0..=1.0).contains(&rate) {
             return Err(format!("{name} must be between 0 and 1"));
         }
@@ -66,7 +81,8 @@ fn run() -> Result<(), String> {
     let fc = FakeCluster::start(opts).map_err(|e| format!("cannot start: {e}"))?;
     // The kubeconfig is written before the URL is printed: a reader of the first line can use it at once.
     if let Some(path) = kubeconfig {
-        fc.write_kubeconfig(&path).map_err(|e| format!("writing {}: {e}", path.display()))?;
+        fc.write_kubeconfig(&path)
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     {
         let mut out = std::io::stdout().lock();

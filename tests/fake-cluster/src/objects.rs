@@ -10,15 +10,31 @@ use crate::util::{self, s};
 pub fn validate(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
     let name = util::name_of(obj);
     if !obj.is_object() || !obj.get("metadata").is_none_or(Value::is_object) {
-        return Err(ApiError::bad_request("the body of the request must be an object with object metadata"));
+        return Err(ApiError::bad_request(
+            "the body of the request must be an object with object metadata",
+        ));
     }
     if name.is_empty() {
-        return Err(ApiError::invalid(def, "", "metadata.name", "FieldValueRequired", "Required value: name or generateName is required"));
+        return Err(ApiError::invalid(
+            def,
+            "",
+            "metadata.name",
+            "FieldValueRequired",
+            "Required value: name or generateName is required",
+        ));
     }
     let label_like = matches!(def.plural, "namespaces" | "services");
-    let ok = if label_like { util::is_dns_label(name) } else { util::is_dns_subdomain(name) };
+    let ok = if label_like {
+        util::is_dns_label(name)
+    } else {
+        util::is_dns_subdomain(name)
+    };
     if !ok {
-        let msg = if label_like { util::DNS1123_LABEL_MSG } else { util::DNS1123_SUBDOMAIN_MSG };
+        let msg = if label_like {
+            util::DNS1123_LABEL_MSG
+        } else {
+            util::DNS1123_SUBDOMAIN_MSG
+        };
         return Err(ApiError::invalid(
             def,
             name,
@@ -29,11 +45,15 @@ pub fn validate(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
     }
     if let Some(labels) = obj.pointer("/metadata/labels") {
         let Some(map) = labels.as_object() else {
-            return Err(ApiError::bad_request("metadata.labels must be a map of strings"));
+            return Err(ApiError::bad_request(
+                "metadata.labels must be a map of strings",
+            ));
         };
         for (k, v) in map {
             let Some(v) = v.as_str() else {
-                return Err(ApiError::bad_request(format!("metadata.labels[{k}] must be a string")));
+                return Err(ApiError::bad_request(format!(
+                    "metadata.labels[{k}] must be a string"
+                )));
             };
             if !util::is_label_value(v) {
                 return Err(ApiError::invalid(
@@ -41,19 +61,32 @@ pub fn validate(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
                     name,
                     "metadata.labels",
                     "FieldValueInvalid",
-                    &format!("Invalid value: {v:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"),
+                    &format!(
+                        "Invalid value: {v:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+                    ),
                 ));
             }
             let key_name = k.rsplit('/').next().unwrap_or_default();
             if key_name.is_empty() || key_name.len() > 63 || k.matches('/').count() > 1 {
-                return Err(ApiError::invalid(def, name, "metadata.labels", "FieldValueInvalid", &format!("Invalid value: {k:?}: name part must be no more than 63 characters")));
+                return Err(ApiError::invalid(
+                    def,
+                    name,
+                    "metadata.labels",
+                    "FieldValueInvalid",
+                    &format!("Invalid value: {k:?}: name part must be no more than 63 characters"),
+                ));
             }
         }
     }
     match def.plural {
         "pods" => validate_pod_spec(def, name, obj.get("spec"), "spec")?,
         "jobs" => {
-            validate_pod_spec(def, name, obj.pointer("/spec/template/spec"), "spec.template.spec")?;
+            validate_pod_spec(
+                def,
+                name,
+                obj.pointer("/spec/template/spec"),
+                "spec.template.spec",
+            )?;
             let rp = s(obj, "/spec/template/spec/restartPolicy").unwrap_or("Always");
             if rp != "Never" && rp != "OnFailure" {
                 return Err(ApiError::invalid(
@@ -61,23 +94,47 @@ pub fn validate(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
                     name,
                     "spec.template.spec.restartPolicy",
                     "FieldValueNotSupported",
-                    &format!("Unsupported value: {rp:?}: supported values: \"OnFailure\", \"Never\""),
+                    &format!(
+                        "Unsupported value: {rp:?}: supported values: \"OnFailure\", \"Never\""
+                    ),
                 ));
             }
         }
-        "statefulsets" => validate_pod_spec(def, name, obj.pointer("/spec/template/spec"), "spec.template.spec")?,
+        "statefulsets" => validate_pod_spec(
+            def,
+            name,
+            obj.pointer("/spec/template/spec"),
+            "spec.template.spec",
+        )?,
         "mpijobs" => {
             let specs = obj.pointer("/spec/mpiReplicaSpecs");
             if !specs.is_some_and(Value::is_object) {
-                return Err(ApiError::invalid(def, name, "spec.mpiReplicaSpecs", "FieldValueRequired", "Required value"));
+                return Err(ApiError::invalid(
+                    def,
+                    name,
+                    "spec.mpiReplicaSpecs",
+                    "FieldValueRequired",
+                    "Required value",
+                ));
             }
             for role in ["Launcher", "Worker"] {
                 if let Some(rs) = specs.and_then(|s| s.get(role)) {
-                    validate_pod_spec(def, name, rs.pointer("/template/spec"), &format!("spec.mpiReplicaSpecs[{role}].template.spec"))?;
+                    validate_pod_spec(
+                        def,
+                        name,
+                        rs.pointer("/template/spec"),
+                        &format!("spec.mpiReplicaSpecs[{role}].template.spec"),
+                    )?;
                 }
             }
             if specs.and_then(|s| s.get("Launcher")).is_none() {
-                return Err(ApiError::invalid(def, name, "spec.mpiReplicaSpecs[Launcher]", "FieldValueRequired", "Required value: must have Launcher replica spec"));
+                return Err(ApiError::invalid(
+                    def,
+                    name,
+                    "spec.mpiReplicaSpecs[Launcher]",
+                    "FieldValueRequired",
+                    "Required value: must have Launcher replica spec",
+                ));
             }
         }
         _ => {}
@@ -85,10 +142,23 @@ pub fn validate(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
     Ok(())
 }
 
-fn validate_pod_spec(def: &ResourceDef, name: &str, spec: Option<&Value>, path: &str) -> ApiResult<()> {
-    let containers = spec.and_then(|s| s.get("containers")).and_then(Value::as_array);
+fn validate_pod_spec(
+    def: &ResourceDef,
+    name: &str,
+    spec: Option<&Value>,
+    path: &str,
+) -> ApiResult<()> {
+    let containers = spec
+        .and_then(|s| s.get("containers"))
+        .and_then(Value::as_array);
     let Some(containers) = containers.filter(|c| !c.is_empty()) else {
-        return Err(ApiError::invalid(def, name, &format!("{path}.containers"), "FieldValueRequired", "Required value"));
+        return Err(ApiError::invalid(
+            def,
+            name,
+            &format!("{path}.containers"),
+            "FieldValueRequired",
+            "Required value",
+        ));
     };
     let mut seen = Vec::new();
     for (i, c) in containers.iter().enumerate() {
@@ -98,28 +168,67 @@ fn validate_pod_spec(def: &ResourceDef, name: &str, spec: Option<&Value>, path: 
                 def,
                 name,
                 &format!("{path}.containers[{i}].name"),
-                if cname.is_empty() { "FieldValueRequired" } else { "FieldValueInvalid" },
-                &if cname.is_empty() { "Required value".to_string() } else { format!("Invalid value: {cname:?}: {}", util::DNS1123_LABEL_MSG) },
+                if cname.is_empty() {
+                    "FieldValueRequired"
+                } else {
+                    "FieldValueInvalid"
+                },
+                &if cname.is_empty() {
+                    "Required value".to_string()
+                } else {
+                    format!("Invalid value: {cname:?}: {}", util::DNS1123_LABEL_MSG)
+                },
             ));
         }
         if seen.contains(&cname) {
-            return Err(ApiError::invalid(def, name, &format!("{path}.containers[{i}].name"), "FieldValueDuplicate", &format!("Duplicate value: {cname:?}")));
+            return Err(ApiError::invalid(
+                def,
+                name,
+                &format!("{path}.containers[{i}].name"),
+                "FieldValueDuplicate",
+                &format!("Duplicate value: {cname:?}"),
+            ));
         }
         seen.push(cname);
         if s(c, "/image").is_none_or(str::is_empty) {
-            return Err(ApiError::invalid(def, name, &format!("{path}.containers[{i}].image"), "FieldValueRequired", "Required value"));
+            return Err(ApiError::invalid(
+                def,
+                name,
+                &format!("{path}.containers[{i}].image"),
+                "FieldValueRequired",
+                "Required value",
+            ));
         }
         if let Some(env) = c.get("env") {
-            let ok = env.as_array().is_some_and(|a| a.iter().all(|e| s(e, "/name").is_some_and(|n| !n.is_empty())));
+            let ok = env.as_array().is_some_and(|a| {
+                a.iter()
+                    .all(|e| s(e, "/name").is_some_and(|n| !n.is_empty()))
+            });
             if !ok {
-                return Err(ApiError::invalid(def, name, &format!("{path}.containers[{i}].env"), "FieldValueRequired", "Required value: every env entry needs a name"));
+                return Err(ApiError::invalid(
+                    def,
+                    name,
+                    &format!("{path}.containers[{i}].env"),
+                    "FieldValueRequired",
+                    "Required value: every env entry needs a name",
+                ));
             }
         }
     }
-    if let Some(rp) = spec.and_then(|s| s.get("restartPolicy")).and_then(Value::as_str)
+    if let Some(rp) = spec
+        .and_then(|s| s.get("restartPolicy"))
+        .and_then(Value::as_str)
         && !matches!(rp, "Always" | "OnFailure" | "Never")
     {
-        return Err(ApiError::invalid(def, name, &format!("{path}.restartPolicy"), "FieldValueNotSupported", &format!("Unsupported value: {rp:?}: supported values: \"Always\", \"OnFailure\", \"Never\"")));
+        return Err(ApiError::invalid(
+            def,
+            name,
+            &format!("{path}.restartPolicy"),
+            "FieldValueNotSupported",
+            &format!(
+                "Unsupported value: {rp:?}: supported values: \"Always\", \"OnFailure\", \"Never\""
+            ),
+        ));
     }
     Ok(())
 }
@@ -166,12 +275,15 @@ pub fn default_on_create(def: &ResourceDef, obj: &mut Value, uid: &str) {
             if obj.get("type").is_none() {
                 obj["type"] = json!("Opaque");
             }
-            if let Some(Value::Object(sd)) = obj.as_object_mut().and_then(|o| o.remove("stringData")) {
+            if let Some(Value::Object(sd)) =
+                obj.as_object_mut().and_then(|o| o.remove("stringData"))
+            {
                 if !obj["data"].is_object() {
                     obj["data"] = json!({});
                 }
                 for (k, v) in sd {
-                    obj["data"][k.as_str()] = json!(util::base64(v.as_str().unwrap_or_default().as_bytes()));
+                    obj["data"][k.as_str()] =
+                        json!(util::base64(v.as_str().unwrap_or_default().as_bytes()));
                 }
             }
         }
@@ -189,7 +301,8 @@ pub fn default_on_create(def: &ResourceDef, obj: &mut Value, uid: &str) {
                 spec["suspend"] = json!(false);
             }
             if spec.get("manualSelector").and_then(Value::as_bool) != Some(true) {
-                spec["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
+                spec["selector"] =
+                    json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
                 let job_name = util::name_of(obj).to_string();
                 let labels = &mut obj["spec"]["template"]["metadata"]["labels"];
                 if !labels.is_object() {
@@ -227,6 +340,56 @@ pub fn default_on_create(def: &ResourceDef, obj: &mut Value, uid: &str) {
     }
 }
 
+/// Defaults that also apply on update (an apply that replaces a list must not lose them).
+pub fn default_on_update(def: &ResourceDef, obj: &mut Value) {
+    match def.plural {
+        "pods" => default_pod_spec(&mut obj["spec"]),
+        "jobs" | "statefulsets" => default_pod_spec(&mut obj["spec"]["template"]["spec"]),
+        _ => {}
+    }
+}
+
+/// Fields the real apiserver refuses to change.
+pub fn check_immutable(def: &ResourceDef, old: &Value, new: &Value) -> ApiResult<()> {
+    let name = util::name_of(old);
+    let immutable: &[&str] = match def.plural {
+        "jobs" => &["/spec/selector", "/spec/template", "/spec/completionMode"],
+        "statefulsets" => &["/spec/selector", "/spec/serviceName", "/spec/podManagementPolicy"],
+        "services" => &["/spec/clusterIP"],
+        _ => &[],
+    };
+    for p in immutable {
+        if old.pointer(p) != new.pointer(p) && !(def.plural == "services" && new.pointer(p).is_none()) {
+            let field = p.trim_start_matches('/').replace('/', ".");
+            return Err(ApiError::invalid(def, name, &field, "FieldValueInvalid", "field is immutable"));
+        }
+    }
+    if def.plural == "pods" {
+        let strip = |v: &Value| {
+            let mut spec = v.get("spec").cloned().unwrap_or(Value::Null);
+            for list in ["containers", "initContainers"] {
+                if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
+                    for c in cs {
+                        if let Some(m) = c.as_object_mut() {
+                            m.remove("image");
+                        }
+                    }
+                }
+            }
+            if let Some(m) = spec.as_object_mut() {
+                for k in ["activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"] {
+                    m.remove(k);
+                }
+            }
+            spec
+        };
+        if strip(old) != strip(new) {
+            return Err(ApiError::invalid(def, name, "spec", "FieldValueForbidden", "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"));
+        }
+    }
+    Ok(())
+}
+
 fn default_pod_spec(spec: &mut Value) {
     if !spec.is_object() {
         return;
@@ -246,7 +409,8 @@ fn default_pod_spec(spec: &mut Value) {
     if let Some(cs) = spec.get_mut("containers").and_then(Value::as_array_mut) {
         for c in cs {
             if c.get("imagePullPolicy").is_none() {
-                let latest = s(c, "/image").is_some_and(|i| !i.contains(':') || i.ends_with(":latest"));
+                let latest =
+                    s(c, "/image").is_some_and(|i| !i.contains(':') || i.ends_with(":latest"));
                 c["imagePullPolicy"] = json!(if latest { "Always" } else { "IfNotPresent" });
             }
             if c.get("terminationMessagePath").is_none() {
@@ -267,7 +431,11 @@ pub fn has_generation(def: &ResourceDef) -> bool {
 
 /// The default propagation policy when a DELETE names none (batch/v1 Jobs orphan, like the real apiserver).
 pub fn default_propagation(def: &ResourceDef) -> &'static str {
-    if def.plural == "jobs" { "Orphan" } else { "Background" }
+    if def.plural == "jobs" {
+        "Orphan"
+    } else {
+        "Background"
+    }
 }
 
 /// Checks `apiVersion`/`kind` of a request body against the URL's resource; fills them in when absent.
@@ -286,7 +454,9 @@ pub fn check_type(def: &ResourceDef, obj: &mut Value) -> ApiResult<()> {
         None | Some("") => obj["kind"] = json!(def.kind),
         Some(k) if k != def.kind => {
             // The real server decodes into the URL's kind and fails on a mismatch.
-            let other = resources::find_kind(&want_av, k).map(|_| "").unwrap_or(" (unknown kind)");
+            let other = resources::find_kind(&want_av, k)
+                .map(|_| "")
+                .unwrap_or(" (unknown kind)");
             return Err(ApiError::bad_request(format!(
                 "the kind in the data ({k}{other}) does not match the expected kind ({})",
                 def.kind

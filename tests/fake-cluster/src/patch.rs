@@ -33,25 +33,49 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
 
 /// RFC 6902 JSON patch (add, remove, replace, move, copy, test).
 pub fn json_patch(target: &mut Value, ops: &Value) -> Result<(), String> {
-    let ops = ops.as_array().ok_or("a JSON patch must be an array of operations")?;
+    let ops = ops
+        .as_array()
+        .ok_or("a JSON patch must be an array of operations")?;
     for op in ops {
-        let kind = op.get("op").and_then(Value::as_str).ok_or("operation has no \"op\"")?;
-        let path = op.get("path").and_then(Value::as_str).ok_or("operation has no \"path\"")?;
+        let kind = op
+            .get("op")
+            .and_then(Value::as_str)
+            .ok_or("operation has no \"op\"")?;
+        let path = op
+            .get("path")
+            .and_then(Value::as_str)
+            .ok_or("operation has no \"path\"")?;
         match kind {
             "add" | "replace" => {
                 let v = op.get("value").ok_or("operation has no \"value\"")?.clone();
                 if kind == "replace" && target.pointer(path).is_none() {
-                    return Err(format!("replace operation does not apply: doc is missing key: {path}"));
+                    return Err(format!(
+                        "replace operation does not apply: doc is missing key: {path}"
+                    ));
                 }
                 set_pointer(target, path, v, kind == "add")?;
             }
             "remove" => {
-                remove_pointer(target, path).ok_or_else(|| format!("remove operation does not apply: doc is missing path: {path}"))?;
+                remove_pointer(target, path).ok_or_else(|| {
+                    format!("remove operation does not apply: doc is missing path: {path}")
+                })?;
             }
             "move" | "copy" => {
-                let from = op.get("from").and_then(Value::as_str).ok_or("operation has no \"from\"")?;
-                let v = if kind == "move" { remove_pointer(target, from) } else { target.pointer(from).cloned() };
-                set_pointer(target, path, v.ok_or_else(|| format!("missing path {from}"))?, true)?;
+                let from = op
+                    .get("from")
+                    .and_then(Value::as_str)
+                    .ok_or("operation has no \"from\"")?;
+                let v = if kind == "move" {
+                    remove_pointer(target, from)
+                } else {
+                    target.pointer(from).cloned()
+                };
+                set_pointer(
+                    target,
+                    path,
+                    v.ok_or_else(|| format!("missing path {from}"))?,
+                    true,
+                )?;
             }
             "test" => {
                 if target.pointer(path) != op.get("value") {
@@ -69,7 +93,9 @@ fn unescape(seg: &str) -> String {
 }
 
 fn split_pointer(path: &str) -> Result<(String, String), String> {
-    let i = path.rfind('/').ok_or_else(|| format!("invalid path {path:?}"))?;
+    let i = path
+        .rfind('/')
+        .ok_or_else(|| format!("invalid path {path:?}"))?;
     Ok((path[..i].to_string(), unescape(&path[i + 1..])))
 }
 
@@ -89,7 +115,9 @@ fn set_pointer(target: &mut Value, path: &str, v: Value, insert: bool) -> Result
                 a.push(v);
                 return Ok(());
             }
-            let i: usize = last.parse().map_err(|_| format!("invalid array index {last}"))?;
+            let i: usize = last
+                .parse()
+                .map_err(|_| format!("invalid array index {last}"))?;
             if insert && i <= a.len() {
                 a.insert(i, v);
             } else if !insert && i < a.len() {
@@ -99,7 +127,9 @@ fn set_pointer(target: &mut Value, path: &str, v: Value, insert: bool) -> Result
             }
             Ok(())
         }
-        _ => Err(format!("add operation does not apply: doc is missing path: {path}")),
+        _ => Err(format!(
+            "add operation does not apply: doc is missing path: {path}"
+        )),
     }
 }
 
@@ -121,7 +151,15 @@ fn ignored(path: &[String]) -> bool {
         [k] => k == "apiVersion" || k == "kind",
         [m, k, ..] if m == "metadata" => matches!(
             k.as_str(),
-            "name" | "namespace" | "uid" | "resourceVersion" | "creationTimestamp" | "managedFields" | "generation" | "deletionTimestamp" | "selfLink"
+            "name"
+                | "namespace"
+                | "uid"
+                | "resourceVersion"
+                | "creationTimestamp"
+                | "managedFields"
+                | "generation"
+                | "deletionTimestamp"
+                | "selfLink"
         ),
         _ => false,
     }
@@ -184,7 +222,9 @@ fn get_path<'a>(v: &'a Value, p: &[String]) -> Option<&'a Value> {
 }
 
 fn remove_path(v: &mut Value, p: &[String]) {
-    let Some((last, parents)) = p.split_last() else { return };
+    let Some((last, parents)) = p.split_last() else {
+        return;
+    };
     let mut cur = v;
     for k in parents {
         match cur.get_mut(k) {
@@ -224,15 +264,28 @@ struct Entry {
 
 fn read_managed(obj: &Value) -> Vec<Entry> {
     let mut out = Vec::new();
-    for e in obj.pointer("/metadata/managedFields").and_then(Value::as_array).into_iter().flatten() {
+    for e in obj
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let mut paths = BTreeSet::new();
         if let Some(f) = e.get("fieldsV1") {
             paths_of_fields(f, &mut Vec::new(), &mut paths);
         }
         out.push(Entry {
             raw: e.clone(),
-            manager: e.get("manager").and_then(Value::as_str).unwrap_or_default().to_string(),
-            operation: e.get("operation").and_then(Value::as_str).unwrap_or_default().to_string(),
+            manager: e
+                .get("manager")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            operation: e
+                .get("operation")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
             paths,
         });
     }
@@ -245,7 +298,13 @@ fn show_path(p: &Path) -> String {
 
 /// Server-side apply of `applied` onto `existing` (None: create). Returns the new object
 /// or the conflict message.
-pub fn apply(existing: Option<&Value>, applied: &Value, manager: &str, force: bool, time: &str) -> Result<Value, String> {
+pub fn apply(
+    existing: Option<&Value>,
+    applied: &Value,
+    manager: &str,
+    force: bool,
+    time: &str,
+) -> Result<Value, String> {
     let mut new_paths = BTreeSet::new();
     leaves(applied, &mut Vec::new(), &mut new_paths);
     let mut base = existing.cloned().unwrap_or_else(|| json!({}));
@@ -254,10 +313,16 @@ pub fn apply(existing: Option<&Value>, applied: &Value, manager: &str, force: bo
 
     // Conflicts with other managers.
     let mut conflicts = Vec::new();
-    for e in entries.iter_mut().filter(|e| !(e.manager == manager && e.operation == "Apply")) {
+    for e in entries
+        .iter_mut()
+        .filter(|e| !(e.manager == manager && e.operation == "Apply"))
+    {
         let mut lost = Vec::new();
         for p in &new_paths {
-            let theirs = e.paths.iter().find(|q| q.starts_with(p) || p.starts_with(q));
+            let theirs = e
+                .paths
+                .iter()
+                .find(|q| q.starts_with(p) || p.starts_with(q));
             if let Some(q) = theirs
                 && get_path(&base, q) != get_path(applied, q)
             {
@@ -276,7 +341,11 @@ pub fn apply(existing: Option<&Value>, applied: &Value, manager: &str, force: bo
         conflicts.sort();
         conflicts.dedup();
         let n = conflicts.len();
-        let head = if n == 1 { "Apply failed with 1 conflict".to_string() } else { format!("Apply failed with {n} conflicts") };
+        let head = if n == 1 {
+            "Apply failed with 1 conflict".to_string()
+        } else {
+            format!("Apply failed with {n} conflicts")
+        };
         return Err(format!("{head}: {}", conflicts.join("\n")));
     }
 
@@ -287,7 +356,9 @@ pub fn apply(existing: Option<&Value>, applied: &Value, manager: &str, force: bo
         .flat_map(|e| e.paths.iter().cloned())
         .collect();
     for p in prev.difference(&new_paths) {
-        let shared = entries.iter().any(|e| !(e.manager == manager && e.operation == "Apply") && e.paths.contains(p));
+        let shared = entries
+            .iter()
+            .any(|e| !(e.manager == manager && e.operation == "Apply") && e.paths.contains(p));
         let still_parent = new_paths.iter().any(|q| q.starts_with(p));
         if !shared && !still_parent {
             remove_path(&mut base, p);
@@ -394,7 +465,13 @@ mod tests {
         json_patch(&mut t, &json!([{"op": "add", "path": "/a/-", "value": 3}, {"op": "remove", "path": "/b"}, {"op": "add", "path": "/c", "value": {"x": 1}}])).unwrap();
         assert_eq!(t, json!({"a": [1, 2, 3], "c": {"x": 1}}));
         assert!(json_patch(&mut t, &json!([{"op": "test", "path": "/c/x", "value": 2}])).is_err());
-        assert!(json_patch(&mut t, &json!([{"op": "replace", "path": "/zz", "value": 2}])).is_err());
+        assert!(
+            json_patch(
+                &mut t,
+                &json!([{"op": "replace", "path": "/zz", "value": 2}])
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -403,7 +480,10 @@ mod tests {
         let o1 = apply(None, &a1, "m1", false, "t").unwrap();
         assert_eq!(o1["data"], json!({"k": "v", "old": "o"}));
         assert_eq!(o1["metadata"]["managedFields"][0]["manager"], "m1");
-        assert_eq!(o1["metadata"]["managedFields"][0]["fieldsV1"]["f:data"]["f:k"], json!({}));
+        assert_eq!(
+            o1["metadata"]["managedFields"][0]["fieldsV1"]["f:data"]["f:k"],
+            json!({})
+        );
         // m1 stops applying data.old: removed.
         let a2 = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"k": "v2"}});
         let o2 = apply(Some(&o1), &a2, "m1", false, "t").unwrap();
@@ -415,7 +495,12 @@ mod tests {
         assert!(err.contains("conflict with \"m1\": .data.k"), "{err}");
         let o3 = apply(Some(&o2), &a3, "m2", true, "t").unwrap();
         assert_eq!(o3["data"]["k"], "other");
-        let managers: Vec<&str> = o3["metadata"]["managedFields"].as_array().unwrap().iter().map(|e| e["manager"].as_str().unwrap()).collect();
+        let managers: Vec<&str> = o3["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["manager"].as_str().unwrap())
+            .collect();
         assert_eq!(managers, vec!["m2"]);
         // Same value: shared, no conflict.
         let o4 = apply(Some(&o3), &a3, "m3", false, "t").unwrap();

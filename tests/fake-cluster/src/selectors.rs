@@ -20,11 +20,14 @@ pub struct LabelSelector(Vec<Req>);
 fn valid_key(k: &str) -> bool {
     !k.is_empty()
         && k.len() <= 317
-        && k.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
 }
 
 fn valid_value(v: &str) -> bool {
-    v.len() <= 63 && v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    v.len() <= 63
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 impl LabelSelector {
@@ -49,7 +52,9 @@ impl LabelSelector {
             }
         }
         if depth != 0 {
-            return Err(format!("unable to parse requirement: unbalanced parentheses in {s:?}"));
+            return Err(format!(
+                "unable to parse requirement: unbalanced parentheses in {s:?}"
+            ));
         }
         parts.push(cur);
         for part in parts {
@@ -58,7 +63,9 @@ impl LabelSelector {
                 if s.trim().is_empty() {
                     continue;
                 }
-                return Err(format!("unable to parse requirement: found '', expected: identifier in {s:?}"));
+                return Err(format!(
+                    "unable to parse requirement: found '', expected: identifier in {s:?}"
+                ));
             }
             reqs.push(parse_req(p)?);
         }
@@ -70,16 +77,27 @@ impl LabelSelector {
         let mut reqs = Vec::new();
         if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
             for (k, v) in m {
-                reqs.push(Req::Eq(k.clone(), v.as_str().unwrap_or_default().to_string()));
+                reqs.push(Req::Eq(
+                    k.clone(),
+                    v.as_str().unwrap_or_default().to_string(),
+                ));
             }
         }
         if let Some(exprs) = sel.get("matchExpressions").and_then(Value::as_array) {
             for e in exprs {
-                let key = e.get("key").and_then(Value::as_str).unwrap_or_default().to_string();
+                let key = e
+                    .get("key")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
                 let values: Vec<String> = e
                     .get("values")
                     .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(String::from))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 match e.get("operator").and_then(Value::as_str) {
                     Some("In") => reqs.push(Req::In(key, values)),
@@ -133,7 +151,11 @@ fn parse_req(p: &str) -> Result<Req, String> {
             if !valid_value(v) {
                 return bad("invalid label value");
             }
-            return Ok(if ctor == 0 { Req::NotEq(k.into(), v.into()) } else { Req::Eq(k.into(), v.into()) });
+            return Ok(if ctor == 0 {
+                Req::NotEq(k.into(), v.into())
+            } else {
+                Req::Eq(k.into(), v.into())
+            });
         }
     }
     if let Some(open) = p.find('(') {
@@ -142,7 +164,11 @@ fn parse_req(p: &str) -> Result<Req, String> {
             return bad("missing ')'");
         }
         let inner = &p[open + 1..p.len() - 1];
-        let values: Vec<String> = inner.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect();
+        let values: Vec<String> = inner
+            .split(',')
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect();
         if values.iter().any(|v| !valid_value(v)) {
             return bad("invalid label value");
         }
@@ -180,7 +206,9 @@ impl FieldSelector {
             } else if let Some(i) = part.find('=') {
                 (&part[..i], true, &part[i + 1..])
             } else {
-                return Err(format!("invalid selector: '{s}'; can't understand '{part}'"));
+                return Err(format!(
+                    "invalid selector: '{s}'; can't understand '{part}'"
+                ));
             };
             let k = k.trim();
             if k.is_empty() {
@@ -219,7 +247,10 @@ impl FieldSelector {
 
     /// The value of `metadata.name=` if the selector pins one name.
     pub fn pinned_name(&self) -> Option<&str> {
-        self.0.iter().find(|(k, eq, _)| k == "metadata.name" && *eq).map(|(_, _, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(k, eq, _)| k == "metadata.name" && *eq)
+            .map(|(_, _, v)| v.as_str())
     }
 }
 
@@ -254,7 +285,11 @@ mod tests {
             ("a=1,b in (2),!c", true),
             ("a=1,b=3", false),
         ] {
-            assert_eq!(LabelSelector::parse(sel).unwrap().matches(&o), want, "{sel}");
+            assert_eq!(
+                LabelSelector::parse(sel).unwrap().matches(&o),
+                want,
+                "{sel}"
+            );
         }
         assert!(LabelSelector::parse("a in (1").is_err());
         assert!(LabelSelector::parse("a=1,,b=2").is_err());
@@ -263,9 +298,14 @@ mod tests {
 
     #[test]
     fn fields() {
-        let o = json!({"metadata": {"name": "x", "namespace": "d"}, "status": {"phase": "Running"}});
+        let o =
+            json!({"metadata": {"name": "x", "namespace": "d"}, "status": {"phase": "Running"}});
         assert!(FieldSelector::parse("metadata.name=x").unwrap().matches(&o));
-        assert!(FieldSelector::parse("metadata.name==x,status.phase!=Failed").unwrap().matches(&o));
+        assert!(
+            FieldSelector::parse("metadata.name==x,status.phase!=Failed")
+                .unwrap()
+                .matches(&o)
+        );
         assert!(!FieldSelector::parse("metadata.name=y").unwrap().matches(&o));
         assert!(FieldSelector::parse("spec.nodeName=").unwrap().matches(&o));
         assert!(FieldSelector::parse("nonsense").is_err());

@@ -31,7 +31,10 @@ struct ChannelBody(mpsc::Receiver<Result<Bytes, io::Error>>);
 impl http_body::Body for ChannelBody {
     type Data = Bytes;
     type Error = io::Error;
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         self.0.poll_recv(cx).map(|o| o.map(|r| r.map(Frame::data)))
     }
 }
@@ -53,12 +56,16 @@ fn json_response(code: u16, v: &Value) -> Response<Body> {
 fn error_response(e: &ApiError) -> Response<Body> {
     let mut r = json_response(e.code, &e.to_status());
     if let Some(s) = e.retry_after {
-        r.headers_mut().insert("Retry-After", s.to_string().parse().expect("header value"));
+        r.headers_mut()
+            .insert("Retry-After", s.to_string().parse().expect("header value"));
     }
     r
 }
 
-fn stream_response(content_type: &str, rx: mpsc::Receiver<Result<Bytes, io::Error>>) -> Response<Body> {
+fn stream_response(
+    content_type: &str,
+    rx: mpsc::Receiver<Result<Bytes, io::Error>>,
+) -> Response<Body> {
     Response::builder()
         .status(200)
         .header("Content-Type", content_type)
@@ -75,7 +82,9 @@ fn percent_decode(s: &str) -> String {
         match b[i] {
             b'+' => out.push(b' '),
             b'%' if i + 2 < b.len() => {
-                let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                let hex = std::str::from_utf8(&b[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
                 match hex {
                     Some(v) => {
                         out.push(v);
@@ -110,11 +119,22 @@ fn truthy(v: Option<&String>) -> bool {
 enum Route {
     Json(Value),
     NotFound,
-    Resource { res_id: ResId, ns: Option<String>, name: Option<String>, sub: Option<String>, watch_path: bool },
+    Resource {
+        res_id: ResId,
+        ns: Option<String>,
+        name: Option<String>,
+        sub: Option<String>,
+        watch_path: bool,
+    },
 }
 
 fn route(path: &str, inner: &Inner) -> Route {
-    let segs: Vec<String> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).map(percent_decode).collect();
+    let segs: Vec<String> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(percent_decode)
+        .collect();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
     let mpi = inner.store.mpi;
     match segs.as_slice() {
@@ -122,8 +142,25 @@ fn route(path: &str, inner: &Inner) -> Route {
         ["api"] => return Route::Json(resources::api_versions(&inner.addr)),
         ["apis"] => return Route::Json(resources::api_group_list(mpi)),
         ["api", "v1"] => return Route::Json(resources::api_resource_list("", "v1", mpi)),
-        ["apis", g] => return resources::api_group(g, mpi).map(Route::Json).unwrap_or(Route::NotFound),
-        ["apis", g, v] if resources::group_served(g, v, mpi) => return Route::Json(resources::api_resource_list(g, v, mpi)),
+        ["apis", g] => {
+            return resources::api_group(g, mpi)
+                .map(Route::Json)
+                .unwrap_or(Route::NotFound);
+        }
+        ["apis", g, v] if resources::group_served(g, v, mpi) => {
+            return Route::Json(resources::api_resource_list(g, v, mpi));
+        }
+        ["openapi", "v3"] => return Route::Json(resources::openapi_v3_root(mpi)),
+        ["openapi", "v3", "api", v] => {
+            return resources::openapi_v3_gv("", v, mpi)
+                .map(Route::Json)
+                .unwrap_or(Route::NotFound);
+        }
+        ["openapi", "v3", "apis", g, v] => {
+            return resources::openapi_v3_gv(g, v, mpi)
+                .map(Route::Json)
+                .unwrap_or(Route::NotFound);
+        }
         _ => {}
     }
     let (group, version, rest) = match segs.as_slice() {
@@ -139,17 +176,44 @@ fn route(path: &str, inner: &Inner) -> Route {
         r => (false, r),
     };
     let find = |plural: &str| resources::find(group, version, plural, mpi);
-    let namespaced_form = matches!(rest, ["namespaces", _, r, ..] if find(r).is_some_and(|id| res(id).namespaced));
-    let (ns, rest) = if namespaced_form { (Some(rest[1].to_string()), &rest[2..]) } else { (None, rest) };
-    let Some((plural, tail)) = rest.split_first() else { return Route::NotFound };
-    let Some(res_id) = find(plural) else { return Route::NotFound };
+    let namespaced_form =
+        matches!(rest, ["namespaces", _, r, ..] if find(r).is_some_and(|id| res(id).namespaced));
+    let (ns, rest) = if namespaced_form {
+        (Some(rest[1].to_string()), &rest[2..])
+    } else {
+        (None, rest)
+    };
+    let Some((plural, tail)) = rest.split_first() else {
+        return Route::NotFound;
+    };
+    let Some(res_id) = find(plural) else {
+        return Route::NotFound;
+    };
     if ns.is_none() && res(res_id).namespaced && !tail.is_empty() {
         return Route::NotFound;
     }
     match tail {
-        [] => Route::Resource { res_id, ns, name: None, sub: None, watch_path },
-        [name] => Route::Resource { res_id, ns, name: Some(name.to_string()), sub: None, watch_path },
-        [name, sub] if !watch_path => Route::Resource { res_id, ns, name: Some(name.to_string()), sub: Some(sub.to_string()), watch_path },
+        [] => Route::Resource {
+            res_id,
+            ns,
+            name: None,
+            sub: None,
+            watch_path,
+        },
+        [name] => Route::Resource {
+            res_id,
+            ns,
+            name: Some(name.to_string()),
+            sub: None,
+            watch_path,
+        },
+        [name, sub] if !watch_path => Route::Resource {
+            res_id,
+            ns,
+            name: Some(name.to_string()),
+            sub: Some(sub.to_string()),
+            watch_path,
+        },
         _ => Route::NotFound,
     }
 }
@@ -169,7 +233,14 @@ fn verb_of(method: &Method, name: Option<&str>, watch: bool) -> &'static str {
     }
 }
 
-fn forbidden(rules: &[String], verb: &str, resource: &str, group: &str, ns: Option<&str>, name: Option<&str>) -> Option<ApiError> {
+fn forbidden(
+    rules: &[String],
+    verb: &str,
+    resource: &str,
+    group: &str,
+    ns: Option<&str>,
+    name: Option<&str>,
+) -> Option<ApiError> {
     let hit = rules.iter().any(|r| {
         let (v, res) = r.split_once(':').unwrap_or((r.as_str(), "*"));
         (v == "*" || v == verb) && (res == "*" || res == resource)
@@ -199,7 +270,10 @@ fn forbidden(rules: &[String], verb: &str, resource: &str, group: &str, ns: Opti
     )
 }
 
-pub async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+pub async fn handle(
+    inner: Arc<Inner>,
+    req: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path().to_string();
     if path == "/fake" || path.starts_with("/fake/") {
         return Ok(control(&inner, req).await);
@@ -208,10 +282,25 @@ pub async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Result<Respons
     let faults = inner.faults();
     let route = route(&path, &inner);
     let (verb, resource_key) = match &route {
-        Route::Resource { res_id, name, sub, watch_path, .. } => {
-            let v = verb_of(req.method(), name.as_deref(), *watch_path || truthy(query.get("watch")));
+        Route::Resource {
+            res_id,
+            name,
+            sub,
+            watch_path,
+            ..
+        } => {
+            let v = verb_of(
+                req.method(),
+                name.as_deref(),
+                *watch_path || truthy(query.get("watch")),
+            );
             let r = res(*res_id).plural;
-            (v, sub.as_ref().map(|s| format!("{r}/{s}")).unwrap_or_else(|| r.to_string()))
+            (
+                v,
+                sub.as_ref()
+                    .map(|s| format!("{r}/{s}"))
+                    .unwrap_or_else(|| r.to_string()),
+            )
         }
         _ => ("discovery", path.clone()),
     };
@@ -220,9 +309,17 @@ pub async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Result<Respons
         tokio::time::sleep(Duration::from_millis(faults.delay_ms)).await;
     }
     let is_log = resource_key == "pods/log";
-    let rate = if is_log { faults.fail_rate.max(faults.log_fail_rate) } else { faults.fail_rate };
+    let rate = if is_log {
+        faults.fail_rate.max(faults.log_fail_rate)
+    } else {
+        faults.fail_rate
+    };
     if rate > 0.0 && rand::random::<f64>() < rate {
-        let e = if rand::random::<bool>() { ApiError::internal("fake-cluster injected failure") } else { ApiError::too_many_requests() };
+        let e = if rand::random::<bool>() {
+            ApiError::internal("fake-cluster injected failure")
+        } else {
+            ApiError::too_many_requests()
+        };
         return Ok(error_response(&e));
     }
     let resp = match route {
@@ -235,17 +332,41 @@ pub async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Result<Respons
         }
         Route::NotFound => {
             if path.starts_with("/openapi/") {
-                error_response(&ApiError::new(404, "NotFound", "the server could not find the requested resource").with_details(json!({})))
+                error_response(
+                    &ApiError::new(
+                        404,
+                        "NotFound",
+                        "the server could not find the requested resource",
+                    )
+                    .with_details(json!({})),
+                )
             } else {
                 error_response(&ApiError::path_not_found())
             }
         }
-        Route::Resource { res_id, ns, name, sub, watch_path } => {
+        Route::Resource {
+            res_id,
+            ns,
+            name,
+            sub,
+            watch_path,
+        } => {
             let def = res(res_id);
-            if let Some(e) = forbidden(&faults.forbid, verb, &resource_key, def.group, ns.as_deref(), name.as_deref()) {
+            if let Some(e) = forbidden(
+                &faults.forbid,
+                verb,
+                &resource_key,
+                def.group,
+                ns.as_deref(),
+                name.as_deref(),
+            ) {
                 return Ok(error_response(&e));
             }
-            match resource_request(&inner, req, res_id, ns, name, sub, watch_path, query, &faults).await {
+            match resource_request(
+                &inner, req, res_id, ns, name, sub, watch_path, query, &faults,
+            )
+            .await
+            {
                 Ok(r) => r,
                 Err(e) => error_response(&e),
             }
@@ -255,9 +376,24 @@ pub async fn handle(inner: Arc<Inner>, req: Request<Incoming>) -> Result<Respons
 }
 
 async fn read_body(req: Request<Incoming>) -> ApiResult<(String, Bytes)> {
-    let ct = req.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let ct = req
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     let limited = http_body_util::Limited::new(req.into_body(), 64 << 20);
-    let bytes = limited.collect().await.map_err(|e| ApiError::new(413, "RequestEntityTooLarge", format!("reading the request body: {e}")))?.to_bytes();
+    let bytes = limited
+        .collect()
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                413,
+                "RequestEntityTooLarge",
+                format!("reading the request body: {e}"),
+            )
+        })?
+        .to_bytes();
     Ok((ct, bytes))
 }
 
@@ -268,38 +404,57 @@ fn parse_body(ct: &str, bytes: &[u8]) -> ApiResult<Value> {
     if ct.contains("protobuf") {
         return Err(ApiError::unsupported_media(ct));
     }
-    let trimmed = bytes.iter().position(|b| !b.is_ascii_whitespace()).map(|i| &bytes[i..]).unwrap_or(bytes);
+    let trimmed = bytes
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .map(|i| &bytes[i..])
+        .unwrap_or(bytes);
     if trimmed.first() == Some(&b'{') || trimmed.first() == Some(&b'[') || !ct.contains("yaml") {
         match serde_json::from_slice::<Value>(bytes) {
             Ok(v) => return Ok(v),
-            Err(e) if !ct.contains("yaml") => return Err(ApiError::bad_request(format!("couldn't decode the request body as JSON: {e}"))),
+            Err(e) if !ct.contains("yaml") => {
+                return Err(ApiError::bad_request(format!(
+                    "couldn't decode the request body as JSON: {e}"
+                )));
+            }
             Err(_) => {}
         }
     }
-    serde_norway::from_slice::<Value>(bytes).map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: yaml: {e}")))
+    serde_norway::from_slice::<Value>(bytes)
+        .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: yaml: {e}")))
 }
 
 fn dry_run(query: &HashMap<String, String>, body: Option<&Value>) -> ApiResult<bool> {
-    let mut vals: Vec<String> = query.get("dryRun").map(|v| vec![v.clone()]).unwrap_or_default();
+    let mut vals: Vec<String> = query
+        .get("dryRun")
+        .map(|v| vec![v.clone()])
+        .unwrap_or_default();
     if let Some(a) = body.and_then(|b| b.get("dryRun")).and_then(Value::as_array) {
         vals.extend(a.iter().filter_map(|v| v.as_str().map(String::from)));
     }
     for v in &vals {
         if v != "All" {
-            return Err(ApiError::bad_request(format!("dryRun: Unsupported value: {v:?}: supported values: \"All\"")));
+            return Err(ApiError::bad_request(format!(
+                "dryRun: Unsupported value: {v:?}: supported values: \"All\""
+            )));
         }
     }
     Ok(!vals.is_empty())
 }
 
 fn selectors(query: &HashMap<String, String>) -> ApiResult<(LabelSelector, FieldSelector)> {
-    let ls = LabelSelector::parse(query.get("labelSelector").map(String::as_str).unwrap_or("")).map_err(ApiError::bad_request)?;
-    let fs = FieldSelector::parse(query.get("fieldSelector").map(String::as_str).unwrap_or("")).map_err(ApiError::bad_request)?;
+    let ls = LabelSelector::parse(query.get("labelSelector").map(String::as_str).unwrap_or(""))
+        .map_err(ApiError::bad_request)?;
+    let fs = FieldSelector::parse(query.get("fieldSelector").map(String::as_str).unwrap_or(""))
+        .map_err(ApiError::bad_request)?;
     Ok((ls, fs))
 }
 
 fn wants_table(accept: &str) -> bool {
-    accept.split(',').next().is_some_and(|first| first.contains("as=Table"))
+    accept
+        .split(',')
+        .next()
+        .is_some_and(|first| first.contains("as=Table"))
 }
 
 fn list_object(res_id: ResId, items: &[Arc<Value>], rv: u64) -> Value {
@@ -327,54 +482,105 @@ async fn resource_request(
     let def = res(res_id);
     let store = &inner.store;
     let method = req.method().clone();
-    let accept = req.headers().get("accept").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let accept = req
+        .headers()
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     let ns_str = ns.clone().unwrap_or_default();
     let field_manager = query.get("fieldManager").cloned();
     match (&method, name.as_deref(), sub.as_deref()) {
         (&Method::GET, None, None) => {
             let (mut ls, mut fs) = selectors(&query)?;
             if watch_path || truthy(query.get("watch")) {
-                return watch(inner, res_id, ns, std::mem::take(&mut ls), std::mem::take(&mut fs), &query, wants_table(&accept), faults);
+                return watch(
+                    inner,
+                    res_id,
+                    ns,
+                    std::mem::take(&mut ls),
+                    std::mem::take(&mut fs),
+                    &query,
+                    wants_table(&accept),
+                    faults,
+                );
             }
             let (items, rv) = store.list(res_id, ns.as_deref(), &ls, &fs);
             if wants_table(&accept) {
                 let inc = IncludeObject::parse(query.get("includeObject").map(String::as_str));
-                return Ok(json_response(200, &table::table(def, items.iter().map(|a| &**a), rv, inc, true)));
+                return Ok(json_response(
+                    200,
+                    &table::table(def, items.iter().map(|a| &**a), rv, inc, true),
+                ));
             }
             Ok(json_response(200, &list_object(res_id, &items, rv)))
         }
         (&Method::GET, Some(n), None) if watch_path => {
             let (ls, _) = selectors(&query)?;
-            let fs = FieldSelector::parse(&format!("metadata.name={n}")).map_err(ApiError::bad_request)?;
-            watch(inner, res_id, ns, ls, fs, &query, wants_table(&accept), faults)
+            let fs = FieldSelector::parse(&format!("metadata.name={n}"))
+                .map_err(ApiError::bad_request)?;
+            watch(
+                inner,
+                res_id,
+                ns,
+                ls,
+                fs,
+                &query,
+                wants_table(&accept),
+                faults,
+            )
         }
         (&Method::GET, Some(n), None | Some("status")) => {
-            let obj = store.get(res_id, &ns_str, n).ok_or_else(|| ApiError::not_found(def, n))?;
+            let obj = store
+                .get(res_id, &ns_str, n)
+                .ok_or_else(|| ApiError::not_found(def, n))?;
             if wants_table(&accept) {
                 let inc = IncludeObject::parse(query.get("includeObject").map(String::as_str));
                 let rv = store.resource_version();
-                return Ok(json_response(200, &table::table(def, [&*obj], rv, inc, true)));
+                return Ok(json_response(
+                    200,
+                    &table::table(def, [&*obj], rv, inc, true),
+                ));
             }
             Ok(json_response(200, &obj))
         }
         (&Method::GET, Some(n), Some("log")) if res_id == PODS => {
             let p = log_params(&query)?;
             let cut = (faults.cut_logs_every > 0).then_some(faults.cut_logs_every);
-            let rx = logs::open(store, &inner.kubelet, &ns_str, n, &p, cut, inner.cuts.clone())?;
+            let rx = logs::open(
+                store,
+                &inner.kubelet,
+                &ns_str,
+                n,
+                &p,
+                cut,
+                inner.cuts.clone(),
+            )?;
             Ok(stream_response("text/plain", rx))
         }
         (&Method::POST, None, None) => {
             let (ct, bytes) = read_body(req).await?;
             let body = parse_body(&ct, &bytes)?;
-            let opts = WriteOpts { dry_run: dry_run(&query, None)?, field_manager, status: false };
+            let opts = WriteOpts {
+                dry_run: dry_run(&query, None)?,
+                field_manager,
+                status: false,
+            };
             let created = store.create(res_id, &ns_str, body, &opts)?;
             Ok(json_response(201, &created))
         }
         (&Method::PUT, Some(n), None | Some("status")) => {
             let (ct, bytes) = read_body(req).await?;
             let body = parse_body(&ct, &bytes)?;
-            let opts = WriteOpts { dry_run: dry_run(&query, None)?, field_manager, status: sub.is_some() };
-            Ok(json_response(200, &store.update(res_id, &ns_str, n, body, &opts)?))
+            let opts = WriteOpts {
+                dry_run: dry_run(&query, None)?,
+                field_manager,
+                status: sub.is_some(),
+            };
+            Ok(json_response(
+                200,
+                &store.update(res_id, &ns_str, n, body, &opts)?,
+            ))
         }
         (&Method::PATCH, Some(n), None | Some("status")) => {
             let (ct, bytes) = read_body(req).await?;
@@ -393,30 +599,59 @@ async fn resource_request(
                 return Err(ApiError::unsupported_media(base));
             }
             if !matches!(kind, PatchKind::Apply { .. }) && query.contains_key("force") {
-                return Err(ApiError::bad_request("force flag is only supported for apply patches"));
+                return Err(ApiError::bad_request(
+                    "force flag is only supported for apply patches",
+                ));
             }
-            let body = if matches!(kind, PatchKind::Apply { .. }) { parse_body("application/yaml", &bytes)? } else { parse_body("application/json", &bytes)? };
-            let opts = WriteOpts { dry_run: dry_run(&query, None)?, field_manager, status: sub.is_some() };
+            let body = if matches!(kind, PatchKind::Apply { .. }) {
+                parse_body("application/yaml", &bytes)?
+            } else {
+                parse_body("application/json", &bytes)?
+            };
+            let opts = WriteOpts {
+                dry_run: dry_run(&query, None)?,
+                field_manager,
+                status: sub.is_some(),
+            };
             let (obj, created) = store.patch(res_id, &ns_str, n, kind, &body, &opts)?;
             Ok(json_response(if created { 201 } else { 200 }, &obj))
         }
         (&Method::DELETE, Some(n), None) => {
             let (ct, bytes) = read_body(req).await?;
-            let body = if bytes.iter().all(u8::is_ascii_whitespace) { None } else { Some(parse_body(&ct, &bytes)?) };
+            let body = if bytes.iter().all(u8::is_ascii_whitespace) {
+                None
+            } else {
+                Some(parse_body(&ct, &bytes)?)
+            };
             let policy = propagation(&query, body.as_ref())?;
             let dry = dry_run(&query, body.as_ref())?;
-            let (obj, pending) = store.delete(res_id, &ns_str, n, policy.as_deref(), body.as_ref().and_then(|b| b.get("preconditions")), dry)?;
+            let (obj, pending) = store.delete(
+                res_id,
+                &ns_str,
+                n,
+                policy.as_deref(),
+                body.as_ref().and_then(|b| b.get("preconditions")),
+                dry,
+            )?;
             Ok(json_response(if pending { 202 } else { 200 }, &obj))
         }
         (&Method::DELETE, None, None) => {
             let (ct, bytes) = read_body(req).await?;
-            let body = if bytes.iter().all(u8::is_ascii_whitespace) { None } else { Some(parse_body(&ct, &bytes)?) };
+            let body = if bytes.iter().all(u8::is_ascii_whitespace) {
+                None
+            } else {
+                Some(parse_body(&ct, &bytes)?)
+            };
             let policy = propagation(&query, body.as_ref())?;
             let dry = dry_run(&query, body.as_ref())?;
             let (ls, fs) = selectors(&query)?;
-            let deleted = store.delete_collection(res_id, ns.as_deref(), &ls, &fs, policy.as_deref(), dry)?;
+            let deleted =
+                store.delete_collection(res_id, ns.as_deref(), &ls, &fs, policy.as_deref(), dry)?;
             let arcs: Vec<Arc<Value>> = deleted.into_iter().map(Arc::new).collect();
-            Ok(json_response(200, &list_object(res_id, &arcs, store.resource_version())))
+            Ok(json_response(
+                200,
+                &list_object(res_id, &arcs, store.resource_version()),
+            ))
         }
         (_, Some(_), Some(s)) if s != "status" && s != "log" => Err(ApiError::path_not_found()),
         _ => Err(ApiError::method_not_allowed()),
@@ -431,7 +666,11 @@ fn propagation(query: &HashMap<String, String>, body: Option<&Value>) -> ApiResu
         }
         if let Some(o) = b.get("orphanDependents").and_then(Value::as_bool) {
             if p.is_some() {
-                return Err(ApiError::new(422, "Invalid", "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: \"orphanDependents\": orphanDependents and deletionPropagation cannot be both set"));
+                return Err(ApiError::new(
+                    422,
+                    "Invalid",
+                    "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: \"orphanDependents\": orphanDependents and deletionPropagation cannot be both set",
+                ));
             }
             p = Some(if o { "Orphan" } else { "Background" }.to_string());
         }
@@ -444,26 +683,50 @@ fn propagation(query: &HashMap<String, String>, body: Option<&Value>) -> ApiResu
 
 fn log_params(q: &HashMap<String, String>) -> ApiResult<LogParams> {
     let int = |k: &str| -> ApiResult<Option<i64>> {
-        q.get(k).map(|v| v.parse::<i64>().map_err(|_| ApiError::bad_request(format!("{k}: Invalid value: {v:?}: must be an integer")))).transpose()
+        q.get(k)
+            .map(|v| {
+                v.parse::<i64>().map_err(|_| {
+                    ApiError::bad_request(format!("{k}: Invalid value: {v:?}: must be an integer"))
+                })
+            })
+            .transpose()
     };
     let since_time = match q.get("sinceTime") {
-        Some(t) => Some(crate::util::parse_time(t).ok_or_else(|| ApiError::bad_request(format!("parsing time {t:?} as RFC3339: cannot parse")))?),
+        Some(t) => Some(crate::util::parse_time(t).ok_or_else(|| {
+            ApiError::bad_request(format!("parsing time {t:?} as RFC3339: cannot parse"))
+        })?),
         None => None,
     };
     let since_seconds = int("sinceSeconds")?;
     if since_seconds.is_some() && since_time.is_some() {
-        return Err(ApiError::new(422, "Invalid", "PodLogOptions \"\" is invalid: sinceSeconds: Forbidden: at most one of `sinceTime` or `sinceSeconds` may be specified"));
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            "PodLogOptions \"\" is invalid: sinceSeconds: Forbidden: at most one of `sinceTime` or `sinceSeconds` may be specified",
+        ));
     }
     if since_seconds.is_some_and(|s| s < 1) {
-        return Err(ApiError::new(422, "Invalid", "PodLogOptions \"\" is invalid: sinceSeconds: Invalid value: must be greater than 0"));
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            "PodLogOptions \"\" is invalid: sinceSeconds: Invalid value: must be greater than 0",
+        ));
     }
     let tail = int("tailLines")?;
     if tail.is_some_and(|t| t < 0) {
-        return Err(ApiError::new(422, "Invalid", "PodLogOptions \"\" is invalid: tailLines: Invalid value: must be greater than or equal to 0"));
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            "PodLogOptions \"\" is invalid: tailLines: Invalid value: must be greater than or equal to 0",
+        ));
     }
     let limit = int("limitBytes")?;
     if limit.is_some_and(|l| l < 1) {
-        return Err(ApiError::new(422, "Invalid", "PodLogOptions \"\" is invalid: limitBytes: Invalid value: must be greater than 0"));
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            "PodLogOptions \"\" is invalid: limitBytes: Invalid value: must be greater than 0",
+        ));
     }
     Ok(LogParams {
         container: q.get("container").cloned(),
@@ -478,13 +741,30 @@ fn log_params(q: &HashMap<String, String>) -> ApiResult<LogParams> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn watch(inner: &Arc<Inner>, res_id: ResId, ns: Option<String>, ls: LabelSelector, fs: FieldSelector, query: &HashMap<String, String>, as_table: bool, faults: &Faults) -> ApiResult<Response<Body>> {
+fn watch(
+    inner: &Arc<Inner>,
+    res_id: ResId,
+    ns: Option<String>,
+    ls: LabelSelector,
+    fs: FieldSelector,
+    query: &HashMap<String, String>,
+    as_table: bool,
+    faults: &Faults,
+) -> ApiResult<Response<Body>> {
     let rv = match query.get("resourceVersion").map(String::as_str) {
         None | Some("") | Some("0") => None,
-        Some(v) => Some(v.parse::<u64>().map_err(|_| ApiError::bad_request(format!("resourceVersion: Invalid value: {v:?}: must be an unsigned integer")))?),
+        Some(v) => Some(v.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "resourceVersion: Invalid value: {v:?}: must be an unsigned integer"
+            ))
+        })?),
     };
-    let timeout = query.get("timeoutSeconds").and_then(|t| t.parse::<u64>().ok()).map(Duration::from_secs);
-    let expire = (faults.watch_expire_secs > 0.0).then(|| Duration::from_secs_f64(faults.watch_expire_secs));
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let expire =
+        (faults.watch_expire_secs > 0.0).then(|| Duration::from_secs_f64(faults.watch_expire_secs));
     let limit = match (timeout, expire) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -498,7 +778,8 @@ fn watch(inner: &Arc<Inner>, res_id: ResId, ns: Option<String>, ls: LabelSelecto
         bookmarks: truthy(query.get("allowWatchBookmarks")),
         initial_events_end: truthy(query.get("sendInitialEvents")),
         deadline: limit.map(|d| Instant::now() + d),
-        table: as_table.then(|| IncludeObject::parse(query.get("includeObject").map(String::as_str))),
+        table: as_table
+            .then(|| IncludeObject::parse(query.get("includeObject").map(String::as_str))),
     };
     let (tx, rx) = mpsc::channel(16);
     tokio::spawn(run_watch(inner.clone(), w, tx));
@@ -526,7 +807,8 @@ fn encode_event(w: &WatchSpec, etype: &str, obj: &Value, first: &mut bool, rv: u
         }
         _ => obj.clone(),
     };
-    let mut line = serde_json::to_vec(&json!({"type": etype, "object": object})).unwrap_or_default();
+    let mut line =
+        serde_json::to_vec(&json!({"type": etype, "object": object})).unwrap_or_default();
     line.push(b'\n');
     line
 }
@@ -542,7 +824,8 @@ fn bookmark(w: &WatchSpec, rv: u64, initial_end: bool) -> Value {
 
 fn gone_event(rv: u64, oldest: u64) -> Vec<u8> {
     let e = ApiError::gone(format!("too old resource version: {rv} ({})", oldest + 1));
-    let mut line = serde_json::to_vec(&json!({"type": "ERROR", "object": e.to_status()})).unwrap_or_default();
+    let mut line =
+        serde_json::to_vec(&json!({"type": "ERROR", "object": e.to_status()})).unwrap_or_default();
     line.push(b'\n');
     line
 }
@@ -561,7 +844,10 @@ async fn run_watch(inner: Arc<Inner>, w: WatchSpec, tx: mpsc::Sender<Result<Byte
                 buf.extend(encode_event(&w, "ADDED", it, &mut first, rv));
             }
             if w.initial_events_end && w.bookmarks {
-                let mut line = serde_json::to_vec(&json!({"type": "BOOKMARK", "object": bookmark(&w, rv, true)})).unwrap_or_default();
+                let mut line = serde_json::to_vec(
+                    &json!({"type": "BOOKMARK", "object": bookmark(&w, rv, true)}),
+                )
+                .unwrap_or_default();
                 line.push(b'\n');
                 buf.extend(line);
             }
@@ -585,7 +871,10 @@ async fn run_watch(inner: Arc<Inner>, w: WatchSpec, tx: mpsc::Sender<Result<Byte
                 for e in &events {
                     cur = e.rv;
                     let now_match = w.ls.matches(&e.obj) && w.fs.matches(&e.obj);
-                    let old_match = e.old.as_ref().is_some_and(|o| w.ls.matches(o) && w.fs.matches(o));
+                    let old_match = e
+                        .old
+                        .as_ref()
+                        .is_some_and(|o| w.ls.matches(o) && w.fs.matches(o));
                     let etype = match e.kind {
                         EventType::Added if now_match => "ADDED",
                         EventType::Deleted if now_match || old_match => "DELETED",
@@ -623,8 +912,17 @@ async fn run_watch(inner: Arc<Inner>, w: WatchSpec, tx: mpsc::Sender<Result<Byte
         if w.bookmarks && Instant::now() >= last_sent + bookmark_every {
             let rv = store.resource_version().max(cur);
             // Only advance past events this watch has already seen.
-            let rv = if store.events_after(cur, w.res_id, w.ns.as_deref()).is_ok_and(|e| e.is_empty()) { rv } else { cur };
-            let mut line = serde_json::to_vec(&json!({"type": "BOOKMARK", "object": bookmark(&w, rv, false)})).unwrap_or_default();
+            let rv = if store
+                .events_after(cur, w.res_id, w.ns.as_deref())
+                .is_ok_and(|e| e.is_empty())
+            {
+                rv
+            } else {
+                cur
+            };
+            let mut line =
+                serde_json::to_vec(&json!({"type": "BOOKMARK", "object": bookmark(&w, rv, false)}))
+                    .unwrap_or_default();
             line.push(b'\n');
             if tx.send(Ok(Bytes::from(line))).await.is_err() {
                 return;
@@ -639,7 +937,10 @@ async fn control(inner: &Arc<Inner>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     match (method.as_str(), path.as_str()) {
-        ("GET", "/fake/faults") => json_response(200, &serde_json::to_value(inner.faults()).unwrap_or_default()),
+        ("GET", "/fake/faults") => json_response(
+            200,
+            &serde_json::to_value(inner.faults()).unwrap_or_default(),
+        ),
         ("POST" | "PUT" | "PATCH", "/fake/faults") => {
             let bytes = match read_body(req).await {
                 Ok((_, b)) => b,
@@ -647,7 +948,11 @@ async fn control(inner: &Arc<Inner>, req: Request<Incoming>) -> Response<Body> {
             };
             let patch: Value = match serde_json::from_slice(&bytes) {
                 Ok(v) => v,
-                Err(e) => return error_response(&ApiError::bad_request(format!("invalid faults JSON: {e}"))),
+                Err(e) => {
+                    return error_response(&ApiError::bad_request(format!(
+                        "invalid faults JSON: {e}"
+                    )));
+                }
             };
             let mut cur = serde_json::to_value(inner.faults()).unwrap_or_default();
             crate::patch::merge_patch(&mut cur, &patch);
@@ -686,10 +991,39 @@ mod tests {
 
     #[test]
     fn forbid_message() {
-        let e = forbidden(&["list:pods".into()], "list", "pods", "", Some("default"), None).unwrap();
-        assert_eq!(e.message, "pods is forbidden: User \"fake\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\"");
-        assert!(forbidden(&["list:pods".into()], "get", "pods", "", Some("default"), Some("x")).is_none());
-        let e = forbidden(&["*:mpijobs".into()], "create", "mpijobs", "kubeflow.org", Some("d"), None).unwrap();
+        let e = forbidden(
+            &["list:pods".into()],
+            "list",
+            "pods",
+            "",
+            Some("default"),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            e.message,
+            "pods is forbidden: User \"fake\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""
+        );
+        assert!(
+            forbidden(
+                &["list:pods".into()],
+                "get",
+                "pods",
+                "",
+                Some("default"),
+                Some("x")
+            )
+            .is_none()
+        );
+        let e = forbidden(
+            &["*:mpijobs".into()],
+            "create",
+            "mpijobs",
+            "kubeflow.org",
+            Some("d"),
+            None,
+        )
+        .unwrap();
         assert_eq!(e.code, 403);
         assert_eq!(e.details.unwrap()["group"], "kubeflow.org");
     }

@@ -84,7 +84,14 @@ fn key(ns: &str, name: &str) -> Key {
 }
 
 impl State {
-    fn commit(&mut self, res_id: ResId, kind: EventType, mut obj: Value, old: Option<Arc<Value>>, history_limit: usize) -> Arc<Value> {
+    fn commit(
+        &mut self,
+        res_id: ResId,
+        kind: EventType,
+        mut obj: Value,
+        old: Option<Arc<Value>>,
+        history_limit: usize,
+    ) -> Arc<Value> {
         self.rv += 1;
         obj["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         let ns = util::ns_of(&obj).to_string();
@@ -96,7 +103,15 @@ impl State {
         } else {
             map.insert(key(&ns, &name), arc.clone());
         }
-        self.history.push_back(Arc::new(WatchEvent { rv: self.rv, at: Instant::now(), res: res_id, ns, kind, obj: arc.clone(), old }));
+        self.history.push_back(Arc::new(WatchEvent {
+            rv: self.rv,
+            at: Instant::now(),
+            res: res_id,
+            ns,
+            kind,
+            obj: arc.clone(),
+            old,
+        }));
         while self.history.len() > history_limit {
             if let Some(e) = self.history.pop_front() {
                 self.compacted = e.rv;
@@ -110,21 +125,32 @@ impl State {
     }
 
     fn all(&self) -> impl Iterator<Item = (ResId, &Arc<Value>)> {
-        self.objects.iter().enumerate().flat_map(|(i, m)| m.values().map(move |v| (i, v)))
+        self.objects
+            .iter()
+            .enumerate()
+            .flat_map(|(i, m)| m.values().map(move |v| (i, v)))
     }
 }
 
 fn owner_uids(v: &Value) -> Vec<&str> {
     v.pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|r| r.get("uid").and_then(Value::as_str)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r.get("uid").and_then(Value::as_str))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 fn finalizers(v: &Value) -> Vec<String> {
     v.pointer("/metadata/finalizers")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -151,16 +177,31 @@ impl Store {
     pub fn new(mpi: bool, history_limit: usize) -> Self {
         let (tx, _) = watch::channel(0);
         let store = Store {
-            state: Mutex::new(State { rv: 0, objects: RESOURCES.iter().map(|_| BTreeMap::new()).collect(), history: VecDeque::new(), compacted: 0 }),
+            state: Mutex::new(State {
+                rv: 0,
+                objects: RESOURCES.iter().map(|_| BTreeMap::new()).collect(),
+                history: VecDeque::new(),
+                compacted: 0,
+            }),
             tx,
             mpi,
             history_limit: history_limit.max(16),
             history_max_age: Mutex::new(None),
         };
         for ns in ["default", "kube-system", "kube-public"] {
-            let _ = store.create(NAMESPACES, "", json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}), &WriteOpts::default());
+            let _ = store.create(
+                NAMESPACES,
+                "",
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+                &WriteOpts::default(),
+            );
         }
-        let _ = store.create(resources::by_plural("serviceaccounts"), "default", json!({"metadata": {"name": "default"}}), &WriteOpts::default());
+        let _ = store.create(
+            resources::by_plural("serviceaccounts"),
+            "default",
+            json!({"metadata": {"name": "default"}}),
+            &WriteOpts::default(),
+        );
         store
     }
 
@@ -185,11 +226,20 @@ impl Store {
     }
 
     pub fn get_by_uid(&self, uid: &str) -> Option<(ResId, Arc<Value>)> {
-        self.lock().all().find(|(_, v)| util::uid_of(v) == uid).map(|(r, v)| (r, v.clone()))
+        self.lock()
+            .all()
+            .find(|(_, v)| util::uid_of(v) == uid)
+            .map(|(r, v)| (r, v.clone()))
     }
 
     /// Objects of a type, optionally in one namespace, filtered; and the current resourceVersion.
-    pub fn list(&self, res_id: ResId, ns: Option<&str>, ls: &LabelSelector, fs: &FieldSelector) -> (Vec<Arc<Value>>, u64) {
+    pub fn list(
+        &self,
+        res_id: ResId,
+        ns: Option<&str>,
+        ls: &LabelSelector,
+        fs: &FieldSelector,
+    ) -> (Vec<Arc<Value>>, u64) {
         let st = self.lock();
         let items = st.objects[res_id]
             .iter()
@@ -200,7 +250,13 @@ impl Store {
         (items, st.rv)
     }
 
-    pub fn create(&self, res_id: ResId, ns: &str, obj: Value, opts: &WriteOpts) -> ApiResult<Value> {
+    pub fn create(
+        &self,
+        res_id: ResId,
+        ns: &str,
+        obj: Value,
+        opts: &WriteOpts,
+    ) -> ApiResult<Value> {
         let mut st = self.lock();
         let out = self.create_locked(&mut st, res_id, ns, obj, opts)?;
         let rv = st.rv;
@@ -209,10 +265,19 @@ impl Store {
         Ok(out)
     }
 
-    fn create_locked(&self, st: &mut State, res_id: ResId, ns: &str, mut obj: Value, opts: &WriteOpts) -> ApiResult<Value> {
+    fn create_locked(
+        &self,
+        st: &mut State,
+        res_id: ResId,
+        ns: &str,
+        mut obj: Value,
+        opts: &WriteOpts,
+    ) -> ApiResult<Value> {
         let def = res(res_id);
         if !obj.is_object() {
-            return Err(ApiError::bad_request("the request body must be a JSON or YAML object"));
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON or YAML object",
+            ));
         }
         objects::check_type(def, &mut obj)?;
         if !obj.get("metadata").is_some_and(Value::is_object) {
@@ -221,7 +286,9 @@ impl Store {
         if def.namespaced {
             match util::s(&obj, "/metadata/namespace") {
                 Some(n) if !n.is_empty() && n != ns => {
-                    return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+                    return Err(ApiError::bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request",
+                    ));
                 }
                 _ => obj["metadata"]["namespace"] = json!(ns),
             }
@@ -274,7 +341,14 @@ impl Store {
     }
 
     /// PUT (whole object, or its status with `opts.status`).
-    pub fn update(&self, res_id: ResId, ns: &str, name: &str, obj: Value, opts: &WriteOpts) -> ApiResult<Value> {
+    pub fn update(
+        &self,
+        res_id: ResId,
+        ns: &str,
+        name: &str,
+        obj: Value,
+        opts: &WriteOpts,
+    ) -> ApiResult<Value> {
         let mut st = self.lock();
         let def = res(res_id);
         let Some(old) = st.get(res_id, ns, name).cloned() else {
@@ -282,17 +356,25 @@ impl Store {
         };
         let mut obj = obj;
         if !obj.is_object() {
-            return Err(ApiError::bad_request("the request body must be a JSON or YAML object"));
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON or YAML object",
+            ));
         }
         objects::check_type(def, &mut obj)?;
         let body_name = name_of(&obj);
         if !body_name.is_empty() && body_name != name {
-            return Err(ApiError::bad_request(format!("the name of the object ({body_name}) does not match the name on the URL ({name})")));
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
         }
         if let Some(rv) = util::s(&obj, "/metadata/resourceVersion").filter(|r| !r.is_empty())
             && Some(rv) != util::s(&old, "/metadata/resourceVersion")
         {
-            return Err(ApiError::conflict(def, name, "the object has been modified; please apply your changes to the latest version and try again"));
+            return Err(ApiError::conflict(
+                def,
+                name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+            ));
         }
         let out = self.finish_update(&mut st, res_id, &old, obj, opts)?;
         let rv = st.rv;
@@ -301,7 +383,14 @@ impl Store {
         Ok(out)
     }
 
-    fn finish_update(&self, st: &mut State, res_id: ResId, old: &Arc<Value>, mut obj: Value, opts: &WriteOpts) -> ApiResult<Value> {
+    fn finish_update(
+        &self,
+        st: &mut State,
+        res_id: ResId,
+        old: &Arc<Value>,
+        mut obj: Value,
+        opts: &WriteOpts,
+    ) -> ApiResult<Value> {
         let def = res(res_id);
         if !obj.get("metadata").is_some_and(Value::is_object) {
             obj["metadata"] = json!({});
@@ -320,7 +409,14 @@ impl Store {
                 }
             }
         }
-        for k in ["uid", "creationTimestamp", "namespace", "deletionTimestamp", "generation", "name"] {
+        for k in [
+            "uid",
+            "creationTimestamp",
+            "namespace",
+            "deletionTimestamp",
+            "generation",
+            "name",
+        ] {
             match old["metadata"].get(k) {
                 Some(v) => obj["metadata"][k] = v.clone(),
                 None => {
@@ -336,25 +432,36 @@ impl Store {
             obj["metadata"]["managedFields"] = mf.clone();
         }
         if def.plural == "secrets"
-            && let Some(Value::Object(sd)) = obj.as_object_mut().and_then(|o| o.remove("stringData"))
+            && let Some(Value::Object(sd)) =
+                obj.as_object_mut().and_then(|o| o.remove("stringData"))
         {
             if !obj["data"].is_object() {
                 obj["data"] = json!({});
             }
             for (k, v) in sd {
-                obj["data"][k.as_str()] = json!(util::base64(v.as_str().unwrap_or_default().as_bytes()));
+                obj["data"][k.as_str()] =
+                    json!(util::base64(v.as_str().unwrap_or_default().as_bytes()));
             }
         }
+        objects::default_on_update(def, &mut obj);
         objects::validate(def, &obj)?;
+        if !opts.status {
+            objects::check_immutable(def, old, &obj)?;
+        }
         if objects::has_generation(def) && spec_part(&obj) != spec_part(old) {
-            let g = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+            let g = old
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
             obj["metadata"]["generation"] = json!(g + 1);
         }
         if let Some(fm) = &opts.field_manager {
             patch::record_update(&mut obj, Some(old), fm, &util::fmt_time(now_ns()));
         }
         obj["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
-        if without_rv(&obj) == without_rv(old) && obj["metadata"].get("managedFields") == old["metadata"].get("managedFields") {
+        if without_rv(&obj) == without_rv(old)
+            && obj["metadata"].get("managedFields") == old["metadata"].get("managedFields")
+        {
             return Ok((**old).clone());
         }
         if opts.dry_run {
@@ -362,15 +469,35 @@ impl Store {
         }
         let deleting = obj.pointer("/metadata/deletionTimestamp").is_some();
         if deleting && finalizers(&obj).is_empty() {
-            let arc = st.commit(res_id, EventType::Deleted, obj, Some(old.clone()), self.history_limit);
+            let arc = st.commit(
+                res_id,
+                EventType::Deleted,
+                obj,
+                Some(old.clone()),
+                self.history_limit,
+            );
             return Ok((*arc).clone());
         }
-        let arc = st.commit(res_id, EventType::Modified, obj, Some(old.clone()), self.history_limit);
+        let arc = st.commit(
+            res_id,
+            EventType::Modified,
+            obj,
+            Some(old.clone()),
+            self.history_limit,
+        );
         Ok((*arc).clone())
     }
 
     /// PATCH. Returns the object and whether it was created (apply only).
-    pub fn patch(&self, res_id: ResId, ns: &str, name: &str, kind: PatchKind, body: &Value, opts: &WriteOpts) -> ApiResult<(Value, bool)> {
+    pub fn patch(
+        &self,
+        res_id: ResId,
+        ns: &str,
+        name: &str,
+        kind: PatchKind,
+        body: &Value,
+        opts: &WriteOpts,
+    ) -> ApiResult<(Value, bool)> {
         let def = res(res_id);
         let mut st = self.lock();
         let ns_key = if def.namespaced { ns } else { "" };
@@ -378,15 +505,26 @@ impl Store {
         let result = match (kind, old) {
             (PatchKind::Apply { force }, old) => {
                 let Some(manager) = opts.field_manager.as_deref().filter(|m| !m.is_empty()) else {
-                    return Err(ApiError::bad_request("PATCH, application/apply-patch+yaml requests must have a fieldManager"));
+                    return Err(ApiError::bad_request(
+                        "PATCH, application/apply-patch+yaml requests must have a fieldManager",
+                    ));
                 };
                 let mut applied = body.clone();
                 if !applied.is_object() {
-                    return Err(ApiError::bad_request("the body of an apply patch must be an object"));
+                    return Err(ApiError::bad_request(
+                        "the body of an apply patch must be an object",
+                    ));
                 }
                 for k in ["apiVersion", "kind"] {
-                    if applied.get(k).and_then(Value::as_str).is_none_or(str::is_empty) {
-                        return Err(ApiError::bad_request(format!("{k} must be set in an apply patch (Object '{}' is missing)", if k == "kind" { "Kind" } else { "apiVersion" })));
+                    if applied
+                        .get(k)
+                        .and_then(Value::as_str)
+                        .is_none_or(str::is_empty)
+                    {
+                        return Err(ApiError::bad_request(format!(
+                            "{k} must be set in an apply patch (Object '{}' is missing)",
+                            if k == "kind" { "Kind" } else { "apiVersion" }
+                        )));
                     }
                 }
                 objects::check_type(def, &mut applied)?;
@@ -394,26 +532,47 @@ impl Store {
                 if body_name.is_empty() {
                     applied["metadata"]["name"] = json!(name);
                 } else if body_name != name {
-                    return Err(ApiError::bad_request(format!("the name of the object ({body_name}) does not match the name on the URL ({name})")));
+                    return Err(ApiError::bad_request(format!(
+                        "the name of the object ({body_name}) does not match the name on the URL ({name})"
+                    )));
                 }
                 if def.namespaced
-                    && let Some(n) = util::s(&applied, "/metadata/namespace").filter(|n| !n.is_empty() && *n != ns)
+                    && let Some(n) = util::s(&applied, "/metadata/namespace")
+                        .filter(|n| !n.is_empty() && *n != ns)
                 {
-                    return Err(ApiError::bad_request(format!("the namespace of the object ({n}) does not match the namespace on the URL ({ns})")));
+                    return Err(ApiError::bad_request(format!(
+                        "the namespace of the object ({n}) does not match the namespace on the URL ({ns})"
+                    )));
                 }
                 let time = util::fmt_time(now_ns());
-                let merged = patch::apply(old.as_deref(), &applied, manager, force, &time).map_err(|msg| ApiError::new(409, "Conflict", msg).with_details(json!({"name": name, "kind": def.plural, "group": def.group})))?;
+                let merged = patch::apply(old.as_deref(), &applied, manager, force, &time)
+                    .map_err(|msg| {
+                        ApiError::new(409, "Conflict", msg).with_details(
+                            json!({"name": name, "kind": def.plural, "group": def.group}),
+                        )
+                    })?;
                 match old {
                     None => {
                         let mf = merged["metadata"]["managedFields"].clone();
-                        let created = self.create_locked(&mut st, res_id, ns, merged, &WriteOpts { field_manager: None, ..opts.clone() });
+                        let created = self.create_locked(
+                            &mut st,
+                            res_id,
+                            ns,
+                            merged,
+                            &WriteOpts {
+                                field_manager: None,
+                                ..opts.clone()
+                            },
+                        );
                         let mut created = created?;
                         if !opts.dry_run {
                             let n = name_of(&created).to_string();
                             let arc = st.get(res_id, ns_key, &n).cloned().expect("just created");
                             let mut with_mf = (*arc).clone();
                             with_mf["metadata"]["managedFields"] = mf;
-                            let v = st.objects[res_id].get_mut(&key(ns_key, &n)).expect("present");
+                            let v = st.objects[res_id]
+                                .get_mut(&key(ns_key, &n))
+                                .expect("present");
                             *v = Arc::new(with_mf.clone());
                             created = with_mf;
                         } else {
@@ -421,27 +580,51 @@ impl Store {
                         }
                         (created, true)
                     }
-                    Some(old) => (self.finish_update(&mut st, res_id, &old, merged, &WriteOpts { field_manager: None, ..opts.clone() })?, false),
+                    Some(old) => (
+                        self.finish_update(
+                            &mut st,
+                            res_id,
+                            &old,
+                            merged,
+                            &WriteOpts {
+                                field_manager: None,
+                                ..opts.clone()
+                            },
+                        )?,
+                        false,
+                    ),
                 }
             }
             (_, None) => return Err(ApiError::not_found(def, name)),
             (kind, Some(old)) => {
                 let mut target = (*old).clone();
                 match kind {
-                    PatchKind::Json => patch::json_patch(&mut target, body).map_err(|e| ApiError::new(422, "Invalid", e))?,
+                    PatchKind::Json => patch::json_patch(&mut target, body)
+                        .map_err(|e| ApiError::new(422, "Invalid", e))?,
                     _ => {
                         if !body.is_object() {
-                            return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+                            return Err(ApiError::bad_request(
+                                "a merge patch must be a JSON object",
+                            ));
                         }
                         patch::merge_patch(&mut target, body)
                     }
                 }
-                if let Some(rv) = body.pointer("/metadata/resourceVersion").and_then(Value::as_str)
+                if let Some(rv) = body
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
                     && Some(rv) != util::s(&old, "/metadata/resourceVersion")
                 {
-                    return Err(ApiError::conflict(def, name, "the object has been modified; please apply your changes to the latest version and try again"));
+                    return Err(ApiError::conflict(
+                        def,
+                        name,
+                        "the object has been modified; please apply your changes to the latest version and try again",
+                    ));
                 }
-                (self.finish_update(&mut st, res_id, &old, target, opts)?, false)
+                (
+                    self.finish_update(&mut st, res_id, &old, target, opts)?,
+                    false,
+                )
             }
         };
         let rv = st.rv;
@@ -451,7 +634,15 @@ impl Store {
     }
 
     /// DELETE. Returns the object (deleted or marked) and whether deletion is still pending.
-    pub fn delete(&self, res_id: ResId, ns: &str, name: &str, policy: Option<&str>, preconditions: Option<&Value>, dry_run: bool) -> ApiResult<(Value, bool)> {
+    pub fn delete(
+        &self,
+        res_id: ResId,
+        ns: &str,
+        name: &str,
+        policy: Option<&str>,
+        preconditions: Option<&Value>,
+        dry_run: bool,
+    ) -> ApiResult<(Value, bool)> {
         let def = res(res_id);
         let mut st = self.lock();
         let ns_key = if def.namespaced { ns } else { "" };
@@ -462,17 +653,36 @@ impl Store {
             if let Some(uid) = p.get("uid").and_then(Value::as_str)
                 && uid != util::uid_of(&old)
             {
-                return Err(ApiError::conflict(def, name, &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", util::uid_of(&old))));
+                return Err(ApiError::conflict(
+                    def,
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        util::uid_of(&old)
+                    ),
+                ));
             }
             if let Some(rv) = p.get("resourceVersion").and_then(Value::as_str)
                 && Some(rv) != util::s(&old, "/metadata/resourceVersion")
             {
-                return Err(ApiError::conflict(def, name, "the object has been modified; please apply your changes to the latest version and try again"));
+                return Err(ApiError::conflict(
+                    def,
+                    name,
+                    "the object has been modified; please apply your changes to the latest version and try again",
+                ));
             }
         }
         let policy = policy.unwrap_or(objects::default_propagation(def));
         if !matches!(policy, "Foreground" | "Background" | "Orphan") {
-            return Err(ApiError::invalid(def, name, "propagationPolicy", "FieldValueNotSupported", &format!("Unsupported value: {policy:?}: supported values: \"Foreground\", \"Background\", \"Orphan\"")));
+            return Err(ApiError::invalid(
+                def,
+                name,
+                "propagationPolicy",
+                "FieldValueNotSupported",
+                &format!(
+                    "Unsupported value: {policy:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
+                ),
+            ));
         }
         if dry_run {
             return Ok(((*old).clone(), false));
@@ -484,15 +694,31 @@ impl Store {
         Ok(out)
     }
 
-    fn delete_locked(&self, st: &mut State, res_id: ResId, old: &Arc<Value>, policy: &str) -> (Value, bool) {
+    fn delete_locked(
+        &self,
+        st: &mut State,
+        res_id: ResId,
+        old: &Arc<Value>,
+        policy: &str,
+    ) -> (Value, bool) {
         let uid = util::uid_of(old).to_string();
         if res_id == NAMESPACES {
             let ns = name_of(old).to_string();
             for r in 0..RESOURCES.len() {
-                let keys: Vec<Key> = st.objects[r].keys().filter(|(n, _)| *n == ns).cloned().collect();
+                let keys: Vec<Key> = st.objects[r]
+                    .keys()
+                    .filter(|(n, _)| *n == ns)
+                    .cloned()
+                    .collect();
                 for k in keys {
                     if let Some(o) = st.objects[r].get(&k).cloned() {
-                        st.commit(r, EventType::Deleted, (*o).clone(), Some(o), self.history_limit);
+                        st.commit(
+                            r,
+                            EventType::Deleted,
+                            (*o).clone(),
+                            Some(o),
+                            self.history_limit,
+                        );
                     }
                 }
             }
@@ -505,7 +731,13 @@ impl Store {
             fins.push("foregroundDeletion".into());
         }
         if fins.is_empty() {
-            let arc = st.commit(res_id, EventType::Deleted, (**old).clone(), Some(old.clone()), self.history_limit);
+            let arc = st.commit(
+                res_id,
+                EventType::Deleted,
+                (**old).clone(),
+                Some(old.clone()),
+                self.history_limit,
+            );
             return ((*arc).clone(), false);
         }
         let mut marked = (**old).clone();
@@ -517,12 +749,22 @@ impl Store {
         if marked == **old {
             return (marked, true);
         }
-        let arc = st.commit(res_id, EventType::Modified, marked, Some(old.clone()), self.history_limit);
+        let arc = st.commit(
+            res_id,
+            EventType::Modified,
+            marked,
+            Some(old.clone()),
+            self.history_limit,
+        );
         ((*arc).clone(), true)
     }
 
     fn orphan_dependents(&self, st: &mut State, uid: &str) {
-        let deps: Vec<(ResId, Arc<Value>)> = st.all().filter(|(_, v)| owner_uids(v).contains(&uid)).map(|(r, v)| (r, v.clone())).collect();
+        let deps: Vec<(ResId, Arc<Value>)> = st
+            .all()
+            .filter(|(_, v)| owner_uids(v).contains(&uid))
+            .map(|(r, v)| (r, v.clone()))
+            .collect();
         for (r, d) in deps {
             let mut n = (*d).clone();
             if let Some(refs) = n["metadata"]["ownerReferences"].as_array_mut() {
@@ -538,11 +780,26 @@ impl Store {
     }
 
     /// DELETE on a collection.
-    pub fn delete_collection(&self, res_id: ResId, ns: Option<&str>, ls: &LabelSelector, fs: &FieldSelector, policy: Option<&str>, dry_run: bool) -> ApiResult<Vec<Value>> {
+    pub fn delete_collection(
+        &self,
+        res_id: ResId,
+        ns: Option<&str>,
+        ls: &LabelSelector,
+        fs: &FieldSelector,
+        policy: Option<&str>,
+        dry_run: bool,
+    ) -> ApiResult<Vec<Value>> {
         let (items, _) = self.list(res_id, ns, ls, fs);
         let mut out = Vec::new();
         for it in items {
-            match self.delete(res_id, util::ns_of(&it), name_of(&it), policy, None, dry_run) {
+            match self.delete(
+                res_id,
+                util::ns_of(&it),
+                name_of(&it),
+                policy,
+                None,
+                dry_run,
+            ) {
                 Ok((v, _)) => out.push(v),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
@@ -552,7 +809,13 @@ impl Store {
     }
 
     /// Internal write: applies `f` to the stored object; commits when it changed.
-    pub fn mutate(&self, res_id: ResId, ns: &str, name: &str, f: impl FnOnce(&mut Value)) -> Option<Value> {
+    pub fn mutate(
+        &self,
+        res_id: ResId,
+        ns: &str,
+        name: &str,
+        f: impl FnOnce(&mut Value),
+    ) -> Option<Value> {
         let mut st = self.lock();
         let old = st.get(res_id, ns, name).cloned()?;
         let mut n = (*old).clone();
@@ -560,7 +823,13 @@ impl Store {
         if n == *old {
             return Some(n);
         }
-        let arc = st.commit(res_id, EventType::Modified, n, Some(old), self.history_limit);
+        let arc = st.commit(
+            res_id,
+            EventType::Modified,
+            n,
+            Some(old),
+            self.history_limit,
+        );
         let rv = st.rv;
         drop(st);
         self.notify(rv);
@@ -569,18 +838,31 @@ impl Store {
 
     /// Internal delete with a propagation policy; `None` when already gone.
     pub fn remove(&self, res_id: ResId, ns: &str, name: &str, policy: &str) -> Option<Value> {
-        self.delete(res_id, ns, name, Some(policy), None, false).ok().map(|(v, _)| v)
+        self.delete(res_id, ns, name, Some(policy), None, false)
+            .ok()
+            .map(|(v, _)| v)
     }
 
     /// Events after `rv` for one type (and namespace), or Err when `rv` is too old.
-    pub fn events_after(&self, rv: u64, res_id: ResId, ns: Option<&str>) -> Result<Vec<Arc<WatchEvent>>, u64> {
+    pub fn events_after(
+        &self,
+        rv: u64,
+        res_id: ResId,
+        ns: Option<&str>,
+    ) -> Result<Vec<Arc<WatchEvent>>, u64> {
         let mut st = self.lock();
         self.expire_history(&mut st);
         if rv < st.compacted {
             return Err(st.compacted);
         }
         let start = st.history.partition_point(|e| e.rv <= rv);
-        Ok(st.history.iter().skip(start).filter(|e| e.res == res_id && ns.is_none_or(|n| n == e.ns)).cloned().collect())
+        Ok(st
+            .history
+            .iter()
+            .skip(start)
+            .filter(|e| e.res == res_id && ns.is_none_or(|n| n == e.ns))
+            .cloned()
+            .collect())
     }
 
     /// The oldest resourceVersion a watch can still start from.
@@ -591,10 +873,17 @@ impl Store {
     }
 
     fn expire_history(&self, st: &mut State) {
-        let max_age = *self.history_max_age.lock().unwrap_or_else(|p| p.into_inner());
+        let max_age = *self
+            .history_max_age
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if let Some(age) = max_age {
             let now = Instant::now();
-            while st.history.front().is_some_and(|e| now.duration_since(e.at) > age) {
+            while st
+                .history
+                .front()
+                .is_some_and(|e| now.duration_since(e.at) > age)
+            {
                 if let Some(e) = st.history.pop_front() {
                     st.compacted = e.rv;
                 }
@@ -619,7 +908,9 @@ impl Store {
             if !owners.is_empty() && owners.iter().all(|u| !uids.contains(*u)) {
                 orphans.push((r, v.clone()));
             }
-            if v.pointer("/metadata/deletionTimestamp").is_some() && finalizers(v).iter().any(|f| f == "foregroundDeletion") {
+            if v.pointer("/metadata/deletionTimestamp").is_some()
+                && finalizers(v).iter().any(|f| f == "foregroundDeletion")
+            {
                 fg_owners.push((r, v.clone()));
             }
         }
@@ -632,11 +923,20 @@ impl Store {
         }
         for (r, owner) in fg_owners {
             let uid = util::uid_of(&owner).to_string();
-            let deps: Vec<(ResId, Arc<Value>)> = st.all().filter(|(_, v)| owner_uids(v).contains(&uid.as_str())).map(|(r, v)| (r, v.clone())).collect();
+            let deps: Vec<(ResId, Arc<Value>)> = st
+                .all()
+                .filter(|(_, v)| owner_uids(v).contains(&uid.as_str()))
+                .map(|(r, v)| (r, v.clone()))
+                .collect();
             if deps.is_empty() {
-                let Some(cur) = st.get(r, util::ns_of(&owner), name_of(&owner)).cloned() else { continue };
+                let Some(cur) = st.get(r, util::ns_of(&owner), name_of(&owner)).cloned() else {
+                    continue;
+                };
                 let mut n = (*cur).clone();
-                let fins: Vec<String> = finalizers(&cur).into_iter().filter(|f| f != "foregroundDeletion").collect();
+                let fins: Vec<String> = finalizers(&cur)
+                    .into_iter()
+                    .filter(|f| f != "foregroundDeletion")
+                    .collect();
                 if fins.is_empty() {
                     st.commit(r, EventType::Deleted, n, Some(cur), self.history_limit);
                 } else {
@@ -661,7 +961,14 @@ impl Store {
     }
 
     /// Records (or aggregates) a core/v1 Event about `involved`.
-    pub fn record_event(&self, involved: &Value, etype: &str, reason: &str, message: &str, component: &str) {
+    pub fn record_event(
+        &self,
+        involved: &Value,
+        etype: &str,
+        reason: &str,
+        message: &str,
+        component: &str,
+    ) {
         let ns = util::ns_of(involved);
         let ns = if ns.is_empty() { "default" } else { ns };
         let uid = util::uid_of(involved);
@@ -671,7 +978,12 @@ impl Store {
             let st = self.lock();
             st.objects[ev_res]
                 .iter()
-                .find(|((n, _), v)| n == ns && util::s(v, "/involvedObject/uid") == Some(uid) && util::s(v, "/reason") == Some(reason) && util::s(v, "/message") == Some(message))
+                .find(|((n, _), v)| {
+                    n == ns
+                        && util::s(v, "/involvedObject/uid") == Some(uid)
+                        && util::s(v, "/reason") == Some(reason)
+                        && util::s(v, "/message") == Some(message)
+                })
                 .map(|(_, v)| name_of(v).to_string())
         };
         if let Some(name) = existing {

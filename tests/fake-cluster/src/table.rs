@@ -29,14 +29,58 @@ fn col(name: &str, typ: &str, priority: u8) -> Value {
 
 pub fn columns(def: &ResourceDef) -> Vec<Value> {
     let names: &[(&str, &str, u8)] = match def.plural {
-        "pods" => &[("Name", "string", 0), ("Ready", "string", 0), ("Status", "string", 0), ("Restarts", "string", 0), ("Age", "string", 0), ("IP", "string", 1), ("Node", "string", 1)],
-        "jobs" => &[("Name", "string", 0), ("Status", "string", 0), ("Completions", "string", 0), ("Duration", "string", 0), ("Age", "date", 0)],
-        "namespaces" => &[("Name", "string", 0), ("Status", "string", 0), ("Age", "string", 0)],
-        "services" => &[("Name", "string", 0), ("Type", "string", 0), ("Cluster-IP", "string", 0), ("External-IP", "string", 0), ("Port(s)", "string", 0), ("Age", "string", 0)],
-        "configmaps" => &[("Name", "string", 0), ("Data", "integer", 0), ("Age", "string", 0)],
-        "secrets" => &[("Name", "string", 0), ("Type", "string", 0), ("Data", "string", 0), ("Age", "string", 0)],
-        "statefulsets" => &[("Name", "string", 0), ("Ready", "string", 0), ("Age", "string", 0)],
-        "events" => &[("Last Seen", "string", 0), ("Type", "string", 0), ("Reason", "string", 0), ("Object", "string", 0), ("Message", "string", 0)],
+        "pods" => &[
+            ("Name", "string", 0),
+            ("Ready", "string", 0),
+            ("Status", "string", 0),
+            ("Restarts", "string", 0),
+            ("Age", "string", 0),
+            ("IP", "string", 1),
+            ("Node", "string", 1),
+        ],
+        "jobs" => &[
+            ("Name", "string", 0),
+            ("Status", "string", 0),
+            ("Completions", "string", 0),
+            ("Duration", "string", 0),
+            ("Age", "date", 0),
+        ],
+        "namespaces" => &[
+            ("Name", "string", 0),
+            ("Status", "string", 0),
+            ("Age", "string", 0),
+        ],
+        "services" => &[
+            ("Name", "string", 0),
+            ("Type", "string", 0),
+            ("Cluster-IP", "string", 0),
+            ("External-IP", "string", 0),
+            ("Port(s)", "string", 0),
+            ("Age", "string", 0),
+        ],
+        "configmaps" => &[
+            ("Name", "string", 0),
+            ("Data", "integer", 0),
+            ("Age", "string", 0),
+        ],
+        "secrets" => &[
+            ("Name", "string", 0),
+            ("Type", "string", 0),
+            ("Data", "string", 0),
+            ("Age", "string", 0),
+        ],
+        "statefulsets" => &[
+            ("Name", "string", 0),
+            ("Ready", "string", 0),
+            ("Age", "string", 0),
+        ],
+        "events" => &[
+            ("Last Seen", "string", 0),
+            ("Type", "string", 0),
+            ("Reason", "string", 0),
+            ("Object", "string", 0),
+            ("Message", "string", 0),
+        ],
         "mpijobs" => &[("Name", "string", 0), ("Age", "date", 0)],
         _ => &[("Name", "string", 0), ("Age", "string", 0)],
     };
@@ -44,7 +88,10 @@ pub fn columns(def: &ResourceDef) -> Vec<Value> {
 }
 
 fn obj_age(o: &Value, now: i64) -> String {
-    s(o, "/metadata/creationTimestamp").and_then(parse_time).map(|t| age(t, now)).unwrap_or_else(|| "<unknown>".into())
+    s(o, "/metadata/creationTimestamp")
+        .and_then(parse_time)
+        .map(|t| age(t, now))
+        .unwrap_or_else(|| "<unknown>".into())
 }
 
 /// kubectl's pod STATUS column.
@@ -53,7 +100,12 @@ pub fn pod_reason(p: &Value) -> String {
         return "Terminating".into();
     }
     let mut reason = s(p, "/status/phase").unwrap_or("Pending").to_string();
-    for cs in p.pointer("/status/containerStatuses").and_then(Value::as_array).into_iter().flatten() {
+    for cs in p
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         if let Some(r) = s(cs, "/state/waiting/reason") {
             reason = r.to_string();
         } else if let Some(r) = s(cs, "/state/terminated/reason") {
@@ -67,10 +119,24 @@ fn cells(def: &ResourceDef, o: &Value, now: i64) -> Vec<Value> {
     let name = json!(name_of(o));
     match def.plural {
         "pods" => {
-            let cs: Vec<&Value> = o.pointer("/status/containerStatuses").and_then(Value::as_array).into_iter().flatten().collect();
-            let total = o.pointer("/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
-            let ready = cs.iter().filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true)).count();
-            let restarts: i64 = cs.iter().filter_map(|c| c.get("restartCount").and_then(Value::as_i64)).sum();
+            let cs: Vec<&Value> = o
+                .pointer("/status/containerStatuses")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .collect();
+            let total = o
+                .pointer("/spec/containers")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            let ready = cs
+                .iter()
+                .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
+                .count();
+            let restarts: i64 = cs
+                .iter()
+                .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
+                .sum();
             vec![
                 name,
                 json!(format!("{ready}/{total}")),
@@ -82,7 +148,14 @@ fn cells(def: &ResourceDef, o: &Value, now: i64) -> Vec<Value> {
             ]
         }
         "jobs" => {
-            let conds = |t: &str| o.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|c| c.iter().any(|c| s(c, "/type") == Some(t) && s(c, "/status") == Some("True")));
+            let conds = |t: &str| {
+                o.pointer("/status/conditions")
+                    .and_then(Value::as_array)
+                    .is_some_and(|c| {
+                        c.iter()
+                            .any(|c| s(c, "/type") == Some(t) && s(c, "/status") == Some("True"))
+                    })
+            };
             let status = if conds("Complete") {
                 "Complete"
             } else if conds("Failed") {
@@ -90,43 +163,116 @@ fn cells(def: &ResourceDef, o: &Value, now: i64) -> Vec<Value> {
             } else {
                 "Running"
             };
-            let completions = o.pointer("/spec/completions").and_then(Value::as_i64).unwrap_or(1);
-            let succeeded = o.pointer("/status/succeeded").and_then(Value::as_i64).unwrap_or(0);
+            let completions = o
+                .pointer("/spec/completions")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            let succeeded = o
+                .pointer("/status/succeeded")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
             let start = s(o, "/status/startTime").and_then(parse_time);
-            let end = s(o, "/status/completionTime").and_then(parse_time).unwrap_or(now);
+            let end = s(o, "/status/completionTime")
+                .and_then(parse_time)
+                .unwrap_or(now);
             let duration = start.map(|st| age(st, end)).unwrap_or_default();
-            vec![name, json!(status), json!(format!("{succeeded}/{completions}")), json!(duration), json!(obj_age(o, now))]
+            vec![
+                name,
+                json!(status),
+                json!(format!("{succeeded}/{completions}")),
+                json!(duration),
+                json!(obj_age(o, now)),
+            ]
         }
-        "namespaces" => vec![name, json!(s(o, "/status/phase").unwrap_or("Active")), json!(obj_age(o, now))],
+        "namespaces" => vec![
+            name,
+            json!(s(o, "/status/phase").unwrap_or("Active")),
+            json!(obj_age(o, now)),
+        ],
         "services" => {
             let ports: Vec<String> = o
                 .pointer("/spec/ports")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .map(|p| format!("{}/{}", p.get("port").and_then(Value::as_i64).unwrap_or(0), s(p, "/protocol").unwrap_or("TCP")))
+                .map(|p| {
+                    format!(
+                        "{}/{}",
+                        p.get("port").and_then(Value::as_i64).unwrap_or(0),
+                        s(p, "/protocol").unwrap_or("TCP")
+                    )
+                })
                 .collect();
-            let ports = if ports.is_empty() { "<none>".to_string() } else { ports.join(",") };
-            vec![name, json!(s(o, "/spec/type").unwrap_or("ClusterIP")), json!(s(o, "/spec/clusterIP").unwrap_or("<none>")), json!("<none>"), json!(ports), json!(obj_age(o, now))]
+            let ports = if ports.is_empty() {
+                "<none>".to_string()
+            } else {
+                ports.join(",")
+            };
+            vec![
+                name,
+                json!(s(o, "/spec/type").unwrap_or("ClusterIP")),
+                json!(s(o, "/spec/clusterIP").unwrap_or("<none>")),
+                json!("<none>"),
+                json!(ports),
+                json!(obj_age(o, now)),
+            ]
         }
         "configmaps" => {
-            let n = o.get("data").and_then(Value::as_object).map_or(0, |m| m.len()) + o.get("binaryData").and_then(Value::as_object).map_or(0, |m| m.len());
+            let n = o
+                .get("data")
+                .and_then(Value::as_object)
+                .map_or(0, |m| m.len())
+                + o.get("binaryData")
+                    .and_then(Value::as_object)
+                    .map_or(0, |m| m.len());
             vec![name, json!(n), json!(obj_age(o, now))]
         }
         "secrets" => {
-            let n = o.get("data").and_then(Value::as_object).map_or(0, |m| m.len());
-            vec![name, json!(s(o, "/type").unwrap_or("Opaque")), json!(n.to_string()), json!(obj_age(o, now))]
+            let n = o
+                .get("data")
+                .and_then(Value::as_object)
+                .map_or(0, |m| m.len());
+            vec![
+                name,
+                json!(s(o, "/type").unwrap_or("Opaque")),
+                json!(n.to_string()),
+                json!(obj_age(o, now)),
+            ]
         }
         "statefulsets" => {
-            let ready = o.pointer("/status/readyReplicas").and_then(Value::as_i64).unwrap_or(0);
-            let want = o.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
-            vec![name, json!(format!("{ready}/{want}")), json!(obj_age(o, now))]
+            let ready = o
+                .pointer("/status/readyReplicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            let want = o
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            vec![
+                name,
+                json!(format!("{ready}/{want}")),
+                json!(obj_age(o, now)),
+            ]
         }
         "events" => {
-            let last = s(o, "/lastTimestamp").and_then(parse_time).map(|t| age(t, now)).unwrap_or_else(|| "<unknown>".into());
-            let kind = s(o, "/involvedObject/kind").unwrap_or_default().to_lowercase();
-            let obj = format!("{kind}/{}", s(o, "/involvedObject/name").unwrap_or_default());
-            vec![json!(last), json!(s(o, "/type").unwrap_or_default()), json!(s(o, "/reason").unwrap_or_default()), json!(obj), json!(s(o, "/message").unwrap_or_default())]
+            let last = s(o, "/lastTimestamp")
+                .and_then(parse_time)
+                .map(|t| age(t, now))
+                .unwrap_or_else(|| "<unknown>".into());
+            let kind = s(o, "/involvedObject/kind")
+                .unwrap_or_default()
+                .to_lowercase();
+            let obj = format!(
+                "{kind}/{}",
+                s(o, "/involvedObject/name").unwrap_or_default()
+            );
+            vec![
+                json!(last),
+                json!(s(o, "/type").unwrap_or_default()),
+                json!(s(o, "/reason").unwrap_or_default()),
+                json!(obj),
+                json!(s(o, "/message").unwrap_or_default()),
+            ]
         }
         _ => vec![name, json!(obj_age(o, now))],
     }
@@ -144,7 +290,13 @@ fn row(def: &ResourceDef, o: &Value, inc: IncludeObject, now: i64) -> Value {
     r
 }
 
-pub fn table<'a>(def: &ResourceDef, items: impl IntoIterator<Item = &'a Value>, rv: u64, inc: IncludeObject, with_columns: bool) -> Value {
+pub fn table<'a>(
+    def: &ResourceDef,
+    items: impl IntoIterator<Item = &'a Value>,
+    rv: u64,
+    inc: IncludeObject,
+    with_columns: bool,
+) -> Value {
     let now = now_ns();
     let rows: Vec<Value> = items.into_iter().map(|o| row(def, o, inc, now)).collect();
     json!({

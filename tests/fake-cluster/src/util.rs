@@ -6,7 +6,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Nanoseconds since the Unix epoch.
 pub fn now_ns() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
 }
 
 /// `2026-11-22T10:00:00Z` (metav1.Time: whole seconds).
@@ -33,26 +36,47 @@ pub fn parse_time(s: &str) -> Option<i64> {
 pub fn new_uid() -> String {
     let b: [u8; 16] = rand::rng().random();
     let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("{}-{}-4{}-a{}-{}", &h[0..8], &h[8..12], &h[13..16], &h[17..20], &h[20..32])
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
 }
 
 /// Five characters the way the apiserver fills in `generateName`.
 pub fn random_suffix() -> String {
     const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
-    (0..5).map(|_| ALPHA[rng.random_range(0..ALPHA.len())] as char).collect()
+    (0..5)
+        .map(|_| ALPHA[rng.random_range(0..ALPHA.len())] as char)
+        .collect()
 }
 
 pub fn base64(data: &[u8]) -> String {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
     for chunk in data.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
         let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
         out.push(T[(n >> 18) as usize & 63] as char);
         out.push(T[(n >> 12) as usize & 63] as char);
-        out.push(if chunk.len() > 1 { T[(n >> 6) as usize & 63] as char } else { '=' });
-        out.push(if chunk.len() > 2 { T[n as usize & 63] as char } else { '=' });
+        out.push(if chunk.len() > 1 {
+            T[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        out.push(if chunk.len() > 2 {
+            T[n as usize & 63] as char
+        } else {
+            '='
+        });
     }
     out
 }
@@ -79,7 +103,8 @@ pub const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must con
 pub fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+        && s.bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -92,7 +117,8 @@ pub fn is_dns_subdomain(s: &str) -> bool {
 pub fn is_label_value(s: &str) -> bool {
     s.is_empty()
         || (s.len() <= 63
-            && s.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+            && s.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
             && s.as_bytes()[0].is_ascii_alphanumeric()
             && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric())
 }
@@ -129,8 +155,14 @@ mod tests {
     #[test]
     fn times() {
         assert_eq!(fmt_time(1_700_000_000_500_000_000), "2023-11-14T22:13:20Z");
-        assert_eq!(fmt_micro(1_700_000_000_500_000_000), "2023-11-14T22:13:20.500000Z");
-        assert_eq!(parse_time("2023-11-14T22:13:20.5Z"), Some(1_700_000_000_500_000_000));
+        assert_eq!(
+            fmt_micro(1_700_000_000_500_000_000),
+            "2023-11-14T22:13:20.500000Z"
+        );
+        assert_eq!(
+            parse_time("2023-11-14T22:13:20.5Z"),
+            Some(1_700_000_000_500_000_000)
+        );
     }
 
     #[test]
