@@ -68,6 +68,8 @@ pub enum Command {
     Templates(TemplatesArgs),
     /// Render the run's manifests and apply them (or print them with --dry-run)
     Deploy(DeployArgs),
+    /// Print the logs of every pod of a run, multiplexed (follow with -f)
+    Logs(LogsArgs),
     /// Print a shell completion script
     Completions(CompletionsArgs),
 }
@@ -146,4 +148,53 @@ pub struct DeployArgs {
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
     pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RoleFilter {
+    Launcher,
+    Worker,
+    All,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct LogsArgs {
+    /// Run id or job name (default: the app's last run)
+    pub run: Option<String>,
+    /// Follow: stream new lines and new pods until the job ends (exit 0 if it succeeded, 1 if it failed)
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Only lines newer than this (e.g. 30s, 5m, 2h)
+    #[arg(long, value_name = "DURATION", conflicts_with = "since_time")]
+    pub since: Option<String>,
+    /// Only lines at or after this time (RFC 3339)
+    #[arg(long, value_name = "RFC3339")]
+    pub since_time: Option<String>,
+    /// Lines from the end of each container's log to start with
+    #[arg(long, value_name = "N")]
+    pub tail: Option<i64>,
+    /// Which pods: launcher, worker or all
+    #[arg(long, value_enum, default_value_t = RoleFilter::All)]
+    pub role: RoleFilter,
+    /// Only pods whose name matches this regular expression
+    #[arg(long, value_name = "REGEX")]
+    pub pod: Option<String>,
+    /// Only this container
+    #[arg(short = 'c', long, value_name = "NAME")]
+    pub container: Option<String>,
+    /// Prefix each line with its timestamp
+    #[arg(long)]
+    pub timestamps: bool,
+    /// Do not prefix lines with the pod name
+    #[arg(long)]
+    pub no_prefix: bool,
+    /// text, or json: one object per line (time, pod, container, role, message)
+    #[arg(short, long, value_enum, default_value_t = LogFormat::Text)]
+    pub output: LogFormat,
 }

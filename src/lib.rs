@@ -7,6 +7,7 @@ pub mod app;
 pub mod assets;
 pub mod backend;
 pub mod cli;
+pub mod cluster;
 pub mod commands;
 pub mod error;
 pub mod image;
@@ -14,6 +15,7 @@ pub mod kinds;
 pub mod kubeconfig;
 pub mod render;
 pub mod scaffold;
+pub mod state;
 pub mod ui;
 
 pub use error::{Error, Result};

@@ -4,6 +4,7 @@
 mod completions;
 mod deploy;
 mod init;
+mod logs;
 mod templates;
 
 use crate::cli::{Cli, Command};
@@ -18,6 +19,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Init(a) => init::run(&cli.global, &ui, a),
         Command::Templates(a) => templates::run(&ui, a),
         Command::Deploy(a) => deploy::run(&cli.global, &ui, a),
+        Command::Logs(a) => logs::run(&cli.global, &ui, a),
         Command::Completions(a) => completions::run(a),
     }
 }

@@ -1,0 +1,133 @@
+//! The connection to a cluster: kubeconfig → `kube::Client`, errors turned into sentences that
+//! name the context, server and object, and retries for the failures worth retrying.
+
+use crate::cli::Global;
+use crate::error::{Error, Result};
+use crate::kubeconfig;
+use kube::config::Config;
+use std::future::Future;
+use std::time::Duration;
+
+/// A connected cluster and how we got there (for messages).
+#[derive(Clone)]
+pub struct Cluster {
+    pub client: kube::Client,
+    /// Kube context name (or "(in-cluster)").
+    pub context: String,
+    /// API server URL.
+    pub server: String,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster").field("context", &self.context).field("server", &self.server).finish()
+    }
+}
+
+/// Connects using `--kubeconfig`/`KUBECONFIG`/`~/.kube/config` and `--context`, like kubectl.
+/// Nothing is sent yet.
+pub async fn connect(g: &Global) -> Result<Cluster> {
+    let Some(kc) = kubeconfig::load(g)? else {
+        return Err(Error::input("no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config)")
+            .hint("point --kubeconfig or KUBECONFIG at your cluster's kubeconfig, or use `--dry-run` / `--backend local`"));
+    };
+    let options = kubeconfig::options(g);
+    let context = g.context.clone().or(kc.current_context.clone()).unwrap_or_default();
+    if let Some(name) = &g.context
+        && !kc.contexts.iter().any(|c| &c.name == name)
+    {
+        let known: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+        return Err(Error::input(format!("--context {name}: no such context in the kubeconfig"))
+            .hint(format!("known contexts: {}", known.join(", "))));
+    }
+    let config = Config::from_custom_kubeconfig(kc, &options)
+        .await
+        .map_err(|e| Error::input(format!("kubeconfig context `{context}`: {e}")))?;
+    let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
+    let client = kube::Client::try_from(config)
+        .map_err(|e| Error::failure(format!("cannot set up a client for {server} (context `{context}`): {e}")))?;
+    Ok(Cluster { client, context, server })
+}
+
+impl Cluster {
+    /// Turns a kube error into one for people. `what` says what was being done
+    /// ("create Job mnist-abcde in namespace ml").
+    pub fn error(&self, what: &str, e: &kube::Error) -> Error {
+        match e {
+            kube::Error::Api(s) => {
+                let mut err = Error::failure(format!(
+                    "{what}: the API server said {} {}: {}",
+                    s.code,
+                    s.reason,
+                    s.message
+                ));
+                err = match s.code {
+                    401 => err.hint(format!("your credentials for context `{}` were rejected; log in again", self.context)),
+                    403 => err.hint("your account lacks the permission named above; ask a cluster admin for an RBAC Role granting it"),
+                    404 if s.message.contains("namespaces") => {
+                        err.hint("create the namespace (`hvdctl deploy --create-namespace`) or pick another with -n")
+                    }
+                    429 | 500..=599 => err.hint("the API server is overloaded or failing; try again shortly"),
+                    _ => err,
+                };
+                err
+            }
+            other => Error::failure(format!(
+                "{what}: cannot reach the API server at {} (context `{}`): {}",
+                self.server,
+                self.context,
+                root_cause(other)
+            ))
+            .hint("check that the cluster is running and the kubeconfig's server address is right (`kubectl cluster-info`)"),
+        }
+    }
+}
+
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}
+
+/// The HTTP status of an API error, if it is one.
+pub fn status_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// Whether a failed request is worth repeating: throttling, server errors, broken connections.
+pub fn is_transient(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => matches!(s.code, 429 | 500 | 502 | 503 | 504),
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => true,
+        _ => false,
+    }
+}
+
+/// Runs `op` until it succeeds, fails for good, or `attempts` are spent (backoff 100 ms → 2 s).
+/// Only for idempotent requests (get, list, apply, delete).
+pub async fn retry<T, F, Fut>(attempts: u32, mut op: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    let mut delay = Duration::from_millis(100);
+    let mut n = 0;
+    loop {
+        n += 1;
+        match op().await {
+            Err(e) if n < attempts && is_transient(&e) => {
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Attempts used by [`retry`] for ordinary requests.
+pub const ATTEMPTS: u32 = 8;
