@@ -12,7 +12,7 @@ variables, e.g. `batch-size: 64` -> BATCH_SIZE=64):
   EPOCHS          passes over the training set (default 2)
   BATCH_SIZE      samples per step on each rank (default 64)
   LR              learning rate of one rank; the job uses LR x ranks (default 0.01)
-  MOMENTUM        SGD momentum (default 0.5)
+  MOMENTUM        SGD momentum (default 0.9)
   DATA_DIR        directory holding MNIST in torchvision's layout
                   (DATA_DIR/MNIST/raw/train-images-idx3-ubyte, ...). Unset, empty or
                   missing: synthetic MNIST-shaped data is generated instead.
@@ -59,7 +59,7 @@ def read_config():
         "epochs": env_value("EPOCHS", 2, int),
         "batch_size": env_value("BATCH_SIZE", 64, int),
         "lr": env_value("LR", 0.01, float),
-        "momentum": env_value("MOMENTUM", 0.5, float),
+        "momentum": env_value("MOMENTUM", 0.9, float),
         "data_dir": env_value("DATA_DIR", ""),
         "checkpoint_dir": env_value("CHECKPOINT_DIR", "/tmp/checkpoints"),
         "keep_checkpoints": env_value("KEEP_CHECKPOINTS", 3, int),
@@ -77,12 +77,13 @@ def log(message):
 # --------------------------------------------------------------------------- data
 
 
-def synthetic_mnist(samples, seed):
+def synthetic_mnist(samples, seed, split):
     """MNIST-shaped data a model can actually learn: each class is a fixed random
-    28x28 pattern, every sample is its class pattern plus noise. The same seed gives
-    every rank the same data set, which the samplers then split between the ranks."""
-    gen = torch.Generator().manual_seed(seed)
-    patterns = torch.rand(10, 1, 28, 28, generator=gen)
+    28x28 pattern (the same in every split), every sample is its class pattern plus
+    noise. The same seed gives every rank the same data set, which the sampler then
+    splits between the ranks."""
+    patterns = torch.rand(10, 1, 28, 28, generator=torch.Generator().manual_seed(seed))
+    gen = torch.Generator().manual_seed(seed * 1000 + split)
     labels = torch.randint(0, 10, (samples,), generator=gen)
     images = patterns[labels] + 0.6 * torch.randn(samples, 1, 28, 28, generator=gen)
     return tud.TensorDataset(images, labels)
@@ -121,8 +122,8 @@ def load_data(cfg, source):
         if source == "mnist":
             train, test = mnist_from(cfg["data_dir"])
         else:
-            train = synthetic_mnist(cfg["synthetic_samples"], cfg["seed"])
-            test = synthetic_mnist(max(1000, cfg["synthetic_samples"] // 5), cfg["seed"] + 1)
+            train = synthetic_mnist(cfg["synthetic_samples"], cfg["seed"], 1)
+            test = synthetic_mnist(max(1000, cfg["synthetic_samples"] // 5), cfg["seed"], 2)
     except Exception as e:  # noqa: BLE001 - reported below, on rank 0, for every rank
         error = "%s: %s" % (type(e).__name__, e)
     reports = hvd.allgather_object((hvd.rank(), socket.gethostname(), error),
