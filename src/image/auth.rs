@@ -314,7 +314,7 @@ impl DockerConfig {
             hostname_of(registry).to_string()
         };
         if let Some(helper) = self.helper_for(registry) {
-            return self.from_helper(helper, &server);
+            return self.ask_helper(helper, &server);
         }
         let entry = self
             .raw
@@ -377,16 +377,16 @@ impl DockerConfig {
         keys.dedup();
         let mut out: Vec<Credentials> = Vec::new();
         for key in keys {
-            if let Ok(Some(c)) = self.credentials_for(key) {
-                if !out.iter().any(|o| o.server == c.server) {
-                    out.push(c);
-                }
+            if let Ok(Some(c)) = self.credentials_for(key)
+                && !out.iter().any(|o| o.server == c.server)
+            {
+                out.push(c);
             }
         }
         out
     }
 
-    fn from_helper(&self, helper: &str, server: &str) -> Result<Option<Credentials>> {
+    fn ask_helper(&self, helper: &str, server: &str) -> Result<Option<Credentials>> {
         let program = format!("docker-credential-{helper}");
         let resolved = find_program(&program, self.helper_path.as_ref());
         let Some(resolved) = resolved else {

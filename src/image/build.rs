@@ -213,10 +213,8 @@ pub async fn build(
                         ui.line(log, &line, steps.current.as_deref());
                     }
                 }
-                if let Some(aux) = &info.aux {
-                    if let Some(id) = &aux.id {
-                        image_id = Some(id.clone());
-                    }
+                if let Some(id) = info.aux.as_ref().and_then(|aux| aux.id.as_ref()) {
+                    image_id = Some(id.clone());
                 }
             }
             Err(e) => break Err(build_error(&reference, &describe_bollard(&e), &mut steps)),
@@ -291,6 +289,30 @@ fn build_error(reference: &str, message: &str, steps: &mut StepLog) -> Error {
     Error::failure(text).hint(hint)
 }
 
+/// Drops terminal escape sequences (the classic builder colours a step's stderr red).
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\u{1b}' {
+            out.push(c);
+            continue;
+        }
+        if chars.peek() == Some(&'[') {
+            chars.next();
+            // Parameters and intermediates, then one final byte in '@'..='~'.
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+        } else {
+            chars.next();
+        }
+    }
+    out
+}
+
 /// Splits the daemon's `stream` text into lines and keeps the current step's last lines.
 #[derive(Default)]
 struct StepLog {
@@ -306,7 +328,7 @@ impl StepLog {
         let mut lines = Vec::new();
         while let Some(pos) = self.partial.find('\n') {
             let line: String = self.partial.drain(..=pos).collect();
-            let line = line.trim_end_matches(['\n', '\r']).to_string();
+            let line = strip_ansi(line.trim_end_matches(['\n', '\r']));
             self.record(&line);
             lines.push(line);
         }
@@ -316,7 +338,7 @@ impl StepLog {
     fn flush(&mut self) {
         if !self.partial.is_empty() {
             let line = std::mem::take(&mut self.partial);
-            self.record(line.trim_end());
+            self.record(&strip_ansi(line.trim_end()));
         }
     }
 
@@ -469,6 +491,8 @@ mod tests {
         s.push("two\n");
         assert_eq!(s.current.as_deref(), Some("Step 2/2 : RUN make"));
         assert_eq!(s.output, ["line one", "line two"]);
+        s.push("\u{1b}[91mred\n\u{1b}[0mplain\n");
+        assert_eq!(s.output, ["line one", "line two", "red", "plain"]);
         let e = build_error(
             "r:t",
             "The command '/bin/sh -c make' returned a non-zero code: 2",

@@ -1,0 +1,388 @@
+//! Build and push against the real daemon and registry from `scripts/dev-services.sh`.
+
+#[path = "image_util.rs"]
+mod util;
+
+use std::process::Command;
+
+use hvdctl::image::ProgressMode;
+use hvdctl::image::auth::{DockerConfig, registry_of};
+use hvdctl::image::build::{BuildRequest, build};
+use hvdctl::image::docker::{DockerClient, DockerHost};
+use hvdctl::image::push::{PushRequest, push, tag_exists};
+
+/// GET a manifest from the registry's HTTP API with basic auth; returns (status, headers, body).
+fn registry_get_manifest(
+    registry: &str,
+    user: &str,
+    password: &str,
+    name: &str,
+    tag: &str,
+) -> (u16, String, String) {
+    let url = format!("http://{registry}/v2/{name}/manifests/{tag}");
+    let out = Command::new("curl")
+        .args(["-sS", "-D", "-", "-o", "-", "-w", "\n%{http_code}"])
+        .args([
+            "-H",
+            "Accept: application/vnd.docker.distribution.manifest.v2+json",
+        ])
+        .args(["-H", "Accept: application/vnd.oci.image.manifest.v1+json"])
+        .args(["-u", &format!("{user}:{password}"), &url])
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (rest, code) = text.rsplit_once('\n').unwrap();
+    let (headers, body) = rest.split_once("\r\n\r\n").unwrap_or((rest, ""));
+    (
+        code.trim().parse().unwrap(),
+        headers.to_string(),
+        body.to_string(),
+    )
+}
+
+fn app_dir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    util::write_tree(
+        d.path(),
+        &[
+            (
+                "Dockerfile",
+                "FROM hvdctl-test/busybox:latest\nARG GREETING=unset\nCOPY app.sh /app.sh\nRUN sh /app.sh \"$GREETING\" > /out.txt\nCMD [\"cat\", \"/out.txt\"]\n",
+            ),
+            ("app.sh", "echo \"greeting=$1\"\n"),
+            (".dockerignore", "*.secret\n"),
+            ("x.secret", "must not be sent"),
+        ],
+    );
+    d
+}
+
+#[tokio::test]
+async fn no_daemon_is_a_clear_error() {
+    let host = DockerHost::parse("unix:///nonexistent.sock").unwrap();
+    let e = DockerClient::connect_to(&host).await.unwrap_err();
+    assert_eq!(e.exit_code(), 1);
+    let text = e.to_string();
+    assert!(text.contains("unix:///nonexistent.sock"), "{text}");
+    assert!(
+        text.contains("sudo systemctl start docker") && text.contains("dockerd"),
+        "{text}"
+    );
+
+    // A TCP address where nothing listens: the address is named too.
+    let host = DockerHost::parse("tcp://127.0.0.1:9").unwrap();
+    let e = DockerClient::connect_to(&host).await.unwrap_err();
+    assert!(e.to_string().contains("tcp://127.0.0.1:9"), "{e}");
+    assert!(e.to_string().to_lowercase().contains("refused"), "{e}");
+
+    // Unsupported schemes are input errors.
+    assert_eq!(
+        DockerHost::parse("ssh://me@host").unwrap_err().exit_code(),
+        2
+    );
+    assert_eq!(
+        DockerHost::parse("tcp://h").unwrap(),
+        DockerHost::Tcp("h:2375".into())
+    );
+}
+
+#[tokio::test]
+async fn build_push_and_read_the_manifest_back() {
+    let Some(svc) = util::services().await else {
+        return;
+    };
+    let dir = app_dir();
+    let name = util::unique("hvdctl-tests/app");
+    let repo = format!("{}/{name}", svc.registry);
+    let ctx = hvdctl::image::BuildContext::open(dir.path(), "Dockerfile").unwrap();
+    let tag = hvdctl::image::tag::default_tag(&ctx).unwrap();
+    assert!(ctx.files().unwrap().iter().all(|f| f != "x.secret"));
+
+    let mut req = BuildRequest::new(dir.path(), &repo, &tag);
+    req.build_args
+        .insert("GREETING".into(), "hello-from-arg".into());
+    req.progress = ProgressMode::Plain;
+    let mut log = Vec::new();
+    let built = build(&svc.docker, &req, &mut log)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let log_text = String::from_utf8_lossy(&log);
+    assert!(
+        log_text.contains("Step 1/5 : FROM hvdctl-test/busybox:latest"),
+        "{log_text}"
+    );
+    assert!(log_text.contains("sent build context"), "{log_text}");
+    assert!(built.id.starts_with("sha256:"), "{built:?}");
+    assert_eq!(built.reference, format!("{repo}:{tag}"));
+    assert!(built.context_bytes > 0);
+    let out = util::docker_cli(&svc.docker_host, &["run", "--rm", &built.reference], &[]);
+    assert_eq!(out.trim(), "greeting=hello-from-arg");
+    let ls = util::docker_cli(
+        &svc.docker_host,
+        &["run", "--rm", &built.reference, "ls", "/"],
+        &[],
+    );
+    assert!(!ls.contains("x.secret"));
+
+    // Not pushed yet.
+    let config_dir = util::docker_config_with_auth(&svc.registry, &svc.user, &svc.password);
+    let creds = DockerConfig::load_from(config_dir.path())
+        .unwrap()
+        .credentials_for(&registry_of(&repo))
+        .unwrap();
+    assert!(creds.is_some());
+    assert!(
+        !tag_exists(&svc.docker, &repo, &tag, creds.as_ref())
+            .await
+            .unwrap()
+    );
+
+    let mut push_log = Vec::new();
+    let mut preq = PushRequest::new(&repo, &tag);
+    preq.progress = ProgressMode::Plain;
+    let pushed = push(&svc.docker, &preq, creds.as_ref(), &mut push_log)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let push_text = String::from_utf8_lossy(&push_log);
+    assert!(pushed.digest.starts_with("sha256:"), "{pushed:?}");
+    assert!(
+        push_text.contains("Pushed") || push_text.contains("already exists"),
+        "{push_text}"
+    );
+    assert!(!push_text.contains(&svc.password));
+
+    // The registry has it, under the digest the push reported.
+    let (status, headers, body) =
+        registry_get_manifest(&svc.registry, &svc.user, &svc.password, &name, &tag);
+    assert_eq!(status, 200, "{headers}\n{body}");
+    let digest_header = headers
+        .lines()
+        .find_map(|l| {
+            l.to_lowercase()
+                .strip_prefix("docker-content-digest:")
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    assert_eq!(digest_header, pushed.digest);
+    let manifest: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(manifest["schemaVersion"], 2);
+    assert!(
+        manifest["layers"].as_array().is_some_and(|l| l.len() >= 2),
+        "{manifest}"
+    );
+    assert!(
+        tag_exists(&svc.docker, &repo, &tag, creds.as_ref())
+            .await
+            .unwrap()
+    );
+    assert!(
+        !tag_exists(&svc.docker, &repo, "never-pushed", creds.as_ref())
+            .await
+            .unwrap()
+    );
+
+    // Pushing again is quick and reports the same digest.
+    let again = push(&svc.docker, &preq, creds.as_ref(), &mut Vec::new())
+        .await
+        .unwrap();
+    assert_eq!(again.digest, pushed.digest);
+    let _ = svc
+        .docker
+        .bollard()
+        .remove_image(
+            &built.reference,
+            None::<bollard::query_parameters::RemoveImageOptions>,
+            None,
+        )
+        .await;
+}
+
+#[tokio::test]
+async fn wrong_password_is_a_clear_error_that_shows_no_password() {
+    let Some(svc) = util::services().await else {
+        return;
+    };
+    let dir = app_dir();
+    let repo = format!("{}/{}", svc.registry, util::unique("hvdctl-tests/denied"));
+    let mut req = BuildRequest::new(dir.path(), &repo, "v1");
+    req.progress = ProgressMode::Plain;
+    let built = build(&svc.docker, &req, &mut Vec::new()).await.unwrap();
+
+    let wrong = format!("Wr0ng-{}-pw", rand::random::<u32>());
+    let config_dir = util::docker_config_with_auth(&svc.registry, &svc.user, &wrong);
+    let creds = DockerConfig::load_from(config_dir.path())
+        .unwrap()
+        .credentials_for(&svc.registry)
+        .unwrap();
+    let mut log = Vec::new();
+    let mut preq = PushRequest::new(&repo, "v1");
+    preq.progress = ProgressMode::Plain;
+    let e = push(&svc.docker, &preq, creds.as_ref(), &mut log)
+        .await
+        .unwrap_err();
+    let everything = format!("{e}\n{e:?}\n{}\n{creds:?}", String::from_utf8_lossy(&log));
+    assert_eq!(e.exit_code(), 1);
+    assert!(e.message.contains(&svc.registry), "{e}");
+    assert!(
+        e.message.contains("authentication required / unauthorized"),
+        "{e}"
+    );
+    assert!(
+        e.hint
+            .as_deref()
+            .unwrap_or("")
+            .contains(&format!("docker login {}", svc.registry)),
+        "{e}"
+    );
+    assert!(
+        !everything.contains(&wrong),
+        "the password leaked:\n{everything}"
+    );
+    assert!(!everything.contains(&svc.password));
+
+    // The existence check says the same, not "absent".
+    let e = tag_exists(&svc.docker, &repo, "v1", creds.as_ref())
+        .await
+        .unwrap_err();
+    assert!(
+        e.message.contains("authentication required / unauthorized"),
+        "{e}"
+    );
+    assert!(!format!("{e:?}").contains(&wrong));
+
+    // Without any credentials: also an authentication error, naming the registry.
+    let e = push(&svc.docker, &preq, None, &mut Vec::new())
+        .await
+        .unwrap_err();
+    assert!(
+        e.message.contains("authentication required / unauthorized")
+            && e.message.contains(&svc.registry),
+        "{e}"
+    );
+    let _ = svc
+        .docker
+        .bollard()
+        .remove_image(
+            &built.reference,
+            None::<bollard::query_parameters::RemoveImageOptions>,
+            None,
+        )
+        .await;
+}
+
+#[tokio::test]
+async fn failing_run_step_shows_its_output() {
+    let Some(svc) = util::services().await else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    util::write_tree(
+        d.path(),
+        &[(
+            "Dockerfile",
+            "FROM hvdctl-test/busybox:latest\nRUN echo fine-step\nRUN echo before-the-failure && echo on-stderr >&2 && exit 3\nRUN echo never-runs\n",
+        )],
+    );
+    let mut req = BuildRequest::new(d.path(), util::unique("hvdctl-tests/fails"), "t");
+    req.progress = ProgressMode::Plain;
+    req.no_cache = true;
+    let mut log = Vec::new();
+    let e = build(&svc.docker, &req, &mut log).await.unwrap_err();
+    assert_eq!(e.exit_code(), 1);
+    let m = &e.message;
+    assert!(m.contains("Step 3/4 : RUN echo before-the-failure"), "{m}");
+    assert!(
+        m.contains("before-the-failure\n") || m.contains("| before-the-failure"),
+        "{m}"
+    );
+    assert!(m.contains("on-stderr"), "{m}");
+    assert!(m.contains("returned a non-zero code: 3"), "{m}");
+    assert!(
+        !m.contains("fine-step\n") && !m.contains("| fine-step"),
+        "only the failing step's output: {m}"
+    );
+    assert!(!String::from_utf8_lossy(&log).contains("never-runs"));
+}
+
+#[tokio::test]
+async fn dockerfile_errors_and_missing_images_are_reported() {
+    let Some(svc) = util::services().await else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    util::write_tree(
+        d.path(),
+        &[(
+            "Dockerfile",
+            "FROM hvdctl-test/busybox:latest\nNOTANINSTRUCTION x\n",
+        )],
+    );
+    let mut req = BuildRequest::new(d.path(), "hvdctl-tests/bad", "t");
+    req.progress = ProgressMode::Plain;
+    let e = build(&svc.docker, &req, &mut Vec::new()).await.unwrap_err();
+    assert!(e.message.to_lowercase().contains("notaninstruction"), "{e}");
+
+    // Pushing an image that was never built.
+    let preq = PushRequest {
+        repo: format!("{}/hvdctl-tests/never-built", svc.registry),
+        tag: "x".into(),
+        progress: ProgressMode::Plain,
+    };
+    let e = push(&svc.docker, &preq, None, &mut Vec::new())
+        .await
+        .unwrap_err();
+    assert!(e.message.contains("does not exist locally"), "{e}");
+    assert!(e.hint.as_deref().unwrap_or("").contains("build"), "{e}");
+
+    // Bad names are input errors before anything is sent.
+    let bad = BuildRequest::new(d.path(), "Upper/Case", "t");
+    assert_eq!(
+        build(&svc.docker, &bad, &mut Vec::new())
+            .await
+            .unwrap_err()
+            .exit_code(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn push_with_a_credential_helper() {
+    let Some(svc) = util::services().await else {
+        return;
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let answer = serde_json::json!({"ServerURL": svc.registry, "Username": svc.user, "Secret": svc.password});
+    let script = d.path().join("docker-credential-hvdtest");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ncat >/dev/null\necho '{answer}'\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(d.path().join("config.json"), r#"{"credsStore": "hvdtest"}"#).unwrap();
+    let mut cfg = DockerConfig::load_from(d.path()).unwrap();
+    cfg.set_helper_path(d.path());
+    let creds = cfg.credentials_for(&svc.registry).unwrap();
+
+    let dir = app_dir();
+    let repo = format!("{}/{}", svc.registry, util::unique("hvdctl-tests/helper"));
+    let mut req = BuildRequest::new(dir.path(), &repo, "h1");
+    req.progress = ProgressMode::Plain;
+    let built = build(&svc.docker, &req, &mut Vec::new()).await.unwrap();
+    let mut preq = PushRequest::new(&repo, "h1");
+    preq.progress = ProgressMode::Plain;
+    let pushed = push(&svc.docker, &preq, creds.as_ref(), &mut Vec::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(pushed.digest.starts_with("sha256:"));
+    let _ = svc
+        .docker
+        .bollard()
+        .remove_image(
+            &built.reference,
+            None::<bollard::query_parameters::RemoveImageOptions>,
+            None,
+        )
+        .await;
+}
