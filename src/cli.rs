@@ -68,6 +68,12 @@ pub enum Command {
     Templates(TemplatesArgs),
     /// Render the run's manifests and apply them (or print them with --dry-run)
     Deploy(DeployArgs),
+    /// Show a run's job state, conditions and pods (or every run with --all)
+    Status(StatusArgs),
+    /// Show the events of a run's objects and pods, oldest first
+    Events(EventsArgs),
+    /// Delete everything a run created and wait until it is gone
+    Undeploy(UndeployArgs),
     /// Print the logs of every pod of a run, multiplexed (follow with -f)
     Logs(LogsArgs),
     /// Print a shell completion script
@@ -143,6 +149,69 @@ pub struct DeployArgs {
     /// Image to run (default: the last image built with `hvdctl build`, else hvdctl.yaml's)
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
+    /// Create the namespace if it does not exist
+    #[arg(long)]
+    pub create_namespace: bool,
+    /// Ask the API server to validate every object without persisting anything
+    #[arg(long, conflicts_with = "dry_run")]
+    pub server_dry_run: bool,
+    /// Wait (with progress) until every pod runs or the job ends
+    #[arg(long)]
+    pub wait: bool,
+    /// Follow the run's logs after deploying; exit with the job's result (0 succeeded, 1 failed)
+    #[arg(long, conflicts_with = "dry_run")]
+    pub logs: bool,
+    /// Do not push the image before deploying
+    #[arg(long)]
+    pub no_push: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusFormat {
+    Text,
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Run id or job name (default: the app's last run)
+    pub run: Option<String>,
+    #[arg(short, long, value_enum, default_value_t = StatusFormat::Text)]
+    pub output: StatusFormat,
+    /// Print again whenever something changes (until Ctrl-C or the job ends)
+    #[arg(short, long)]
+    pub watch: bool,
+    /// Wait until the job ends; exit 0 if it succeeded, 1 if it failed
+    #[arg(long)]
+    pub wait: bool,
+    /// List every hvdctl run in the namespace (from cluster labels)
+    #[arg(long, conflicts_with = "run")]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UndeployArgs {
+    /// Run id or job name (default: the app's last run)
+    pub run: Option<String>,
+    /// Remove every run of this app in the namespace
+    #[arg(long, conflicts_with = "run")]
+    pub all: bool,
+    /// Wait until everything is gone (the default)
+    #[arg(long, overrides_with = "no_wait")]
+    pub wait: bool,
+    /// Return once deletion is requested
+    #[arg(long)]
+    pub no_wait: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Run id or job name (default: the app's last run)
+    pub run: Option<String>,
+    /// Keep printing new events until Ctrl-C
+    #[arg(short, long)]
+    pub follow: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,11 +1,17 @@
 use crate::app;
-use crate::backend::{self, Run};
+use crate::backend::{self, Run, SshKeys};
 use crate::cli::{DeployArgs, Global, ManifestFormat};
+use crate::cluster::runs::{RunRef, mpijob_served};
+use crate::cluster::status::{JobState, job_state, run_pods};
+use crate::cluster::{Cluster, apply, undeploy};
 use crate::error::{Error, Result};
 use crate::kinds::Object;
+use crate::state::{self, RunRecord};
 use crate::ui::Ui;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
-pub fn run(g: &Global, _ui: &Ui, a: DeployArgs) -> Result<u8> {
+pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
     let loaded = app::load(&g.app_dir, &a.app.set)?;
     let app = &loaded.app;
     let backend = a.app.backend.unwrap_or(app.backend);
@@ -16,28 +22,163 @@ pub fn run(g: &Global, _ui: &Ui, a: DeployArgs) -> Result<u8> {
         }
         None => backend::new_run_id(),
     };
-    let image = a.image.clone().unwrap_or_else(|| app.image.clone());
+    let image = match &a.image {
+        Some(i) => i.clone(),
+        None => state::image(&loaded.dir)?.map_or_else(|| app.image.clone(), |r| r.image),
+    };
     if !app::validate::is_image_ref(&image) {
-        return Err(Error::input(format!(
-            "--image {image}: not a valid image reference"
-        )));
-    }
-    if !a.dry_run {
-        return Err(Error::input(
-            "deploying to a cluster is not available in this build yet; use --dry-run",
-        ));
+        return Err(Error::input(format!("--image {image}: not a valid image reference")));
     }
     let namespace = crate::kubeconfig::namespace(g, app.namespace.as_deref())?;
-    let run = Run {
-        app,
-        backend,
-        run_id,
-        namespace,
-        image,
+    let run = Run { app, backend, run_id, namespace, image };
+    if a.dry_run {
+        let objects = backend::objects(&run, &loaded.dir, None)?;
+        print!("{}", format_objects(&objects, a.output));
+        return Ok(0);
+    }
+    // Render before contacting anything: a template error must not cost a round trip.
+    let keys = match backend {
+        app::Backend::Native => Some(SshKeys::generate(&format!("hvdctl-{}", run.job_name()))?),
+        app::Backend::Mpijob => None,
     };
-    let objects = backend::objects(&run, &loaded.dir, None)?;
-    print!("{}", format_objects(&objects, a.output));
+    let objects = backend::objects(&run, &loaded.dir, keys.as_ref())?;
+    drop(keys);
+    block_on_with_cleanup(deploy(g, ui, &a, &run, &loaded.dir, &objects))
+}
+
+/// Like [`block_on`], but Ctrl-C is handled inside `deploy` (it cleans up first).
+fn block_on_with_cleanup(f: impl std::future::Future<Output = Result<u8>>) -> Result<u8> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::failure(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(f)
+}
+
+async fn deploy(g: &Global, ui: &Ui, a: &DeployArgs, run: &Run<'_>, dir: &std::path::Path, objects: &[Object]) -> Result<u8> {
+    let c = crate::cluster::connect(g).await?;
+    if run.backend == app::Backend::Mpijob && !mpijob_served(&c).await? {
+        return Err(Error::failure(format!(
+            "the MPI Operator is not installed in context `{}` ({}): kubeflow.org/v2beta1 MPIJob is not served",
+            c.context, c.server
+        ))
+        .hint("install the MPI Operator (v0.4 or later, https://github.com/kubeflow/mpi-operator), or deploy without it: `hvdctl deploy --backend native`"));
+    }
+    apply::ensure_namespace(&c, &run.namespace, a.create_namespace && !a.server_dry_run).await?;
+    let job = run.job_name();
+    if a.server_dry_run {
+        apply::apply_all(&c, objects, true, &|_| {}).await?;
+        ui.note(format!("Server dry run: the API server accepted all {} objects of {job}; nothing was created", objects.len()));
+        return Ok(0);
+    }
+    let record = RunRecord {
+        run_id: run.run_id.clone(),
+        app: run.app.name.clone(),
+        job: job.clone(),
+        namespace: run.namespace.clone(),
+        context: c.context.clone(),
+        image: run.image.clone(),
+        backend: run.backend.to_string(),
+        created: state::now(),
+    };
+    // Recorded first: if hvdctl is killed half way, `hvdctl undeploy` still finds the run.
+    state::record_run(dir, &record)?;
+    let bar = ui.spinner(format!("applying {} objects of {job}", objects.len()));
+    let done = AtomicUsize::new(0);
+    let on_applied = |o: &Object| {
+        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+        bar.set_message(format!("applied {n}/{} ({} {})", objects.len(), o.kind(), o.name()));
+    };
+    let applied = tokio::select! {
+        r = apply::apply_all(&c, objects, false, &on_applied) => r,
+        _ = tokio::signal::ctrl_c() => Err(Error::interrupted()),
+    };
+    bar.finish_and_clear();
+    let rref = RunRef {
+        run_id: run.run_id.clone(),
+        app: run.app.name.clone(),
+        job: job.clone(),
+        namespace: run.namespace.clone(),
+        backend: run.backend,
+    };
+    if let Err(e) = applied {
+        ui.note(format!("deploy of {job} failed; removing what was created"));
+        // A second Ctrl-C must not stop the cleanup half way.
+        let cleaned = rollback(&c, &rref).await;
+        match cleaned {
+            Ok(()) => state::forget_run(dir, &run.run_id)?,
+            Err(ce) => {
+                return Err(e.context(format!(
+                    "deploy failed and cleanup also failed ({ce}); run `hvdctl undeploy {}` to finish it",
+                    run.run_id
+                )));
+            }
+        }
+        return Err(e);
+    }
+    ui.note(format!(
+        "Deployed {job} (run {}, backend {}, namespace {}, context {}, {} objects)",
+        run.run_id,
+        run.backend,
+        run.namespace,
+        c.context,
+        objects.len()
+    ));
+    if a.logs {
+        // Logs follow the job to its end and carry its result.
+        return Err(Error::failure(format!("deploy --logs is not wired yet; run `hvdctl logs -f {}`", rref.run_id)));
+    }
+    if a.wait {
+        let state = wait_running(&c, &rref, ui).await?;
+        return Ok(state.exit_code());
+    }
+    if !ui.quiet {
+        eprintln!("Next: hvdctl status {0} · hvdctl logs -f {0} · hvdctl undeploy {0}", run.run_id);
+    }
     Ok(0)
+}
+
+/// Removes everything of a run that failed to deploy, including objects whose create was in
+/// flight when it failed (looked for again until two looks agree nothing is left).
+async fn rollback(c: &Cluster, run: &RunRef) -> Result<()> {
+    let sel = run.selector();
+    let mut quiet_looks = 0;
+    for _ in 0..20 {
+        let deleted = undeploy::delete(c, &run.namespace, &sel).await?;
+        if deleted.is_empty() {
+            quiet_looks += 1;
+            if quiet_looks == 2 {
+                return Ok(());
+            }
+        } else {
+            undeploy::wait_gone(c, &run.namespace, &sel, Duration::from_secs(120), &|_| {}).await?;
+            quiet_looks = 0;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    Err(Error::failure("objects kept appearing while cleaning up"))
+}
+
+/// Waits until every pod of the run is running or the job has ended.
+async fn wait_running(c: &Cluster, run: &RunRef, ui: &Ui) -> Result<JobState> {
+    let bar = ui.spinner(format!("waiting for the pods of {}", run.job));
+    let expected = |pods: usize| pods.max(1);
+    loop {
+        let (state, _) = job_state(c, run).await?;
+        let pods = run_pods(c, run).await?;
+        let running = pods
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .count();
+        bar.set_message(format!("{}: {state}, {running}/{} pods running", run.job, expected(pods.len())));
+        if state.is_finished() || (state == JobState::Running && running == pods.len() && running > 0) {
+            bar.finish_and_clear();
+            ui.note(format!("{}: {state} ({running}/{} pods running)", run.job, pods.len()));
+            return Ok(state);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// Objects as a YAML stream (`---` between documents) or a JSON `v1 List`, like kubectl.

@@ -3,8 +3,11 @@
 
 mod completions;
 mod deploy;
+mod events;
 mod init;
 mod logs;
+mod status;
+mod undeploy;
 mod templates;
 
 use crate::cli::{Cli, Command};
@@ -19,7 +22,53 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Init(a) => init::run(&cli.global, &ui, a),
         Command::Templates(a) => templates::run(&ui, a),
         Command::Deploy(a) => deploy::run(&cli.global, &ui, a),
+        Command::Status(a) => status::run(&cli.global, &ui, a),
+        Command::Events(a) => events::run(&cli.global, &ui, a),
+        Command::Undeploy(a) => undeploy::run(&cli.global, &ui, a),
         Command::Logs(a) => logs::run(&cli.global, &ui, a),
         Command::Completions(a) => completions::run(a),
     }
+}
+
+/// Runs async work on a fresh runtime; Ctrl-C ends it at once with exit code 130 unless the
+/// command handles Ctrl-C itself (deploy cleans up first).
+pub(crate) fn block_on<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| crate::Error::failure(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(async {
+        tokio::select! {
+            r = f => r,
+            _ = tokio::signal::ctrl_c() => Err(crate::Error::interrupted()),
+        }
+    })
+}
+
+/// The cluster and the run a command is about (RUN argument, last run, or newest in cluster).
+pub(crate) async fn locate_run(
+    g: &crate::cli::Global,
+    arg: Option<&str>,
+) -> Result<(crate::cluster::Cluster, crate::cluster::runs::RunRef)> {
+    let app = optional_app(g)?;
+    let namespace = crate::kubeconfig::namespace(g, app.as_ref().and_then(|a| a.namespace.as_deref()))?;
+    let cluster = crate::cluster::connect(g).await?;
+    let q = crate::cluster::runs::Query {
+        arg,
+        app: app.as_ref().map(|a| a.name.as_str()),
+        namespace,
+        app_dir: &g.app_dir,
+        namespace_flag: g.namespace.is_some(),
+    };
+    let run = crate::cluster::runs::resolve(&cluster, &q).await?;
+    Ok((cluster, run))
+}
+
+/// The app of `-C DIR` if there is one; a broken hvdctl.yaml is still an error.
+pub(crate) fn optional_app(g: &crate::cli::Global) -> Result<Option<crate::app::App>> {
+    if !g.app_dir.join(crate::app::APP_FILE).exists() {
+        return Ok(None);
+    }
+    crate::app::load(&g.app_dir, &[]).map(|l| Some(l.app))
 }
