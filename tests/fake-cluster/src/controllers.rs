@@ -88,7 +88,11 @@ fn set_condition(
         }
     } else {
         // batch/v1 JobConditions carry lastProbeTime; kubeflow's JobConditions lastUpdateTime.
-        let stamp = if is_mpi { "lastUpdateTime" } else { "lastProbeTime" };
+        let stamp = if is_mpi {
+            "lastUpdateTime"
+        } else {
+            "lastProbeTime"
+        };
         let mut c = json!({"type": ctype, "status": cstatus, "reason": reason, "message": message, "lastTransitionTime": now});
         c[stamp] = json!(now);
         conds.push(c);
@@ -318,7 +322,7 @@ impl Controllers {
                     .pointer("/spec/template")
                     .cloned()
                     .unwrap_or_else(|| json!({}));
-                for _ in active_n..want {
+                while active_n < want {
                     let pod_name = format!("{}-{}", trim_name(&name, 57), util::random_suffix());
                     let mut pod = pod_from_template(&template, &pod_name, &ns, &[], &job);
                     pod["metadata"]["generateName"] = json!(format!("{name}-"));

@@ -10,7 +10,7 @@ pub struct ApiError {
     pub code: u16,
     pub reason: &'static str,
     pub message: String,
-    pub details: Option<Value>,
+    pub details: Option<Box<Value>>,
     pub retry_after: Option<u64>,
 }
 
@@ -28,7 +28,7 @@ impl ApiError {
     }
 
     pub fn with_details(mut self, details: Value) -> Self {
-        self.details = Some(details);
+        self.details = Some(Box::new(details));
         self
     }
 
@@ -161,7 +161,7 @@ impl ApiError {
             "code": self.code,
         });
         if let Some(d) = &self.details {
-            v["details"] = d.clone();
+            v["details"] = (**d).clone();
         }
         v
     }

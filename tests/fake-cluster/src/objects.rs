@@ -331,11 +331,7 @@ pub fn default_on_create(def: &ResourceDef, obj: &mut Value, uid: &str) {
             default_pod_spec(&mut obj["spec"]["template"]["spec"]);
             obj["status"] = json!({"replicas": 0, "availableReplicas": 0});
         }
-        "mpijobs" => {
-            if obj.get("status").is_some() {
-                obj["status"] = json!({});
-            }
-        }
+        "mpijobs" if obj.get("status").is_some() => obj["status"] = json!({}),
         _ => {}
     }
 }
@@ -354,14 +350,26 @@ pub fn check_immutable(def: &ResourceDef, old: &Value, new: &Value) -> ApiResult
     let name = util::name_of(old);
     let immutable: &[&str] = match def.plural {
         "jobs" => &["/spec/selector", "/spec/template", "/spec/completionMode"],
-        "statefulsets" => &["/spec/selector", "/spec/serviceName", "/spec/podManagementPolicy"],
+        "statefulsets" => &[
+            "/spec/selector",
+            "/spec/serviceName",
+            "/spec/podManagementPolicy",
+        ],
         "services" => &["/spec/clusterIP"],
         _ => &[],
     };
     for p in immutable {
-        if old.pointer(p) != new.pointer(p) && !(def.plural == "services" && new.pointer(p).is_none()) {
+        if old.pointer(p) != new.pointer(p)
+            && !(def.plural == "services" && new.pointer(p).is_none())
+        {
             let field = p.trim_start_matches('/').replace('/', ".");
-            return Err(ApiError::invalid(def, name, &field, "FieldValueInvalid", "field is immutable"));
+            return Err(ApiError::invalid(
+                def,
+                name,
+                &field,
+                "FieldValueInvalid",
+                "field is immutable",
+            ));
         }
     }
     if def.plural == "pods" {
@@ -377,14 +385,24 @@ pub fn check_immutable(def: &ResourceDef, old: &Value, new: &Value) -> ApiResult
                 }
             }
             if let Some(m) = spec.as_object_mut() {
-                for k in ["activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"] {
+                for k in [
+                    "activeDeadlineSeconds",
+                    "tolerations",
+                    "terminationGracePeriodSeconds",
+                ] {
                     m.remove(k);
                 }
             }
             spec
         };
         if strip(old) != strip(new) {
-            return Err(ApiError::invalid(def, name, "spec", "FieldValueForbidden", "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"));
+            return Err(ApiError::invalid(
+                def,
+                name,
+                "spec",
+                "FieldValueForbidden",
+                "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+            ));
         }
     }
     Ok(())

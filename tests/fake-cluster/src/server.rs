@@ -405,7 +405,9 @@ fn parse_body(ct: &str, bytes: &[u8]) -> ApiResult<Value> {
         return Err(ApiError::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (fake-cluster does not decode {ct})"),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (fake-cluster does not decode {ct})"
+            ),
         ));
     }
     let trimmed = bytes

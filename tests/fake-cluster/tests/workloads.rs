@@ -19,43 +19,91 @@ fn lines(r: &Resp) -> Vec<String> {
 #[test]
 fn kubelet_phases_and_container_statuses() {
     let fc = start(false);
-    fc.create(pod("p", &[("FAKE_KUBELET_LINES", "3"), ("FAKE_KUBELET_RATE", "20"), ("FAKE_KUBELET_EXIT", "3")])).unwrap();
-    let p = wait_until("scheduled", Duration::from_secs(5), || fc.get("pods", "default", "p").filter(|p| p["spec"]["nodeName"].is_string()));
-    assert!(p["spec"]["nodeName"].as_str().unwrap().starts_with("fake-node-"));
-    wait_until("running", Duration::from_secs(5), || (phase(&fc, "p").as_deref() == Some("Running")).then_some(()));
+    fc.create(pod(
+        "p",
+        &[
+            ("FAKE_KUBELET_LINES", "3"),
+            ("FAKE_KUBELET_RATE", "20"),
+            ("FAKE_KUBELET_EXIT", "3"),
+        ],
+    ))
+    .unwrap();
+    let p = wait_until("scheduled", Duration::from_secs(5), || {
+        fc.get("pods", "default", "p")
+            .filter(|p| p["spec"]["nodeName"].is_string())
+    });
+    assert!(
+        p["spec"]["nodeName"]
+            .as_str()
+            .unwrap()
+            .starts_with("fake-node-")
+    );
+    wait_until("running", Duration::from_secs(5), || {
+        (phase(&fc, "p").as_deref() == Some("Running")).then_some(())
+    });
     let p = fc.get("pods", "default", "p").unwrap();
-    assert!(p["status"]["podIP"].as_str().unwrap().starts_with("10.244."));
+    assert!(
+        p["status"]["podIP"]
+            .as_str()
+            .unwrap()
+            .starts_with("10.244.")
+    );
     assert_eq!(p["status"]["containerStatuses"][0]["ready"], true);
     assert!(p["status"]["containerStatuses"][0]["state"]["running"]["startedAt"].is_string());
-    wait_until("failed", Duration::from_secs(5), || (phase(&fc, "p").as_deref() == Some("Failed")).then_some(()));
+    wait_until("failed", Duration::from_secs(5), || {
+        (phase(&fc, "p").as_deref() == Some("Failed")).then_some(())
+    });
     let p = fc.get("pods", "default", "p").unwrap();
     let t = &p["status"]["containerStatuses"][0]["state"]["terminated"];
     assert_eq!(t["exitCode"], 3);
     assert_eq!(t["reason"], "Error");
     // Events of the pod.
     let evs = fc.list("events", Some("default"), "");
-    let reasons: Vec<&str> = evs.iter().filter(|e| e["involvedObject"]["name"] == "p").map(|e| e["reason"].as_str().unwrap()).collect();
+    let reasons: Vec<&str> = evs
+        .iter()
+        .filter(|e| e["involvedObject"]["name"] == "p")
+        .map(|e| e["reason"].as_str().unwrap())
+        .collect();
     for r in ["Scheduled", "Pulled", "Created", "Started"] {
         assert!(reasons.contains(&r), "{r} missing in {reasons:?}");
     }
     // Waiting pods refuse logs like the kubelet.
-    let slow = FakeCluster::start(Options { kubelet_delay: Duration::from_secs(30), ..Default::default() }).unwrap();
+    let slow = FakeCluster::start(Options {
+        kubelet_delay: Duration::from_secs(30),
+        ..Default::default()
+    })
+    .unwrap();
     slow.create(pod("w", &[])).unwrap();
     let r = log(&slow, "w", "");
     assert_eq!(r.status, 400);
-    assert_eq!(r.json()["message"], "container \"main\" in pod \"w\" is waiting to start: ContainerCreating");
-    assert_eq!(slow.get("pods", "default", "w").unwrap()["status"]["phase"], "Pending");
+    assert_eq!(
+        r.json()["message"],
+        "container \"main\" in pod \"w\" is waiting to start: ContainerCreating"
+    );
+    assert_eq!(
+        slow.get("pods", "default", "w").unwrap()["status"]["phase"],
+        "Pending"
+    );
 }
 
 #[test]
 fn restarts_previous_logs_and_restart_policy() {
     let fc = start(false);
-    let mut p = pod("r", &[("FAKE_KUBELET_LINES", "4"), ("FAKE_KUBELET_RATE", "100"), ("FAKE_KUBELET_RESTARTS", "2")]);
+    let mut p = pod(
+        "r",
+        &[
+            ("FAKE_KUBELET_LINES", "4"),
+            ("FAKE_KUBELET_RATE", "100"),
+            ("FAKE_KUBELET_RESTARTS", "2"),
+        ],
+    );
     p["spec"]["restartPolicy"] = json!("OnFailure");
     fc.create(p).unwrap();
     let r = log(&fc, "r", "previous=true");
     assert!(r.status == 400 || r.status == 200, "{}", r.text());
-    wait_until("succeeded", Duration::from_secs(10), || (phase(&fc, "r").as_deref() == Some("Succeeded")).then_some(()));
+    wait_until("succeeded", Duration::from_secs(10), || {
+        (phase(&fc, "r").as_deref() == Some("Succeeded")).then_some(())
+    });
     let p = fc.get("pods", "default", "r").unwrap();
     let cs = &p["status"]["containerStatuses"][0];
     assert_eq!(cs["restartCount"], 2);
@@ -63,24 +111,44 @@ fn restarts_previous_logs_and_restart_policy() {
     assert_eq!(cs["lastState"]["terminated"]["exitCode"], 1);
     assert_eq!(cs["lastState"]["terminated"]["reason"], "Error");
     let cur = lines(&log(&fc, "r", ""));
-    assert_eq!(cur, (1..=4).map(|i| format!("pod=r container=main restart=2 line {i}")).collect::<Vec<_>>());
+    assert_eq!(
+        cur,
+        (1..=4)
+            .map(|i| format!("pod=r container=main restart=2 line {i}"))
+            .collect::<Vec<_>>()
+    );
     let prev = lines(&log(&fc, "r", "previous=true"));
-    assert_eq!(prev.last().unwrap(), "pod=r container=main restart=1 line 4");
-    assert!(fc.list("events", Some("default"), "").iter().any(|e| e["reason"] == "BackOff" && e["involvedObject"]["name"] == "r"));
+    assert_eq!(
+        prev.last().unwrap(),
+        "pod=r container=main restart=1 line 4"
+    );
+    assert!(
+        fc.list("events", Some("default"), "")
+            .iter()
+            .any(|e| e["reason"] == "BackOff" && e["involvedObject"]["name"] == "r")
+    );
 
     // Never: no restart, so no previous instance.
     fc.create(pod("n", &[("FAKE_KUBELET_LINES", "2")])).unwrap();
-    wait_until("done", Duration::from_secs(5), || (phase(&fc, "n").as_deref() == Some("Succeeded")).then_some(()));
+    wait_until("done", Duration::from_secs(5), || {
+        (phase(&fc, "n").as_deref() == Some("Succeeded")).then_some(())
+    });
     let r = log(&fc, "n", "previous=true");
     assert_eq!(r.status, 400);
-    assert_eq!(r.json()["message"], "previous terminated container \"main\" in pod \"n\" not found");
+    assert_eq!(
+        r.json()["message"],
+        "previous terminated container \"main\" in pod \"n\" not found"
+    );
 }
 
 #[test]
 fn log_parameters() {
     let fc = start(false);
-    fc.create(pod("l", &[("FAKE_KUBELET_LINES", "1000")])).unwrap();
-    wait_until("done", Duration::from_secs(5), || (phase(&fc, "l").as_deref() == Some("Succeeded")).then_some(()));
+    fc.create(pod("l", &[("FAKE_KUBELET_LINES", "1000")]))
+        .unwrap();
+    wait_until("done", Duration::from_secs(5), || {
+        (phase(&fc, "l").as_deref() == Some("Succeeded")).then_some(())
+    });
     let all = log(&fc, "l", "timestamps=true");
     assert_eq!(all.status, 200);
     assert_eq!(all.header("Content-Type"), Some("text/plain"));
@@ -93,10 +161,20 @@ fn log_parameters() {
         assert!(text.ends_with(&format!(" {}", i + 1)));
         stamps.push(jiff::Timestamp::from_str_helper(ts));
     }
-    assert!(stamps.windows(2).all(|w| w[0] < w[1]), "timestamps strictly increase");
+    assert!(
+        stamps.windows(2).all(|w| w[0] < w[1]),
+        "timestamps strictly increase"
+    );
 
     let tail = lines(&log(&fc, "l", "tailLines=3"));
-    assert_eq!(tail, vec!["pod=l container=main restart=0 line 998", "pod=l container=main restart=0 line 999", "pod=l container=main restart=0 line 1000"]);
+    assert_eq!(
+        tail,
+        vec![
+            "pod=l container=main restart=0 line 998",
+            "pod=l container=main restart=0 line 999",
+            "pod=l container=main restart=0 line 1000"
+        ]
+    );
     assert!(log(&fc, "l", "tailLines=0").body.is_empty());
 
     // sinceTime: lines at or after the instant.
@@ -105,10 +183,17 @@ fn log_parameters() {
     assert_eq!(since.len(), 501);
     assert!(since[0].ends_with(" 500"));
     let floored = &ts500[..19];
-    let since_floor = lines(&log(&fc, "l", &format!("sinceTime={floored}Z&timestamps=true")));
+    let since_floor = lines(&log(
+        &fc,
+        "l",
+        &format!("sinceTime={floored}Z&timestamps=true"),
+    ));
     assert!(since_floor.len() >= 501);
     assert_eq!(log(&fc, "l", "sinceTime=garbage").status, 400);
-    assert_eq!(log(&fc, "l", "sinceSeconds=3600").text().lines().count(), 1000);
+    assert_eq!(
+        log(&fc, "l", "sinceSeconds=3600").text().lines().count(),
+        1000
+    );
 
     let limited = log(&fc, "l", "limitBytes=10");
     assert_eq!(limited.body.len(), 10);
@@ -120,10 +205,15 @@ fn log_parameters() {
     let mut two = pod("two", &[]);
     two["spec"]["containers"] = json!([{"name": "a", "image": "x"}, {"name": "b", "image": "x"}]);
     fc.create(two).unwrap();
-    wait_until("two running", Duration::from_secs(5), || (phase(&fc, "two").as_deref() == Some("Running")).then_some(()));
+    wait_until("two running", Duration::from_secs(5), || {
+        (phase(&fc, "two").as_deref() == Some("Running")).then_some(())
+    });
     let r = log(&fc, "two", "");
     assert_eq!(r.status, 400);
-    assert_eq!(r.json()["message"], "a container name must be specified for pod two, choose one of: [a b]");
+    assert_eq!(
+        r.json()["message"],
+        "a container name must be specified for pod two, choose one of: [a b]"
+    );
     assert_eq!(log(&fc, "two", "container=b").status, 200);
 
     // A deleted pod's logs are gone.
@@ -143,8 +233,14 @@ impl FromStrHelper for jiff::Timestamp {
 #[test]
 fn follow_streams_until_the_container_ends() {
     let fc = start(false);
-    fc.create(pod("f", &[("FAKE_KUBELET_LINES", "6"), ("FAKE_KUBELET_RATE", "20")])).unwrap();
-    wait_until("running", Duration::from_secs(5), || (phase(&fc, "f").as_deref() == Some("Running")).then_some(()));
+    fc.create(pod(
+        "f",
+        &[("FAKE_KUBELET_LINES", "6"), ("FAKE_KUBELET_RATE", "20")],
+    ))
+    .unwrap();
+    wait_until("running", Duration::from_secs(5), || {
+        (phase(&fc, "f").as_deref() == Some("Running")).then_some(())
+    });
     let t0 = std::time::Instant::now();
     let mut s = open(&fc, "GET", &format!("{PODS}/f/log?follow=true"), &[], None);
     assert_eq!(s.status, 200);
@@ -154,12 +250,24 @@ fn follow_streams_until_the_container_ends() {
     assert!(got[5].ends_with("line 6"));
     let r = s.read_to_end();
     assert!(!r.truncated, "follow ends with a clean end of body");
-    assert!(t0.elapsed() >= Duration::from_millis(150), "lines appear as their time comes: {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() >= Duration::from_millis(150),
+        "lines appear as their time comes: {:?}",
+        t0.elapsed()
+    );
 
     // A silent container: follow waits until the pod is deleted.
     fc.create(pod("silent", &[])).unwrap();
-    wait_until("running", Duration::from_secs(5), || (phase(&fc, "silent").as_deref() == Some("Running")).then_some(()));
-    let s = open(&fc, "GET", &format!("{PODS}/silent/log?follow=true"), &[], None);
+    wait_until("running", Duration::from_secs(5), || {
+        (phase(&fc, "silent").as_deref() == Some("Running")).then_some(())
+    });
+    let s = open(
+        &fc,
+        "GET",
+        &format!("{PODS}/silent/log?follow=true"),
+        &[],
+        None,
+    );
     let fc2 = &fc;
     std::thread::scope(|sc| {
         sc.spawn(|| {
@@ -176,9 +284,15 @@ fn follow_streams_until_the_container_ends() {
 #[test]
 fn cut_logs_alternate_clean_and_abrupt_and_log_faults() {
     let fc = start(false);
-    fc.create(pod("c", &[("FAKE_KUBELET_LINES", "50")])).unwrap();
-    wait_until("done", Duration::from_secs(5), || (phase(&fc, "c").as_deref() == Some("Succeeded")).then_some(()));
-    fc.set_faults(Faults { cut_logs_every: 10, ..Default::default() });
+    fc.create(pod("c", &[("FAKE_KUBELET_LINES", "50")]))
+        .unwrap();
+    wait_until("done", Duration::from_secs(5), || {
+        (phase(&fc, "c").as_deref() == Some("Succeeded")).then_some(())
+    });
+    fc.set_faults(Faults {
+        cut_logs_every: 10,
+        ..Default::default()
+    });
     let mut kinds = Vec::new();
     for _ in 0..4 {
         let r = log(&fc, "c", "timestamps=true");
@@ -191,9 +305,15 @@ fn cut_logs_alternate_clean_and_abrupt_and_log_faults() {
         kinds.push(r.truncated);
     }
     assert!(kinds.contains(&true) && kinds.contains(&false), "{kinds:?}");
-    assert!(kinds.windows(2).all(|w| w[0] != w[1]), "alternates: {kinds:?}");
+    assert!(
+        kinds.windows(2).all(|w| w[0] != w[1]),
+        "alternates: {kinds:?}"
+    );
 
-    fc.set_faults(Faults { log_fail_rate: 1.0, ..Default::default() });
+    fc.set_faults(Faults {
+        log_fail_rate: 1.0,
+        ..Default::default()
+    });
     let r = log(&fc, "c", "");
     assert!(r.status == 500 || r.status == 429);
     assert_eq!(get(&fc, &format!("{PODS}/c")).status, 200, "only logs fail");
@@ -207,17 +327,38 @@ fn job_controller_backoff_and_completion() {
                "spec": {"backoffLimit": backoff, "template": {"metadata": {"labels": {"mine": name}},
                         "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x", "env": env}]}}}})
     };
-    let j = fc.create(job("ok", json!([{"name": "FAKE_KUBELET_LINES", "value": "2"}]), 6)).unwrap();
+    let j = fc
+        .create(job(
+            "ok",
+            json!([{"name": "FAKE_KUBELET_LINES", "value": "2"}]),
+            6,
+        ))
+        .unwrap();
     let uid = j["metadata"]["uid"].as_str().unwrap().to_string();
-    let done = fc.wait_for("jobs", "default", "ok", Duration::from_secs(5), |j| j.is_some_and(|j| j["status"]["succeeded"] == 1)).expect("job completes").unwrap();
-    let conds: Vec<(&str, &str)> = done["status"]["conditions"].as_array().unwrap().iter().map(|c| (c["type"].as_str().unwrap(), c["status"].as_str().unwrap())).collect();
+    let done = fc
+        .wait_for("jobs", "default", "ok", Duration::from_secs(5), |j| {
+            j.is_some_and(|j| j["status"]["succeeded"] == 1)
+        })
+        .expect("job completes")
+        .unwrap();
+    let conds: Vec<(&str, &str)> = done["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["type"].as_str().unwrap(), c["status"].as_str().unwrap()))
+        .collect();
     assert!(conds.contains(&("Complete", "True")), "{conds:?}");
-    assert!(done["status"]["completionTime"].is_string() && done["status"]["startTime"].is_string());
+    assert!(
+        done["status"]["completionTime"].is_string() && done["status"]["startTime"].is_string()
+    );
     let pods = fc.list("pods", Some("default"), "mine=ok");
     assert_eq!(pods.len(), 1);
     let p = &pods[0];
     let name = p["metadata"]["name"].as_str().unwrap();
-    assert!(name.starts_with("ok-") && name.len() == "ok-".len() + 5, "{name}");
+    assert!(
+        name.starts_with("ok-") && name.len() == "ok-".len() + 5,
+        "{name}"
+    );
     for k in ["batch.kubernetes.io/job-name", "job-name"] {
         assert_eq!(p["metadata"]["labels"][k], "ok");
     }
@@ -231,12 +372,23 @@ fn job_controller_backoff_and_completion() {
     fc.create(job("bad", json!([{"name": "FAKE_KUBELET_LINES", "value": "1"}, {"name": "FAKE_KUBELET_EXIT", "value": "2"}]), 2)).unwrap();
     let failed = fc
         .wait_for("jobs", "default", "bad", Duration::from_secs(10), |j| {
-            j.is_some_and(|j| j["status"]["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["type"] == "Failed" && c["status"] == "True")))
+            j.is_some_and(|j| {
+                j["status"]["conditions"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Failed" && c["status"] == "True")
+                })
+            })
         })
         .expect("job fails")
         .unwrap();
     assert_eq!(failed["status"]["failed"], 3);
-    let c = failed["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Failed").unwrap().clone();
+    let c = failed["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Failed")
+        .unwrap()
+        .clone();
     assert_eq!(c["reason"], "BackoffLimitExceeded");
     assert_eq!(fc.list("pods", Some("default"), "mine=bad").len(), 3);
 
@@ -244,9 +396,19 @@ fn job_controller_backoff_and_completion() {
     fc.delete("jobs", "default", "bad", None).unwrap();
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(fc.list("pods", Some("default"), "mine=bad").len(), 3);
-    let r = req(&fc, "DELETE", "/apis/batch/v1/namespaces/default/jobs/ok?propagationPolicy=Background", "", None);
+    let r = req(
+        &fc,
+        "DELETE",
+        "/apis/batch/v1/namespaces/default/jobs/ok?propagationPolicy=Background",
+        "",
+        None,
+    );
     assert_eq!(r.status, 200);
-    wait_until("pods of ok collected", Duration::from_secs(5), || fc.list("pods", Some("default"), "mine=ok").is_empty().then_some(()));
+    wait_until("pods of ok collected", Duration::from_secs(5), || {
+        fc.list("pods", Some("default"), "mine=ok")
+            .is_empty()
+            .then_some(())
+    });
 }
 
 #[test]
@@ -256,14 +418,25 @@ fn statefulset_controller() {
         "spec": {"replicas": 3, "serviceName": "svc", "podManagementPolicy": "Parallel", "selector": {"matchLabels": {"app": "s"}},
                  "template": {"metadata": {"labels": {"app": "s"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}}))
     .unwrap();
-    let s = fc.wait_for("statefulsets", "default", "s", Duration::from_secs(5), |s| s.is_some_and(|s| s["status"]["readyReplicas"] == 3)).expect("ready").unwrap();
+    let s = fc
+        .wait_for(
+            "statefulsets",
+            "default",
+            "s",
+            Duration::from_secs(5),
+            |s| s.is_some_and(|s| s["status"]["readyReplicas"] == 3),
+        )
+        .expect("ready")
+        .unwrap();
     assert_eq!(s["status"]["replicas"], 3);
     let p = fc.get("pods", "default", "s-2").unwrap();
     assert_eq!(p["spec"]["hostname"], "s-2");
     assert_eq!(p["spec"]["subdomain"], "svc");
     assert_eq!(p["metadata"]["labels"]["app"], "s");
     fc.delete("pods", "default", "s-1", None).unwrap();
-    wait_until("recreated", Duration::from_secs(5), || fc.get("pods", "default", "s-1"));
+    wait_until("recreated", Duration::from_secs(5), || {
+        fc.get("pods", "default", "s-1")
+    });
 }
 
 fn mpijob(name: &str, workers: i64, launcher_env: Value, clean: Option<&str>) -> Value {
@@ -283,15 +456,27 @@ fn mpijob(name: &str, workers: i64, launcher_env: Value, clean: Option<&str>) ->
 }
 
 fn cond(v: &Value, t: &str) -> Option<String> {
-    v["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == t).map(|c| c["status"].as_str().unwrap_or_default().to_string())
+    v["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == t)
+        .map(|c| c["status"].as_str().unwrap_or_default().to_string())
 }
 
 #[test]
 fn mpi_operator_end_to_end() {
     let fc = start(true);
     fc.create(mpijob("m", 2, json!([{"name": "FAKE_KUBELET_LINES", "value": "5"}, {"name": "FAKE_KUBELET_RATE", "value": "10"}]), None)).unwrap();
-    let uid = fc.get("mpijobs", "default", "m").unwrap()["metadata"]["uid"].as_str().unwrap().to_string();
-    let running = fc.wait_for("mpijobs", "default", "m", Duration::from_secs(5), |j| j.and_then(|j| cond(j, "Running")).as_deref() == Some("True")).expect("running").unwrap();
+    let uid = fc.get("mpijobs", "default", "m").unwrap()["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let running = fc
+        .wait_for("mpijobs", "default", "m", Duration::from_secs(5), |j| {
+            j.and_then(|j| cond(j, "Running")).as_deref() == Some("True")
+        })
+        .expect("running")
+        .unwrap();
     assert_eq!(cond(&running, "Created").as_deref(), Some("True"));
     assert_eq!(running["status"]["replicaStatuses"]["Worker"]["active"], 2);
 
@@ -299,14 +484,29 @@ fn mpi_operator_end_to_end() {
     assert_eq!(secret["type"], "kubernetes.io/ssh-auth");
     assert!(secret["data"]["ssh-privatekey"].is_string());
     let cm = fc.get("configmaps", "default", "m-config").unwrap();
-    assert_eq!(cm["data"]["hostfile"], "m-worker-0.m.default.svc slots=2\nm-worker-1.m.default.svc slots=2\n");
-    assert!(cm["data"]["discover_hosts.sh"].as_str().unwrap().contains("echo m-worker-1.m.default.svc:2"));
+    assert_eq!(
+        cm["data"]["hostfile"],
+        "m-worker-0.m.default.svc slots=2\nm-worker-1.m.default.svc slots=2\n"
+    );
+    assert!(
+        cm["data"]["discover_hosts.sh"]
+            .as_str()
+            .unwrap()
+            .contains("echo m-worker-1.m.default.svc:2")
+    );
     let svc = fc.get("services", "default", "m").unwrap();
     assert_eq!(svc["spec"]["clusterIP"], "None");
     let launcher_job = fc.get("jobs", "default", "m-launcher").unwrap();
-    assert_eq!(launcher_job["metadata"]["ownerReferences"][0]["uid"], uid.as_str());
+    assert_eq!(
+        launcher_job["metadata"]["ownerReferences"][0]["uid"],
+        uid.as_str()
+    );
 
-    let workers = fc.list("pods", Some("default"), "training.kubeflow.org/job-role=worker");
+    let workers = fc.list(
+        "pods",
+        Some("default"),
+        "training.kubeflow.org/job-role=worker",
+    );
     assert_eq!(workers.len(), 2);
     for w in &workers {
         let l = &w["metadata"]["labels"];
@@ -319,38 +519,99 @@ fn mpi_operator_end_to_end() {
         assert_eq!(w["metadata"]["ownerReferences"][0]["controller"], true);
         assert_eq!(w["spec"]["restartPolicy"], "Never");
     }
-    let launcher = fc.list("pods", Some("default"), "hvdctl.io/run=r1,training.kubeflow.org/job-role=launcher");
+    let launcher = fc.list(
+        "pods",
+        Some("default"),
+        "hvdctl.io/run=r1,training.kubeflow.org/job-role=launcher",
+    );
     assert_eq!(launcher.len(), 1);
-    assert_eq!(launcher[0]["metadata"]["labels"]["hvdctl.io/role"], "launcher");
+    assert_eq!(
+        launcher[0]["metadata"]["labels"]["hvdctl.io/role"],
+        "launcher"
+    );
     assert_eq!(launcher[0]["metadata"]["labels"]["job-name"], "m-launcher");
 
-    let done = fc.wait_for("mpijobs", "default", "m", Duration::from_secs(5), |j| j.and_then(|j| cond(j, "Succeeded")).as_deref() == Some("True")).expect("succeeds").unwrap();
+    let done = fc
+        .wait_for("mpijobs", "default", "m", Duration::from_secs(5), |j| {
+            j.and_then(|j| cond(j, "Succeeded")).as_deref() == Some("True")
+        })
+        .expect("succeeds")
+        .unwrap();
     assert_eq!(cond(&done, "Running").as_deref(), Some("False"));
-    assert!(done["status"]["completionTime"].is_string() && done["status"]["startTime"].is_string());
+    assert!(
+        done["status"]["completionTime"].is_string() && done["status"]["startTime"].is_string()
+    );
     // cleanPodPolicy Running (default): the still-running workers are deleted.
-    wait_until("workers cleaned", Duration::from_secs(5), || fc.list("pods", Some("default"), "training.kubeflow.org/job-role=worker").is_empty().then_some(()));
-    assert_eq!(fc.list("pods", Some("default"), "training.kubeflow.org/job-role=launcher").len(), 1);
+    wait_until("workers cleaned", Duration::from_secs(5), || {
+        fc.list(
+            "pods",
+            Some("default"),
+            "training.kubeflow.org/job-role=worker",
+        )
+        .is_empty()
+        .then_some(())
+    });
+    assert_eq!(
+        fc.list(
+            "pods",
+            Some("default"),
+            "training.kubeflow.org/job-role=launcher"
+        )
+        .len(),
+        1
+    );
 
     // Deleting the MPIJob collects everything it owns.
-    fc.delete("mpijobs", "default", "m", Some("Foreground")).unwrap();
+    fc.delete("mpijobs", "default", "m", Some("Foreground"))
+        .unwrap();
     wait_until("all collected", Duration::from_secs(5), || {
-        (fc.get("mpijobs", "default", "m").is_none() && fc.get("jobs", "default", "m-launcher").is_none() && fc.get("configmaps", "default", "m-config").is_none() && fc.list("pods", Some("default"), "hvdctl.io/run=r1").is_empty())
-            .then_some(())
+        (fc.get("mpijobs", "default", "m").is_none()
+            && fc.get("jobs", "default", "m-launcher").is_none()
+            && fc.get("configmaps", "default", "m-config").is_none()
+            && fc
+                .list("pods", Some("default"), "hvdctl.io/run=r1")
+                .is_empty())
+        .then_some(())
     });
 }
 
 #[test]
 fn mpi_operator_failure_and_clean_none() {
     let fc = start(true);
-    let mut j = mpijob("f", 1, json!([{"name": "FAKE_KUBELET_LINES", "value": "1"}, {"name": "FAKE_KUBELET_EXIT", "value": "1"}]), Some("None"));
+    let mut j = mpijob(
+        "f",
+        1,
+        json!([{"name": "FAKE_KUBELET_LINES", "value": "1"}, {"name": "FAKE_KUBELET_EXIT", "value": "1"}]),
+        Some("None"),
+    );
     j["spec"]["runPolicy"]["backoffLimit"] = json!(0);
     fc.create(j).unwrap();
-    let failed = fc.wait_for("mpijobs", "default", "f", Duration::from_secs(5), |j| j.and_then(|j| cond(j, "Failed")).as_deref() == Some("True")).expect("fails").unwrap();
-    let c = failed["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Failed").unwrap().clone();
+    let failed = fc
+        .wait_for("mpijobs", "default", "f", Duration::from_secs(5), |j| {
+            j.and_then(|j| cond(j, "Failed")).as_deref() == Some("True")
+        })
+        .expect("fails")
+        .unwrap();
+    let c = failed["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Failed")
+        .unwrap()
+        .clone();
     assert_eq!(c["reason"], "MPIJobFailed");
     assert!(c["lastUpdateTime"].is_string());
     std::thread::sleep(Duration::from_millis(100));
-    assert_eq!(fc.list("pods", Some("default"), "training.kubeflow.org/job-role=worker").len(), 1, "cleanPodPolicy None keeps workers");
+    assert_eq!(
+        fc.list(
+            "pods",
+            Some("default"),
+            "training.kubeflow.org/job-role=worker"
+        )
+        .len(),
+        1,
+        "cleanPodPolicy None keeps workers"
+    );
 
     // Not installed: no MPIJobs at all.
     let plain = start(false);

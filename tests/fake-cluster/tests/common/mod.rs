@@ -10,7 +10,13 @@ use std::time::{Duration, Instant};
 pub use fake_cluster::{FakeCluster, Faults, Options};
 
 pub fn start(mpi: bool) -> FakeCluster {
-    FakeCluster::start(Options { mpi_operator: mpi, kubelet_delay: Duration::from_millis(20), restart_backoff: Duration::from_millis(50), ..Default::default() }).expect("start fake cluster")
+    FakeCluster::start(Options {
+        mpi_operator: mpi,
+        kubelet_delay: Duration::from_millis(20),
+        restart_backoff: Duration::from_millis(50),
+        ..Default::default()
+    })
+    .expect("start fake cluster")
 }
 
 pub struct Resp {
@@ -23,13 +29,17 @@ pub struct Resp {
 
 impl Resp {
     pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
     }
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -48,10 +58,19 @@ fn addr(fc: &FakeCluster) -> String {
     fc.url().trim_start_matches("http://").to_string()
 }
 
-pub fn open(fc: &FakeCluster, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Stream {
+pub fn open(
+    fc: &FakeCluster,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Stream {
     let mut s = TcpStream::connect(addr(fc)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n", addr(fc));
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n",
+        addr(fc)
+    );
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -66,7 +85,11 @@ pub fn open(fc: &FakeCluster, method: &str, path: &str, headers: &[(&str, &str)]
     let mut reader = BufReader::new(s);
     let mut line = String::new();
     reader.read_line(&mut line).unwrap();
-    let status: u16 = line.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("bad status line {line:?}"));
+    let status: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {line:?}"));
     let mut headers = Vec::new();
     loop {
         line.clear();
@@ -79,8 +102,18 @@ pub fn open(fc: &FakeCluster, method: &str, path: &str, headers: &[(&str, &str)]
             headers.push((k.trim().to_string(), v.trim().to_string()));
         }
     }
-    let chunked = headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
-    Stream { status, headers, reader, chunked, left_in_chunk: 0, done: false, truncated: false }
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    Stream {
+        status,
+        headers,
+        reader,
+        chunked,
+        left_in_chunk: 0,
+        done: false,
+        truncated: false,
+    }
 }
 
 impl Stream {
@@ -160,7 +193,12 @@ impl Stream {
             }
             body.extend(b);
         }
-        Resp { status: self.status, headers: self.headers, body, truncated: self.truncated }
+        Resp {
+            status: self.status,
+            headers: self.headers,
+            body,
+            truncated: self.truncated,
+        }
     }
 
     /// Reads until `n` complete lines arrived, the body ended, or `timeout` passed.
@@ -202,7 +240,13 @@ pub fn get(fc: &FakeCluster, path: &str) -> Resp {
 }
 
 pub fn post(fc: &FakeCluster, path: &str, body: &Value) -> Resp {
-    req(fc, "POST", path, "application/json", Some(&body.to_string()))
+    req(
+        fc,
+        "POST",
+        path,
+        "application/json",
+        Some(&body.to_string()),
+    )
 }
 
 pub fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
@@ -217,7 +261,10 @@ pub fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Optio
 }
 
 pub fn pod(name: &str, env: &[(&str, &str)]) -> Value {
-    let env: Vec<Value> = env.iter().map(|(k, v)| serde_json::json!({"name": k, "value": v})).collect();
+    let env: Vec<Value> = env
+        .iter()
+        .map(|(k, v)| serde_json::json!({"name": k, "value": v}))
+        .collect();
     serde_json::json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": "default", "labels": {"app": "t"}},
@@ -226,5 +273,9 @@ pub fn pod(name: &str, env: &[(&str, &str)]) -> Value {
 }
 
 pub fn phase(fc: &FakeCluster, name: &str) -> Option<String> {
-    fc.get("pods", "default", name).and_then(|p| p.pointer("/status/phase").and_then(Value::as_str).map(String::from))
+    fc.get("pods", "default", name).and_then(|p| {
+        p.pointer("/status/phase")
+            .and_then(Value::as_str)
+            .map(String::from)
+    })
 }
