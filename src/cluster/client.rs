@@ -120,7 +120,8 @@ where
     loop {
         n += 1;
         match op().await {
-            Err(e) if n < attempts && is_transient(&e) => {
+            // A server that refuses connections is rarely back within seconds: give up sooner.
+            Err(e) if n < attempts && is_transient(&e) && (status_code(&e).is_some() || n < 3) => {
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(2));
             }

@@ -1,0 +1,296 @@
+//! deploy → status → events → undeploy with the real binary against fake-cluster, for both
+//! backends, plus the bad situations, faults and interruptions.
+
+mod common;
+use common::*;
+use fake_cluster::{FakeCluster, Faults, Options};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+struct Env {
+    fc: FakeCluster,
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+fn env(mpi_operator: bool) -> Env {
+    let fc = FakeCluster::start(Options { mpi_operator, ..Default::default() }).expect("fake cluster starts");
+    let tmp = tempfile::tempdir().unwrap();
+    let kubeconfig = tmp.path().join("kubeconfig");
+    fc.write_kubeconfig(&kubeconfig).unwrap();
+    let root = tmp.path().to_path_buf();
+    Env { fc, _tmp: tmp, root, kubeconfig }
+}
+
+impl Env {
+    fn hv(&self, dir: &Path) -> assert_cmd::Command {
+        let mut c = hvdctl();
+        c.env("KUBECONFIG", &self.kubeconfig).arg("-C").arg(dir);
+        c
+    }
+    fn ours(&self, selector: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        for r in ["mpijobs", "jobs", "pods", "services", "configmaps", "secrets"] {
+            for o in self.fc.list(r, None, selector) {
+                names.push(format!("{r}/{}", o["metadata"]["name"].as_str().unwrap_or_default()));
+            }
+        }
+        names
+    }
+}
+
+fn kubectl(e: &Env, args: &[&str]) -> Option<String> {
+    if std::process::Command::new("kubectl").arg("version").arg("--client").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "kubectl is required in CI");
+        eprintln!("skipping the kubectl cross-check: kubectl is not installed");
+        return None;
+    }
+    let cache = e.root.join("kube-cache");
+    let o = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&e.kubeconfig)
+        .arg("--cache-dir")
+        .arg(&cache)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    Some(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+#[test]
+fn lifecycle_on_both_backends() {
+    let e = env(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    for (backend, id) in [("mpijob", "m1"), ("native", "n1")] {
+        let mut c = e.hv(&dir);
+        c.args(["deploy", "--backend", backend, "--run-id", id, "--set", "env.FAKE_KUBELET_LINES=3", "--set", "env.FAKE_KUBELET_RATE=20"]);
+        let o = run(c);
+        assert_eq!(o.code, 0, "{backend}: {}", o.stderr);
+        assert!(o.stderr.contains(&format!("Deployed demo-{id}")), "{}", o.stderr);
+        let sel = format!("hvdctl.io/run={id}");
+        assert!(!e.ours(&sel).is_empty());
+
+        // status -o json has the documented keys.
+        let mut c = e.hv(&dir);
+        c.args(["status", id, "-o", "json"]);
+        let o = run(c);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        for k in ["run", "job", "namespace", "backend", "state", "pods"] {
+            assert!(v.get(k).is_some(), "status lacks {k}: {v}");
+        }
+        assert_eq!(v["backend"], backend);
+        assert_eq!(v["job"], format!("demo-{id}"));
+
+        // --wait follows it to the end.
+        let mut c = e.hv(&dir);
+        c.args(["status", id, "--wait", "-o", "json"]);
+        let o = run(c);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        assert_eq!(v["state"], "Succeeded");
+        let pods = v["pods"].as_array().unwrap();
+        assert_eq!(pods.len(), 3, "launcher + 2 workers: {v}");
+        for p in pods {
+            for k in ["name", "role", "phase", "restarts"] {
+                assert!(p.get(k).is_some(), "pod row lacks {k}");
+            }
+        }
+        assert_eq!(pods[0]["role"], "launcher");
+
+        // events of the run's pods, oldest first.
+        let mut c = e.hv(&dir);
+        c.args(["events", id]);
+        let o = run(c);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        assert!(o.stdout.contains("Scheduled") && o.stdout.contains(&format!("Pod/demo-{id}-worker-0")), "{}", o.stdout);
+
+        // kubectl reads what hvdctl created.
+        let kind = if backend == "mpijob" { "mpijobs" } else { "jobs" };
+        if let Some(out) = kubectl(&e, &["get", kind, "-l", &sel, "-o", "name"]) {
+            assert!(out.contains(&format!("demo-{id}")), "{out}");
+        }
+
+        let mut c = e.hv(&dir);
+        c.args(["undeploy", id]);
+        let o = run(c);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        assert!(e.ours(&sel).is_empty(), "left behind: {:?}", e.ours(&sel));
+        let op = format!("training.kubeflow.org/job-name=demo-{id}");
+        assert!(e.ours(&op).is_empty(), "operator objects left: {:?}", e.ours(&op));
+        // Idempotent.
+        let mut c = e.hv(&dir);
+        c.args(["undeploy", id]);
+        let o = run(c);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        assert!(o.stderr.contains("Nothing to delete"), "{}", o.stderr);
+    }
+}
+
+#[test]
+fn failed_job_is_reported() {
+    let e = env(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    let mut c = e.hv(&dir);
+    c.args(["deploy", "--run-id", "f1", "--set", "env.FAKE_KUBELET_LINES=2", "--set", "env.FAKE_KUBELET_EXIT=3"]);
+    assert_eq!(run(c).code, 0);
+    let mut c = e.hv(&dir);
+    c.args(["status", "--wait"]);
+    let o = run(c);
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    assert!(o.stdout.contains("State:      Failed"), "{}", o.stdout);
+    assert!(o.stdout.contains("Error (exit 3)"), "{}", o.stdout);
+}
+
+#[test]
+fn bad_situations_say_what_and_where() {
+    // No operator.
+    let e = env(false);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    let mut c = e.hv(&dir);
+    c.args(["deploy"]);
+    let o = run(c);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("MPI Operator is not installed") && o.stderr.contains("--backend native"), "{}", o.stderr);
+    assert!(o.stderr.contains("fake-cluster"), "names the context: {}", o.stderr);
+    assert!(e.ours("app.kubernetes.io/managed-by=hvdctl").is_empty());
+
+    // Missing namespace, then created on request.
+    let mut c = e.hv(&dir);
+    c.args(["-n", "team-x", "deploy", "--backend", "native"]);
+    let o = run(c);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("namespace team-x does not exist") && o.stderr.contains("--create-namespace"), "{}", o.stderr);
+    let mut c = e.hv(&dir);
+    c.args(["-n", "team-x", "deploy", "--backend", "native", "--create-namespace", "--run-id", "ns1"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(!e.fc.list("pods", Some("team-x"), "hvdctl.io/run=ns1").is_empty());
+
+    // Unknown run id, nothing to undeploy.
+    let mut c = e.hv(&dir);
+    c.args(["status", "zzzzz"]);
+    let o = run(c);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("run `zzzzz` not found in namespace default"), "{}", o.stderr);
+    let mut c = e.hv(&dir);
+    c.args(["undeploy", "zzzzz"]);
+    let o = run(c);
+    assert_eq!(o.code, 0);
+    assert!(o.stderr.contains("Nothing to delete"), "{}", o.stderr);
+
+    // 403 on creating Jobs: the error names verb and resource; nothing is left half-made.
+    e.fc.set_faults(Faults { forbid: vec!["patch:jobs".into()], ..Default::default() });
+    let mut c = e.hv(&dir);
+    c.args(["deploy", "--backend", "native", "--run-id", "fb1"]);
+    let o = run(c);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("403") && o.stderr.contains("cannot patch resource \"jobs\""), "{}", o.stderr);
+    assert!(o.stderr.contains("apply Job demo-fb1-launcher"), "{}", o.stderr);
+    assert!(e.ours("hvdctl.io/run=fb1").is_empty(), "orphans: {:?}", e.ours("hvdctl.io/run=fb1"));
+    e.fc.set_faults(Faults::default());
+
+    // Server dry run persists nothing.
+    let mut c = e.hv(&dir);
+    c.args(["deploy", "--backend", "native", "--run-id", "sd1", "--server-dry-run"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(e.ours("hvdctl.io/run=sd1").is_empty());
+
+    // Unreachable API server.
+    let bad = e.root.join("bad-kubeconfig");
+    std::fs::write(&bad, e.fc.kubeconfig().replace(e.fc.url(), "http://127.0.0.1:1")).unwrap();
+    let mut c = hvdctl();
+    c.env("KUBECONFIG", &bad).arg("-C").arg(&dir).args(["status", "abcde"]);
+    let o = run(c);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("cannot reach the API server at http://127.0.0.1:1"), "{}", o.stderr);
+}
+
+#[test]
+fn undeploy_deletes_exactly_the_run() {
+    let e = env(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    for id in ["a1", "a2"] {
+        let mut c = e.hv(&dir);
+        c.args(["deploy", "--backend", "native", "--run-id", id]);
+        assert_eq!(run(c).code, 0);
+    }
+    // Same name prefix, no labels: not ours.
+    e.fc.create(serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "demo-a1-worker-9"},
+        "spec": {"containers": [{"name": "c", "image": "x"}]}})).unwrap();
+    let mut c = e.hv(&dir);
+    c.args(["undeploy", "a1"]);
+    assert_eq!(run(c).code, 0);
+    assert!(e.ours("hvdctl.io/run=a1").is_empty());
+    assert!(!e.ours("hvdctl.io/run=a2").is_empty(), "the other run survives");
+    assert!(e.fc.get("pods", "default", "demo-a1-worker-9").is_some(), "an unlabelled pod with the same prefix survives");
+    let mut c = e.hv(&dir);
+    c.args(["undeploy", "--all"]);
+    assert_eq!(run(c).code, 0);
+    assert!(e.ours("app.kubernetes.io/managed-by=hvdctl").is_empty());
+}
+
+#[test]
+fn faults_do_not_break_the_lifecycle() {
+    let e = env(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    e.fc.set_faults(Faults { fail_rate: 0.1, watch_expire_secs: 1.0, ..Default::default() });
+    for (i, backend) in ["native", "mpijob", "native", "mpijob"].iter().enumerate() {
+        let id = format!("ft{i}");
+        let mut c = e.hv(&dir);
+        c.args(["deploy", "--backend", backend, "--run-id", &id, "--set", "workers=4"]);
+        let o = run(c);
+        assert_eq!(o.code, 0, "deploy {id}: {}", o.stderr);
+        let mut c = e.hv(&dir);
+        c.args(["status", &id, "-o", "json"]);
+        let o = run(c);
+        assert_eq!(o.code, 0, "status {id}: {}", o.stderr);
+    }
+    let mut c = e.hv(&dir);
+    c.args(["undeploy", "--all"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    e.fc.set_faults(Faults::default());
+    assert!(e.ours("app.kubernetes.io/managed-by=hvdctl").is_empty());
+}
+
+#[test]
+fn interrupted_deploys_leave_no_orphans() {
+    let e = env(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    // Slow the server a little so interruptions land at every stage.
+    e.fc.set_faults(Faults { delay_ms: 3, ..Default::default() });
+    let bin = assert_cmd::cargo::cargo_bin("hvdctl");
+    let mut interrupted = 0;
+    for i in 0..50u64 {
+        let backend = if i % 2 == 0 { "native" } else { "mpijob" };
+        let mut child = std::process::Command::new(&bin)
+            .env("KUBECONFIG", &e.kubeconfig)
+            .env("CI", "true")
+            .arg("-C")
+            .arg(&dir)
+            .args(["-q", "deploy", "--backend", backend, "--set", "workers=6"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Pseudo-random point: 0-120 ms after start.
+        std::thread::sleep(Duration::from_millis((i * 37) % 120));
+        let _ = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+        let status = child.wait().unwrap();
+        if status.code() == Some(130) {
+            interrupted += 1;
+        }
+    }
+    assert!(interrupted > 0, "no deploy was interrupted: the test did not test anything");
+    e.fc.set_faults(Faults::default());
+    let mut c = e.hv(&dir);
+    c.args(["undeploy", "--all"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(e.ours("app.kubernetes.io/managed-by=hvdctl").is_empty(), "orphans: {:?}", e.ours("app.kubernetes.io/managed-by=hvdctl"));
+    assert!(e.ours("training.kubeflow.org/operator-name=mpi-operator").is_empty());
+}
