@@ -13,13 +13,21 @@ pub enum Backend {
     Mpijob,
     /// No operator: hvdctl creates Service, Secret, ConfigMap, worker pods and a launcher Job.
     Native,
+    /// No cluster: launcher and worker containers on a private network of the local Docker engine.
+    Local,
 }
 
 impl Backend {
+    /// Whether runs of this backend live in a Kubernetes cluster.
+    pub fn is_kubernetes(self) -> bool {
+        self != Backend::Local
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Backend::Mpijob => "mpijob",
             Backend::Native => "native",
+            Backend::Local => "local",
         }
     }
 }

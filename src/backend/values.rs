@@ -284,7 +284,7 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
             v["launcher"]["command"] = json!(launch_argv(run, None));
             v["worker"]["command"] = json!(["/usr/sbin/sshd", "-De"]);
         }
-        Backend::Native => {
+        Backend::Native | Backend::Local => {
             let launcher_sh = format!("{SCRIPTS_DIR}/launcher.sh");
             let mut cmd = vec!["/bin/bash".to_string(), launcher_sh];
             cmd.extend(launch_argv(run, Some(HOSTFILE)));

@@ -60,6 +60,7 @@ pub async fn job_state(c: &Cluster, run: &RunRef) -> Result<(JobState, Vec<JobCo
             };
             Ok((state, conds))
         }
+        Backend::Local => Err(Error::input(format!("run {} is a local (Docker) run, not a cluster run", run.run_id))),
         Backend::Native => {
             let name = format!("{}-launcher", run.job);
             let api: Api<Job> = Api::namespaced(c.client.clone(), &run.namespace);

@@ -40,6 +40,7 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
     let keys = match backend {
         app::Backend::Native => Some(SshKeys::generate(&format!("hvdctl-{}", run.job_name()))?),
         app::Backend::Mpijob => None,
+        app::Backend::Local => return Err(Error::input("the local backend is not available yet")),
     };
     let objects = backend::objects(&run, &loaded.dir, keys.as_ref())?;
     drop(keys);
