@@ -1,7 +1,164 @@
-use crate::cli::{Global, LogsArgs};
-use crate::error::{Error, Result};
-use crate::ui::Ui;
+//! `hvdctl logs`: flags → [`crate::logs::LogOptions`], find the run, hand over to
+//! [`crate::logs::run`].
 
-pub fn run(_g: &Global, _ui: &Ui, _a: LogsArgs) -> Result<u8> {
-    Err(Error::failure("`hvdctl logs` is being written"))
+use crate::cli::{Global, LogFormat, LogsArgs};
+use crate::cluster::client::{ATTEMPTS, retry, status_code};
+use crate::cluster::runs::{self, Query};
+use crate::error::{Error, Result};
+use crate::logs::printer::{Format, Style};
+use crate::logs::{self, LogOptions};
+use crate::ui::Ui;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::Api;
+
+pub fn run(g: &Global, ui: &Ui, a: LogsArgs) -> Result<u8> {
+    let opts = options(ui, &a)?;
+    let app_file = g.app_dir.join(crate::app::load::APP_FILE);
+    let loaded = if app_file.exists() {
+        Some(crate::app::load(&g.app_dir, &[])?)
+    } else {
+        None
+    };
+    let app = loaded.as_ref().map(|l| &l.app);
+    let namespace = crate::kubeconfig::namespace(g, app.and_then(|a| a.namespace.as_deref()))?;
+    // Measured (docs/benchmarks.md): the multi-threaded runtime parses the streams in parallel
+    // while the printer thread writes.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::failure(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(async {
+        let c = crate::cluster::connect(g).await?;
+        let q = Query {
+            arg: a.run.as_deref(),
+            app: app.map(|a| a.name.as_str()),
+            namespace: namespace.clone(),
+            app_dir: &g.app_dir,
+            namespace_flag: g.namespace.is_some(),
+        };
+        let run = match runs::resolve(&c, &q).await {
+            Ok(r) => r,
+            Err(e) => return Err(namespace_missing(&c, &namespace).await.unwrap_or(e)),
+        };
+        let outcome = tokio::select! {
+            r = logs::run(&c, &run, opts, ui) => r?,
+            _ = tokio::signal::ctrl_c() => return Err(Error::interrupted()),
+        };
+        Ok(outcome.exit_code())
+    })
+}
+
+/// A clearer error when the namespace itself does not exist.
+async fn namespace_missing(c: &crate::cluster::Cluster, ns: &str) -> Option<Error> {
+    let api: Api<Namespace> = Api::all(c.client.clone());
+    match retry(ATTEMPTS, || api.get_opt(ns)).await {
+        Ok(None) => Some(
+            Error::input(format!(
+                "namespace {ns} does not exist (context `{}`)",
+                c.context
+            ))
+            .hint("pick the run's namespace with -n; `kubectl get namespaces` lists them"),
+        ),
+        Err(e) if status_code(&e) == Some(404) => Some(Error::input(format!(
+            "namespace {ns} does not exist (context `{}`)",
+            c.context
+        ))),
+        _ => None,
+    }
+}
+
+fn options(ui: &Ui, a: &LogsArgs) -> Result<LogOptions> {
+    let since_seconds = a.since.as_deref().map(parse_duration).transpose()?;
+    let since_time = a
+        .since_time
+        .as_deref()
+        .map(|t| {
+            t.parse::<jiff::Timestamp>().map_err(|e| {
+                Error::input(format!("--since-time {t}: not an RFC 3339 time ({e})"))
+                    .hint("e.g. 2026-05-01T12:00:00Z")
+            })
+        })
+        .transpose()?;
+    if let Some(t) = a.tail
+        && t < 0
+    {
+        return Err(Error::input(format!("--tail {t}: must be 0 or more")));
+    }
+    let pod = a
+        .pod
+        .as_deref()
+        .map(|re| {
+            regex::Regex::new(re)
+                .map_err(|e| Error::input(format!("--pod {re}: not a regular expression: {e}")))
+        })
+        .transpose()?;
+    let format = match a.output {
+        LogFormat::Text => Format::Text,
+        LogFormat::Json => Format::Json,
+    };
+    Ok(LogOptions {
+        follow: a.follow,
+        since_seconds,
+        since_time,
+        tail: a.tail,
+        role: a.role,
+        pod,
+        container: a.container.clone(),
+        style: Style {
+            format,
+            prefix: !a.no_prefix,
+            timestamps: a.timestamps,
+            color: ui.color_stdout,
+        },
+    })
+}
+
+/// `--since`: `90s`, `5m`, `2h`, `1h30m`, or plain seconds; at least one second.
+fn parse_duration(s: &str) -> Result<i64> {
+    let bad =
+        || Error::input(format!("--since {s}: not a duration")).hint("e.g. 30s, 5m, 2h, 1h30m");
+    if let Ok(n) = s.parse::<i64>() {
+        return if n > 0 { Ok(n) } else { Err(bad()) };
+    }
+    let mut total: i64 = 0;
+    let mut num = String::new();
+    for ch in s.chars() {
+        if ch.is_ascii_digit() {
+            num.push(ch);
+            continue;
+        }
+        let n: i64 = num.parse().map_err(|_| bad())?;
+        num.clear();
+        let unit = match ch {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            _ => return Err(bad()),
+        };
+        total = total
+            .checked_add(n.checked_mul(unit).ok_or_else(bad)?)
+            .ok_or_else(bad)?;
+    }
+    if !num.is_empty() || total <= 0 {
+        return Err(bad());
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s").unwrap(), 30);
+        assert_eq!(parse_duration("5m").unwrap(), 300);
+        assert_eq!(parse_duration("1h30m").unwrap(), 5400);
+        assert_eq!(parse_duration("45").unwrap(), 45);
+        for bad in ["", "0s", "5x", "m", "1h30", "-5"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
 }

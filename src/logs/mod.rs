@@ -1,0 +1,480 @@
+//! `hvdctl logs`: every pod of a run, multiplexed, lossless.
+//!
+//! The pieces read like stern's: [`watch`] finds the run's pods and turns them into
+//! [`target`]s, [`tail`] reads one target with its resume state, [`printer`] owns stdout. This
+//! module wires them: one tail task per target, one bounded channel to the printer, a spinner
+//! while nothing runs yet, and — when following — the job's state, to stop once the job has
+//! finished and every tail has drained its last line.
+
+pub mod printer;
+pub mod tail;
+pub mod target;
+pub mod watch;
+
+use crate::cli::RoleFilter;
+use crate::cluster::Cluster;
+use crate::cluster::runs::RunRef;
+use crate::cluster::status::{JobState, job_state, run_pods};
+use crate::error::{Error, Result};
+use crate::ui::Ui;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::runtime::watcher;
+use printer::{CHANNEL, LineFormat, Style};
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::time::{Duration, Instant};
+use tail::{Ctx, Life, Report, Start, Tail};
+use target::Target;
+use tokio::sync::{mpsc, watch as signal};
+use tokio::task::JoinSet;
+
+/// What to show and how (the resolved flags).
+#[derive(Debug, Clone)]
+pub struct LogOptions {
+    /// Follow new lines and new pods until the job ends.
+    pub follow: bool,
+    /// `--since` in seconds.
+    pub since_seconds: Option<i64>,
+    /// `--since-time`.
+    pub since_time: Option<jiff::Timestamp>,
+    /// `--tail`: lines from the end of each container's log to start with.
+    pub tail: Option<i64>,
+    pub role: RoleFilter,
+    /// `--pod`: only pods whose name matches.
+    pub pod: Option<regex::Regex>,
+    pub container: Option<String>,
+    pub style: Style,
+}
+
+impl LogOptions {
+    /// Follow everything from the start, plain text with prefixes (what `deploy --logs` wants).
+    pub fn follow_all(ui: &Ui) -> LogOptions {
+        LogOptions {
+            follow: true,
+            since_seconds: None,
+            since_time: None,
+            tail: None,
+            role: RoleFilter::All,
+            pod: None,
+            container: None,
+            style: Style {
+                format: printer::Format::Text,
+                prefix: true,
+                timestamps: false,
+                color: ui.color_stdout,
+            },
+        }
+    }
+}
+
+/// How `logs` ended.
+#[derive(Debug, Clone)]
+pub struct LogsOutcome {
+    /// The job's final state when following (None without `-f`, or when stdout was closed).
+    pub state: Option<JobState>,
+    /// Lines printed.
+    pub lines: u64,
+    /// Containers read.
+    pub targets: usize,
+}
+
+impl LogsOutcome {
+    /// 0, or 1 when following a job that failed.
+    pub fn exit_code(&self) -> u8 {
+        self.state.map_or(0, JobState::exit_code)
+    }
+}
+
+/// Prints the logs of every pod of `run` on stdout (see [`run_to`]).
+pub async fn run(
+    cluster: &Cluster,
+    run: &RunRef,
+    opts: LogOptions,
+    ui: &Ui,
+) -> Result<LogsOutcome> {
+    run_to(cluster, run, opts, ui, || {
+        Box::new(std::io::stdout().lock())
+    })
+    .await
+}
+
+/// Prints the logs of every pod of `run` to the writer `out` makes (on a blocking thread).
+/// With `follow`, returns once the job has finished and every line is out; Ctrl-C gives
+/// [`Error::interrupted`].
+pub async fn run_to<F>(
+    cluster: &Cluster,
+    run: &RunRef,
+    opts: LogOptions,
+    ui: &Ui,
+    out: F,
+) -> Result<LogsOutcome>
+where
+    F: FnOnce() -> Box<dyn Write> + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel::<Vec<u8>>(CHANNEL);
+    let printer = tokio::task::spawn_blocking(move || printer::print_all(rx, out()));
+    let mut m = Mux::new(cluster, run, &opts, ui, tx);
+    let result = tokio::select! {
+        r = m.drive() => r,
+        _ = tokio::signal::ctrl_c() => Err(Error::interrupted()),
+    };
+    m.tails.abort_all();
+    let lines = m.lines;
+    let targets = m.pods.target_count();
+    drop(m);
+    let printed = printer
+        .await
+        .map_err(|e| Error::failure(format!("log printer: {e}")))?;
+    let printed = printed.map_err(|e| Error::failure(format!("writing logs to stdout: {e}")))?;
+    let state = result?;
+    Ok(LogsOutcome {
+        state: if printed.closed { None } else { state },
+        lines,
+        targets,
+    })
+}
+
+/// The multiplexer's state.
+struct Mux<'a> {
+    cluster: &'a Cluster,
+    run: &'a RunRef,
+    opts: &'a LogOptions,
+    ui: &'a Ui,
+    api: Api<Pod>,
+    tx: mpsc::Sender<Vec<u8>>,
+    finish_tx: signal::Sender<bool>,
+    pods: watch::Pods,
+    tails: JoinSet<Report>,
+    lines: u64,
+    stdout_closed: bool,
+}
+
+impl<'a> Mux<'a> {
+    fn new(
+        cluster: &'a Cluster,
+        run: &'a RunRef,
+        opts: &'a LogOptions,
+        ui: &'a Ui,
+        tx: mpsc::Sender<Vec<u8>>,
+    ) -> Mux<'a> {
+        let filter = watch::Filter {
+            role: opts.role,
+            pod: opts.pod.clone(),
+            container: opts.container.clone(),
+        };
+        Mux {
+            cluster,
+            run,
+            opts,
+            ui,
+            api: Api::namespaced(cluster.client.clone(), &run.namespace),
+            tx,
+            finish_tx: signal::channel(!opts.follow).0,
+            pods: watch::Pods::new(&run.job, filter),
+            tails: JoinSet::new(),
+            lines: 0,
+            stdout_closed: false,
+        }
+    }
+
+    fn spawn(&mut self, targets: Vec<Target>) {
+        for t in targets {
+            let ctx = Ctx {
+                api: self.api.clone(),
+                tx: self.tx.clone(),
+                fmt: LineFormat::new(&t, self.opts.style),
+                finish: self.finish_tx.subscribe(),
+                start: Start {
+                    since_seconds: self.opts.since_seconds,
+                    since_time: self.opts.since_time,
+                    tail: self.opts.tail,
+                },
+            };
+            self.tails.spawn(Tail::new(t, ctx).run());
+        }
+    }
+
+    fn collect(&mut self, r: std::result::Result<Report, tokio::task::JoinError>) {
+        match r {
+            Ok(rep) => {
+                self.lines += rep.lines;
+                if let Some(w) = rep.warning {
+                    self.ui.note(format!("warning: {w}"));
+                }
+                self.stdout_closed |= rep.closed;
+            }
+            Err(e) if e.is_cancelled() => {}
+            Err(e) => self.ui.note(format!("warning: a log stream stopped: {e}")),
+        }
+    }
+
+    async fn drive(&mut self) -> Result<Option<JobState>> {
+        if self.opts.follow {
+            self.follow().await.map(Some)
+        } else {
+            self.snapshot().await.map(|()| None)
+        }
+    }
+
+    fn what(&self) -> String {
+        format!("run {} in namespace {}", self.run.job, self.run.namespace)
+    }
+
+    /// Without `-f`: what every pod has now.
+    async fn snapshot(&mut self) -> Result<()> {
+        let pods = run_pods(self.cluster, self.run).await?;
+        if pods.is_empty() {
+            let state = job_state(self.cluster, self.run)
+                .await
+                .map(|(s, _)| s.to_string())
+                .unwrap_or_else(|_| "unknown".into());
+            return Err(Error::failure(format!(
+                "{} has no pods yet (job state: {state})",
+                self.what()
+            ))
+            .hint(
+                "`hvdctl logs -f` waits for them; `hvdctl status` shows why they are not there",
+            ));
+        }
+        for p in pods {
+            let t = self.pods.update(p);
+            self.spawn(t);
+        }
+        self.no_match_check()?;
+        while let Some(r) = self.tails.join_next().await {
+            self.collect(r);
+            if self.stdout_closed {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn no_match_check(&self) -> Result<()> {
+        if self.pods.target_count() == 0 && !self.pods.present.is_empty() {
+            return Err(Error::input(format!(
+                "no container of the {} pod(s) of {} matches --role/--pod/--container",
+                self.pods.present.len(),
+                self.what()
+            )));
+        }
+        Ok(())
+    }
+
+    /// With `-f`: follow every pod, new ones too, until the job has finished and every tail
+    /// has drained.
+    async fn follow(&mut self) -> Result<JobState> {
+        let mut events = Box::pin(watch::pods(self.api.clone(), &self.run.selector()));
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut wait = Waiting::new(self.ui, &self.run.job);
+        let mut watch_errors = 0u32;
+        let mut relist: Option<HashSet<String>> = None;
+        let mut finished: Option<JobState> = None;
+        loop {
+            tokio::select! {
+                ev = events.next(), if finished.is_none() => match ev {
+                    Some(Ok(ev)) => {
+                        watch_errors = 0;
+                        match ev {
+                            watcher::Event::Apply(p) => { let t = self.pods.update(p); self.spawn(t); }
+                            watcher::Event::Delete(p) => self.pods.remove(&p),
+                            watcher::Event::Init => relist = Some(HashSet::new()),
+                            watcher::Event::InitApply(p) => {
+                                if let (Some(seen), Some(uid)) = (relist.as_mut(), p.metadata.uid.clone()) {
+                                    seen.insert(uid);
+                                }
+                                let t = self.pods.update(p);
+                                self.spawn(t);
+                            }
+                            watcher::Event::InitDone => {
+                                if let Some(seen) = relist.take() {
+                                    self.pods.retain(&seen);
+                                }
+                            }
+                        }
+                        wait.update(&self.pods.present, self.pods.target_count());
+                    }
+                    Some(Err(e)) => {
+                        watch_errors += 1;
+                        let fatal = match &e {
+                            watcher::Error::InitialListFailed(k) | watcher::Error::WatchStartFailed(k) => {
+                                !crate::cluster::client::is_transient(k)
+                            }
+                            _ => false,
+                        };
+                        if fatal || watch_errors >= 8 {
+                            let what = format!("watch the pods of {}", self.what());
+                            return Err(match &e {
+                                watcher::Error::InitialListFailed(k) | watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => {
+                                    self.cluster.error(&what, k)
+                                }
+                                _ => Error::failure(format!("{what}: {e}")),
+                            });
+                        }
+                    }
+                    None => return Err(Error::failure(format!("watching the pods of {} stopped", self.what()))),
+                },
+                _ = tick.tick(), if finished.is_none() => {
+                    let (state, _) = job_state(self.cluster, self.run).await?;
+                    if state.is_finished() {
+                        finished = Some(state);
+                        wait.done();
+                        // Pods the watcher has not shown yet still count.
+                        for p in run_pods(self.cluster, self.run).await? {
+                            let t = self.pods.update(p);
+                            self.spawn(t);
+                        }
+                        let _ = self.finish_tx.send(true);
+                    } else {
+                        wait.update(&self.pods.present, self.pods.target_count());
+                    }
+                },
+                Some(r) = self.tails.join_next(), if !self.tails.is_empty() => {
+                    self.collect(r);
+                    if self.stdout_closed {
+                        return Ok(finished.unwrap_or(JobState::Running));
+                    }
+                },
+            }
+            if let Some(state) = finished
+                && self.tails.is_empty()
+            {
+                return Ok(state);
+            }
+        }
+    }
+}
+
+/// The "nothing to show yet" indicator: a spinner on a terminal, a line per change otherwise.
+struct Waiting<'a> {
+    ui: &'a Ui,
+    job: String,
+    since: Instant,
+    bar: Option<indicatif::ProgressBar>,
+    last: String,
+    last_note: Option<Instant>,
+    over: bool,
+}
+
+impl<'a> Waiting<'a> {
+    fn new(ui: &'a Ui, job: &str) -> Waiting<'a> {
+        Waiting {
+            ui,
+            job: job.to_string(),
+            since: Instant::now(),
+            bar: None,
+            last: String::new(),
+            last_note: None,
+            over: false,
+        }
+    }
+
+    fn update(&mut self, pods: &BTreeMap<String, Pod>, targets: usize) {
+        if self.over {
+            return;
+        }
+        let msg = waiting_message(&self.job, pods, targets);
+        let Some(msg) = msg else {
+            self.done();
+            return;
+        };
+        if self.ui.progress {
+            let bar = self.bar.get_or_insert_with(|| self.ui.spinner(msg.clone()));
+            bar.set_message(msg.clone());
+        } else {
+            let stale = self
+                .last_note
+                .is_none_or(|t| t.elapsed() >= Duration::from_secs(30));
+            if msg != self.last || stale {
+                let secs = self.since.elapsed().as_secs();
+                self.ui.note(if secs > 0 {
+                    format!("{msg} ({secs}s)")
+                } else {
+                    msg.clone()
+                });
+                self.last_note = Some(Instant::now());
+            }
+        }
+        self.last = msg;
+    }
+
+    fn done(&mut self) {
+        self.over = true;
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// What is being waited for, or None once some container of the run has started.
+fn waiting_message(job: &str, pods: &BTreeMap<String, Pod>, targets: usize) -> Option<String> {
+    if pods.is_empty() {
+        return Some(format!("waiting for the pods of {job} to be created"));
+    }
+    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    for p in pods.values() {
+        let names: Vec<String> = p
+            .spec
+            .as_ref()
+            .map(|s| s.containers.iter().map(|c| c.name.clone()).collect())
+            .unwrap_or_default();
+        for c in names {
+            match tail::view(p, &c).life {
+                Life::NotStarted { reason, .. } => *reasons.entry(reason).or_default() += 1,
+                _ => return None,
+            }
+        }
+    }
+    if targets == 0 {
+        return Some(format!(
+            "waiting for pods of {job} matching the filters ({} other pod(s) present)",
+            pods.len()
+        ));
+    }
+    let what: Vec<String> = reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
+    Some(format!(
+        "waiting for the containers of {job} to start: {}",
+        what.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(uid: &str, state: serde_json::Value) -> (String, Pod) {
+        let p = serde_json::from_value(json!({
+            "metadata": {"name": uid, "uid": uid},
+            "spec": {"containers": [{"name": "c"}]},
+            "status": {"phase": "Pending", "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0, "state": state}]},
+        }))
+        .unwrap();
+        (uid.to_string(), p)
+    }
+
+    #[test]
+    fn waiting_says_what_for() {
+        let none = BTreeMap::new();
+        assert_eq!(
+            waiting_message("j", &none, 0).unwrap(),
+            "waiting for the pods of j to be created"
+        );
+        let pods: BTreeMap<_, _> = [
+            pod("a", json!({"waiting": {"reason": "ContainerCreating"}})),
+            pod("b", json!({"waiting": {"reason": "ImagePullBackOff"}})),
+            pod("c", json!({"waiting": {"reason": "ContainerCreating"}})),
+        ]
+        .into();
+        assert_eq!(
+            waiting_message("j", &pods, 3).unwrap(),
+            "waiting for the containers of j to start: 2 ContainerCreating, 1 ImagePullBackOff"
+        );
+        let mut running = pods.clone();
+        running.extend([pod("d", json!({"running": {}}))]);
+        assert_eq!(waiting_message("j", &running, 4), None);
+    }
+}

@@ -1,0 +1,1114 @@
+//! Tailing: one stream per target, carrying its resume state (the last timestamp printed and
+//! how many lines were printed at exactly that timestamp).
+//!
+//! Every request asks for `timestamps=true`. On any end of a stream — an error or a clean end
+//! of body — the pod is looked at again: gone, or the container terminated for good → make
+//! sure the end was really reached and stop; otherwise reconnect with backoff from `sinceTime`
+//! floored to the second, dropping what was already printed. A restarted container's previous
+//! instance is drained with `previous=true` before its new instance is read. Only complete
+//! (`\n`-terminated) lines count; an unterminated last line is printed only once the container
+//! has terminated and the log is confirmed to end with it.
+//!
+//! A clean end of body is ambiguous (a proxy may close a stream early, stern's bug), so the end
+//! of a terminated container's log is confirmed with a small `tailLines` request whose last
+//! lines must be exactly the ones printed last ([`confirms_end`]).
+
+use super::printer::{BATCH, LineFormat};
+use super::target::Target;
+use crate::cluster::client::{ATTEMPTS, is_transient, retry, status_code};
+use futures::{AsyncBufRead, AsyncBufReadExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, LogParams};
+use std::cmp::Ordering;
+use std::pin::Pin;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+// ---------------------------------------------------------------------------------------------
+// Timestamps
+// ---------------------------------------------------------------------------------------------
+
+/// A log line's timestamp: seconds since the epoch and nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ts {
+    pub secs: i64,
+    pub nanos: u32,
+}
+
+impl Ts {
+    pub fn from_jiff(t: jiff::Timestamp) -> Ts {
+        Ts {
+            secs: t.as_second(),
+            nanos: t.subsec_nanosecond().max(0) as u32,
+        }
+    }
+
+    /// The whole second at or before this instant, as sent in `sinceTime`.
+    pub fn floor_second(self) -> jiff::Timestamp {
+        jiff::Timestamp::from_second(self.secs).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+    }
+}
+
+fn digits(b: &[u8]) -> Option<i64> {
+    let mut n: i64 = 0;
+    for &c in b {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + i64::from(c - b'0');
+    }
+    Some(n)
+}
+
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Parses the RFC 3339 timestamp the kubelet puts before each line
+/// (`2026-11-22T10:00:00.123456789Z`, fraction optional, `Z` or `±hh:mm`).
+pub fn parse_ts(b: &[u8]) -> Option<Ts> {
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let (y, mo, d) = (digits(&b[0..4])?, digits(&b[5..7])?, digits(&b[8..10])?);
+    let (h, mi, s) = (
+        digits(&b[11..13])?,
+        digits(&b[14..16])?,
+        digits(&b[17..19])?,
+    );
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut nanos: u32 = 0;
+    if b[i] == b'.' {
+        i += 1;
+        let start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            if i - start < 9 {
+                nanos = nanos * 10 + u32::from(b[i] - b'0');
+            }
+            i += 1;
+        }
+        let n = i - start;
+        if n == 0 {
+            return None;
+        }
+        for _ in n..9 {
+            nanos *= 10;
+        }
+    }
+    let offset = match b.get(i)? {
+        b'Z' | b'z' if i + 1 == b.len() => 0,
+        sign @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
+            let off = digits(&b[i + 1..i + 3])? * 3600 + digits(&b[i + 4..i + 6])? * 60;
+            if *sign == b'+' { off } else { -off }
+        }
+        _ => return None,
+    };
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s - offset;
+    Some(Ts { secs, nanos })
+}
+
+/// Splits a timestamped log line into (timestamp text, message).
+pub fn split_ts(line: &[u8]) -> (&[u8], &[u8]) {
+    match line.iter().position(|&c| c == b' ') {
+        Some(i) => (&line[..i], &line[i + 1..]),
+        None => (line, &[]),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resume state
+// ---------------------------------------------------------------------------------------------
+
+/// Where a target's output stands: the last timestamp printed and how many lines were printed
+/// at exactly that timestamp. Survives reconnects and container restarts (an instance's lines
+/// all come after the previous instance's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Resume {
+    pub last: Option<Ts>,
+    pub at_last: u64,
+}
+
+/// Per-request counter: lines seen at `Resume::last` in this response.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ReadPos {
+    seen_at_last: u64,
+}
+
+impl Resume {
+    /// `sinceTime` for the next request: the last printed second, floored (the server may only
+    /// honour whole seconds, and kube would otherwise round it — up, losing lines).
+    pub fn since_time(&self) -> Option<jiff::Timestamp> {
+        self.last.map(Ts::floor_second)
+    }
+
+    /// Whether a line stamped `ts` (met in a response read from `since_time()`) is new; if so it
+    /// counts as printed. A line without a readable timestamp counts as stamped `last`.
+    pub fn accept(&mut self, pos: &mut ReadPos, ts: Option<Ts>) -> bool {
+        let Some(last) = self.last else {
+            if let Some(ts) = ts {
+                self.last = Some(ts);
+                self.at_last = 1;
+                pos.seen_at_last = 1;
+            }
+            return true;
+        };
+        let ts = ts.unwrap_or(last);
+        match ts.cmp(&last) {
+            Ordering::Less => false,
+            Ordering::Equal => {
+                pos.seen_at_last += 1;
+                if pos.seen_at_last > self.at_last {
+                    self.at_last = pos.seen_at_last;
+                    true
+                } else {
+                    false
+                }
+            }
+            Ordering::Greater => {
+                self.last = Some(ts);
+                self.at_last = 1;
+                pos.seen_at_last = 1;
+                true
+            }
+        }
+    }
+}
+
+/// Lines the `tailLines` check of [`confirms_end`] needs.
+pub fn end_check_lines(r: &Resume, partial: bool) -> i64 {
+    (r.at_last as i64).saturating_add(1 + i64::from(partial))
+}
+
+/// Whether `body`, the last [`end_check_lines`] lines of a terminated container's log, shows
+/// that everything up to its end was printed: the log must end with exactly the `at_last`
+/// lines stamped `last` (preceded by an older line or nothing), followed by `partial` — the
+/// unterminated line the last read ended with — if there was one.
+pub fn confirms_end(r: &Resume, partial: Option<&[u8]>, body: &[u8]) -> bool {
+    let (lines, rest) = match body.iter().rposition(|&c| c == b'\n') {
+        Some(i) => (&body[..i], &body[i + 1..]),
+        None => (&body[..0], body),
+    };
+    if rest != partial.unwrap_or_default() {
+        return false;
+    }
+    let ts: Vec<Option<Ts>> = if lines.is_empty() && body.first() != Some(&b'\n') {
+        Vec::new()
+    } else {
+        lines
+            .split(|&c| c == b'\n')
+            .map(|l| parse_ts(split_ts(l).0))
+            .collect()
+    };
+    let Some(last) = r.last else {
+        return ts.is_empty();
+    };
+    let n = r.at_last as usize;
+    if ts.len() < n {
+        return false;
+    }
+    let (before, end) = ts.split_at(ts.len() - n);
+    end.iter().all(|t| *t == Some(last))
+        && before.last().is_none_or(|t| t.is_some_and(|t| t < last))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Container state
+// ---------------------------------------------------------------------------------------------
+
+/// What a pod says about one of its containers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Life {
+    /// No instance has run yet (reason: ContainerCreating, ImagePullBackOff, Pending…).
+    NotStarted {
+        reason: String,
+        for_good: bool,
+    },
+    Running,
+    /// Instance `restart` has terminated; `for_good`: no further instance will come.
+    Dead {
+        for_good: bool,
+    },
+}
+
+/// A container's restart count and state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    pub restart: u32,
+    pub life: Life,
+    /// There is a terminated instance before the current one (`previous=true` reads it).
+    pub has_previous: bool,
+}
+
+pub fn view(pod: &Pod, container: &str) -> View {
+    let status = pod.status.as_ref();
+    let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+    let pod_done = matches!(phase, "Succeeded" | "Failed");
+    let policy = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.as_deref())
+        .unwrap_or("Always");
+    let cs = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|v| v.iter().find(|c| c.name == container));
+    let Some(cs) = cs else {
+        return View {
+            restart: 0,
+            life: Life::NotStarted {
+                reason: phase.to_string(),
+                for_good: pod_done,
+            },
+            has_previous: false,
+        };
+    };
+    let restart = u32::try_from(cs.restart_count.max(0)).unwrap_or(u32::MAX);
+    let state = cs.state.as_ref();
+    let last_terminated = cs
+        .last_state
+        .as_ref()
+        .and_then(|s| s.terminated.as_ref())
+        .is_some();
+    let life = if state.and_then(|s| s.running.as_ref()).is_some() {
+        if pod_done {
+            Life::Dead { for_good: true }
+        } else {
+            Life::Running
+        }
+    } else if let Some(t) = state.and_then(|s| s.terminated.as_ref()) {
+        let again = match policy {
+            "Never" => false,
+            "OnFailure" => t.exit_code != 0,
+            _ => true,
+        };
+        Life::Dead {
+            for_good: pod_done || !again,
+        }
+    } else if last_terminated {
+        // Waiting to restart (CrashLoopBackOff): the instance counted by `restart` is over.
+        Life::Dead { for_good: pod_done }
+    } else {
+        let reason = state
+            .and_then(|s| s.waiting.as_ref())
+            .and_then(|w| w.reason.clone())
+            .unwrap_or_else(|| phase.to_string());
+        Life::NotStarted {
+            reason,
+            for_good: pod_done,
+        }
+    };
+    let has_previous = match life {
+        Life::Running => restart > 0,
+        Life::Dead { .. } | Life::NotStarted { .. } => restart > 0 && last_terminated,
+    };
+    View {
+        restart,
+        life,
+        has_previous,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tail task
+// ---------------------------------------------------------------------------------------------
+
+/// What a tail was asked to start from (the flags), for the first instance it reads.
+#[derive(Debug, Clone, Default)]
+pub struct Start {
+    pub since_seconds: Option<i64>,
+    pub since_time: Option<jiff::Timestamp>,
+    pub tail: Option<i64>,
+}
+
+impl Start {
+    fn is_whole_log(&self) -> bool {
+        self.since_seconds.is_none() && self.since_time.is_none() && self.tail.is_none()
+    }
+}
+
+/// Everything a tail needs besides its target.
+pub struct Ctx {
+    pub api: Api<Pod>,
+    pub tx: mpsc::Sender<Vec<u8>>,
+    pub fmt: LineFormat,
+    /// Turns true when no more lines are wanted beyond what is there now (job finished, or
+    /// not following): running containers are read to their present end, then the tail stops.
+    pub finish: watch::Receiver<bool>,
+    pub start: Start,
+}
+
+/// How a tail ended.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub lines: u64,
+    pub requests: u64,
+    /// A problem worth telling (printed on stderr by the caller).
+    pub warning: Option<String>,
+    /// The printer is gone (stdout closed).
+    pub closed: bool,
+}
+
+/// How one request ended.
+#[derive(Debug, Default)]
+struct ReadEnd {
+    new: u64,
+    /// Clean end of body (else an error, or cut short because `finish` turned true).
+    clean: bool,
+    /// The unterminated bytes a clean end of body left (timestamp included).
+    partial: Option<Vec<u8>>,
+    /// The request failed before any byte: HTTP status if any, and message.
+    refused: Option<(Option<u16>, String)>,
+    interrupted: bool,
+}
+
+struct Backoff {
+    delay: Duration,
+}
+
+impl Backoff {
+    const MIN: Duration = Duration::from_millis(50);
+    const MAX: Duration = Duration::from_secs(2);
+    fn new() -> Backoff {
+        Backoff {
+            delay: Backoff::MIN,
+        }
+    }
+    fn reset(&mut self) {
+        self.delay = Backoff::MIN;
+    }
+    async fn wait(&mut self) {
+        let jitter = rand::random_range(0..=self.delay.as_millis() as u64 / 4);
+        tokio::time::sleep(self.delay + Duration::from_millis(jitter)).await;
+        self.delay = (self.delay * 2).min(Backoff::MAX);
+    }
+}
+
+enum PodNow {
+    Here(Box<Pod>),
+    Gone,
+}
+
+pub struct Tail {
+    target: Target,
+    ctx: Ctx,
+    resume: Resume,
+    /// The minimum timestamp wanted (`--since-time`, exact).
+    min_ts: Option<Ts>,
+    report: Report,
+    /// Whether the flags' start (`--tail`/`--since`) still applies (nothing read yet).
+    first: bool,
+    /// Refused for good (401/403): stop.
+    fatal: bool,
+}
+
+impl Tail {
+    pub fn new(target: Target, ctx: Ctx) -> Tail {
+        let min_ts = ctx.start.since_time.map(Ts::from_jiff);
+        Tail {
+            target,
+            ctx,
+            resume: Resume::default(),
+            min_ts,
+            report: Report::default(),
+            first: true,
+            fatal: false,
+        }
+    }
+
+    async fn pod(&mut self) -> Result<PodNow, kube::Error> {
+        let name = self.target.pod.clone();
+        let api = self.ctx.api.clone();
+        match retry(ATTEMPTS, || api.get_opt(&name)).await? {
+            Some(p) if p.metadata.uid.as_deref() == Some(self.target.uid.as_str()) => {
+                Ok(PodNow::Here(Box::new(p)))
+            }
+            _ => Ok(PodNow::Gone),
+        }
+    }
+
+    fn finishing(&self) -> bool {
+        *self.ctx.finish.borrow()
+    }
+
+    fn params(&self, follow: bool, previous: bool) -> LogParams {
+        let mut lp = LogParams {
+            container: Some(self.target.container.clone()),
+            follow,
+            previous,
+            timestamps: true,
+            ..LogParams::default()
+        };
+        if let Some(t) = self.resume.since_time() {
+            lp.since_time = Some(t);
+        } else if self.first {
+            // Never both: sinceSeconds wins silently in kube and is refused by the API server.
+            if let Some(s) = self.ctx.start.since_seconds {
+                lp.since_seconds = Some(s.max(1));
+            } else if let Some(t) = self.min_ts {
+                lp.since_time = Some(t.floor_second());
+            }
+            lp.tail_lines = self.ctx.start.tail;
+        }
+        lp
+    }
+
+    /// Runs until the target's log is read to its end (or the pod is gone, or no more lines
+    /// are wanted).
+    pub async fn run(mut self) -> Report {
+        let mut backoff = Backoff::new();
+        // The instance being read (its restartCount); chosen at the first look at the pod.
+        let mut instance: Option<u32> = None;
+        // The instance being read is known to be read to its end.
+        let mut drained = false;
+        // The latest read ended with a clean end of body (then `partial` is what it left).
+        let mut clean_end = false;
+        let mut partial: Option<Vec<u8>> = None;
+        // Rounds that brought nothing while the end could not be confirmed (a guard).
+        let mut fruitless = 0u32;
+        // When `finish` turned true: running containers are read up to about then.
+        let mut finish_at: Option<jiff::Timestamp> = None;
+        loop {
+            if self.report.closed || self.fatal {
+                return self.report;
+            }
+            let pod = match self.pod().await {
+                Ok(PodNow::Here(p)) => p,
+                Ok(PodNow::Gone) => return self.report,
+                Err(e) => {
+                    if !is_transient(&e) {
+                        self.report.warning = Some(format!(
+                            "{}: cannot read pod {}: {e}",
+                            self.target.prefix, self.target.pod
+                        ));
+                        return self.report;
+                    }
+                    backoff.wait().await;
+                    continue;
+                }
+            };
+            let v = view(&pod, &self.target.container);
+            let finishing = self.finishing();
+            if finishing && finish_at.is_none() {
+                finish_at = Some(jiff::Timestamp::now());
+            }
+            if let Life::NotStarted { for_good, .. } = v.life {
+                if for_good || finishing {
+                    return self.report;
+                }
+                self.wait_for_change(&mut backoff).await;
+                continue;
+            }
+            let cur = v.restart;
+            let k = *instance.get_or_insert_with(|| {
+                // Following a run from its start, a container that already restarted is read
+                // from its previous instance too.
+                if v.has_previous && self.ctx.start.is_whole_log() {
+                    cur - 1
+                } else {
+                    cur
+                }
+            });
+            let (previous, for_good) = match v.life {
+                _ if k < cur => {
+                    // Instance k is over and a newer one exists: finish k through `previous`.
+                    if drained || cur > k + 1 || !v.has_previous {
+                        if !drained {
+                            self.report.warning = Some(format!(
+                                "{}: container {} restarted faster than its logs could be read; some of its earlier logs are lost",
+                                self.target.prefix, self.target.container
+                            ));
+                        }
+                        instance = Some(cur);
+                        (drained, clean_end, partial, fruitless) = (false, false, None, 0);
+                        continue;
+                    }
+                    (true, false)
+                }
+                Life::Running if !finishing => {
+                    drained = false;
+                    let end = self.read(true, false).await;
+                    clean_end = end.clean;
+                    if end.interrupted || self.settle(&end, &mut backoff, &mut partial).await {
+                        continue;
+                    }
+                    // A clean end while the container runs: a proxy closed the stream, or the
+                    // instance just ended. Either way: look again, then reconnect.
+                    if end.new == 0 {
+                        backoff.wait().await;
+                    }
+                    continue;
+                }
+                Life::Running => {
+                    // No more following: read what is there now, up to about the moment the
+                    // job finished (the container may go on writing forever).
+                    let end = self.read(false, false).await;
+                    clean_end = end.clean;
+                    if self.settle(&end, &mut backoff, &mut partial).await {
+                        continue;
+                    }
+                    let wall = finish_at.unwrap_or_else(jiff::Timestamp::now);
+                    let caught_up = self.resume.last.is_none_or(|t| t >= Ts::from_jiff(wall));
+                    fruitless += u32::from(end.new == 0);
+                    if end.new == 0
+                        || caught_up
+                        || fruitless >= 5
+                        || self.confirm(false, None).await == Some(true)
+                    {
+                        return self.report;
+                    }
+                    continue;
+                }
+                Life::Dead { for_good } => (false, for_good || finishing),
+                Life::NotStarted { .. } => unreachable!("handled above"),
+            };
+            // Instance k has terminated: read it to its confirmed end.
+            if !drained && clean_end {
+                match self.confirm(previous, partial.as_deref()).await {
+                    Some(true) => drained = true,
+                    Some(false) => {
+                        fruitless += 1;
+                        if fruitless >= 5 {
+                            self.report.warning = Some(format!(
+                                "{}: could not confirm the end of the log of container {}; stopped after {fruitless} tries",
+                                self.target.prefix, self.target.container
+                            ));
+                            (drained, partial) = (true, None);
+                        }
+                    }
+                    None => backoff.wait().await,
+                }
+            }
+            if drained {
+                if let Some(p) = partial.take() {
+                    self.emit_partial(&p).await;
+                }
+                if previous {
+                    continue;
+                }
+                if for_good {
+                    return self.report;
+                }
+                // A restart is coming: wait for the new instance.
+                self.wait_for_change(&mut backoff).await;
+                continue;
+            }
+            let end = self.read(false, previous).await;
+            clean_end = end.clean;
+            if end.new > 0 {
+                fruitless = 0;
+            }
+            self.settle(&end, &mut backoff, &mut partial).await;
+        }
+    }
+
+    /// Bookkeeping after a read. Returns true when the read did not end cleanly (the caller
+    /// looks at the pod again; backoff was waited if the read brought nothing).
+    async fn settle(
+        &mut self,
+        end: &ReadEnd,
+        backoff: &mut Backoff,
+        partial: &mut Option<Vec<u8>>,
+    ) -> bool {
+        if end.new > 0 || end.clean {
+            self.first = false;
+        }
+        if end.clean {
+            partial.clone_from(&end.partial);
+        } else if end.new > 0 {
+            *partial = None;
+        }
+        if end.new > 0 {
+            backoff.reset();
+        }
+        if let Some((Some(code), msg)) = &end.refused
+            && matches!(code, 401 | 403)
+        {
+            self.report.warning = Some(format!("{}: {msg}", self.target.prefix));
+            self.fatal = true;
+        }
+        if !end.clean && end.new == 0 && !end.interrupted {
+            backoff.wait().await;
+        }
+        !end.clean
+    }
+
+    async fn wait_for_change(&mut self, backoff: &mut Backoff) {
+        let mut finish = self.ctx.finish.clone();
+        tokio::select! {
+            _ = backoff.wait() => {}
+            _ = finish.wait_for(|f| *f) => {}
+        }
+    }
+
+    async fn emit_partial(&mut self, line: &[u8]) {
+        let (ts_raw, msg) = split_ts(line);
+        let mut pos = ReadPos::default();
+        let mut scratch = self.resume;
+        if scratch.accept(&mut pos, parse_ts(ts_raw)) {
+            let mut out = Vec::new();
+            self.ctx.fmt.push(&mut out, ts_raw, msg);
+            self.resume = scratch;
+            self.report.lines += 1;
+            if self.ctx.tx.send(out).await.is_err() {
+                self.report.closed = true;
+            }
+        }
+    }
+
+    /// The `tailLines` check of the end of the log (see [`confirms_end`]). `None`: the request
+    /// failed.
+    async fn confirm(&mut self, previous: bool, partial: Option<&[u8]>) -> Option<bool> {
+        let lp = LogParams {
+            container: Some(self.target.container.clone()),
+            previous,
+            timestamps: true,
+            tail_lines: Some(end_check_lines(&self.resume, partial.is_some())),
+            ..LogParams::default()
+        };
+        self.report.requests += 1;
+        let body = self.ctx.api.logs(&self.target.pod, &lp).await;
+        match body {
+            Ok(s) => Some(confirms_end(&self.resume, partial, s.as_bytes())),
+            Err(_) => None,
+        }
+    }
+
+    /// One request: streams lines, drops what was printed, hands new ones to the printer.
+    async fn read(&mut self, follow: bool, previous: bool) -> ReadEnd {
+        let lp = self.params(follow, previous);
+        self.report.requests += 1;
+        let mut end = ReadEnd::default();
+        let stream = self.ctx.api.log_stream(&self.target.pod, &lp).await;
+        let mut stream: Pin<Box<dyn AsyncBufRead + Send>> = match stream {
+            Ok(s) => Box::pin(s),
+            Err(e) => {
+                end.refused = Some((status_code(&e), e.to_string()));
+                return end;
+            }
+        };
+        let mut finish = self.ctx.finish.clone();
+        let mut pos = ReadPos::default();
+        let mut pending: Vec<u8> = Vec::new();
+        let mut batch: Vec<u8> = Vec::with_capacity(BATCH + 4096);
+        loop {
+            let n = tokio::select! {
+                biased;
+                r = stream.fill_buf() => match r {
+                    Ok([]) => {
+                        end.clean = true;
+                        break;
+                    }
+                    Ok(chunk) => {
+                        end.new += self.lines(chunk, &mut pending, &mut pos, &mut batch);
+                        chunk.len()
+                    }
+                    Err(_) => break,
+                },
+                _ = finish.wait_for(|f| *f), if follow => {
+                    end.interrupted = true;
+                    break;
+                }
+            };
+            stream.as_mut().consume(n);
+            if !batch.is_empty() && !self.send(&mut batch).await {
+                return end;
+            }
+        }
+        if !batch.is_empty() {
+            self.send(&mut batch).await;
+        }
+        if end.clean && !pending.is_empty() {
+            end.partial = Some(pending);
+        }
+        end
+    }
+
+    async fn send(&mut self, batch: &mut Vec<u8>) -> bool {
+        let b = std::mem::replace(batch, Vec::with_capacity(BATCH + 4096));
+        if self.ctx.tx.send(b).await.is_err() {
+            self.report.closed = true;
+            return false;
+        }
+        true
+    }
+
+    /// Handles the complete lines of `chunk` (joined with `pending`, the unterminated rest of
+    /// the previous chunk), keeps its own unterminated rest in `pending`. Returns new lines.
+    fn lines(
+        &mut self,
+        chunk: &[u8],
+        pending: &mut Vec<u8>,
+        pos: &mut ReadPos,
+        batch: &mut Vec<u8>,
+    ) -> u64 {
+        let mut new = 0;
+        let mut rest = chunk;
+        if !pending.is_empty() {
+            match memchr::memchr(b'\n', rest) {
+                Some(i) => {
+                    pending.extend_from_slice(&rest[..i]);
+                    let line = std::mem::take(pending);
+                    new += u64::from(self.line(&line, pos, batch));
+                    rest = &rest[i + 1..];
+                }
+                None => {
+                    pending.extend_from_slice(rest);
+                    return 0;
+                }
+            }
+        }
+        while let Some(i) = memchr::memchr(b'\n', rest) {
+            new += u64::from(self.line(&rest[..i], pos, batch));
+            rest = &rest[i + 1..];
+        }
+        pending.extend_from_slice(rest);
+        new
+    }
+
+    fn line(&mut self, line: &[u8], pos: &mut ReadPos, batch: &mut Vec<u8>) -> bool {
+        let (ts_raw, msg) = split_ts(line);
+        let ts = parse_ts(ts_raw);
+        if !self.resume.accept(pos, ts) {
+            return false;
+        }
+        if let (Some(min), Some(ts)) = (self.min_ts, ts)
+            && ts < min
+        {
+            return false;
+        }
+        self.ctx.fmt.push(batch, ts_raw, msg);
+        self.report.lines += 1;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(s: &str) -> Ts {
+        parse_ts(s.as_bytes()).unwrap_or_else(|| panic!("parse {s}"))
+    }
+
+    #[test]
+    fn parses_timestamps_like_jiff() {
+        for s in [
+            "2026-11-22T10:00:00.123456789Z",
+            "2026-11-22T10:00:00Z",
+            "2026-11-22T10:00:00.5Z",
+            "1999-02-28T23:59:59.000000001Z",
+            "2000-02-29T00:00:00.25+02:00",
+            "2024-12-31T23:59:59.999999999-05:30",
+        ] {
+            let j: jiff::Timestamp = s.parse().unwrap();
+            assert_eq!(ts(s), Ts::from_jiff(j), "{s}");
+        }
+        assert!(ts("2026-11-22T10:00:00.5Z") > ts("2026-11-22T10:00:00Z"));
+        assert!(ts("2026-11-22T10:00:00.5Z") < ts("2026-11-22T10:00:01Z"));
+        for bad in [
+            "",
+            "hello world",
+            "2026-11-22T10:00:00",
+            "2026-13-22T10:00:00Z",
+            "2026-11-22T10:00:00.Z",
+            "2026-11-22T10:00:00Zjunk",
+        ] {
+            assert_eq!(parse_ts(bad.as_bytes()), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn since_time_is_floored_to_the_second() {
+        let r = Resume {
+            last: Some(ts("2026-11-22T10:00:07.999999999Z")),
+            at_last: 1,
+        };
+        assert_eq!(r.since_time().unwrap().to_string(), "2026-11-22T10:00:07Z");
+        // What kube puts on the wire must not round up past lines not yet printed.
+        let lp = LogParams {
+            since_time: r.since_time(),
+            ..LogParams::default()
+        };
+        assert_eq!(
+            lp.since_time
+                .unwrap()
+                .round(jiff::Unit::Second)
+                .unwrap()
+                .to_string(),
+            "2026-11-22T10:00:07Z"
+        );
+        assert_eq!(Resume::default().since_time(), None);
+    }
+
+    /// Feeds a response (lines as (timestamp, text)) through `accept`, returning what is printed.
+    fn feed<'a>(r: &mut Resume, lines: &[(&str, &'a str)]) -> Vec<&'a str> {
+        let mut pos = ReadPos::default();
+        lines
+            .iter()
+            .filter(|(t, _)| r.accept(&mut pos, Some(ts(t))))
+            .map(|(_, m)| *m)
+            .collect()
+    }
+
+    #[test]
+    fn equal_timestamps_across_a_cut_are_printed_once() {
+        let a = "2026-11-22T10:00:05.100Z";
+        let b = "2026-11-22T10:00:05.200Z";
+        let c = "2026-11-22T10:00:06Z";
+        let mut r = Resume::default();
+        // First stream: cut after two of the three lines stamped `b`.
+        assert_eq!(
+            feed(&mut r, &[(a, "1"), (b, "2"), (b, "3")]),
+            ["1", "2", "3"]
+        );
+        assert_eq!(
+            r,
+            Resume {
+                last: Some(ts(b)),
+                at_last: 2
+            }
+        );
+        // Reconnect from 10:00:05: everything from that second comes again.
+        assert_eq!(
+            feed(&mut r, &[(a, "1"), (b, "2"), (b, "3"), (b, "4"), (c, "5")]),
+            ["4", "5"]
+        );
+        assert_eq!(
+            r,
+            Resume {
+                last: Some(ts(c)),
+                at_last: 1
+            }
+        );
+        // Again, with nothing new.
+        assert_eq!(feed(&mut r, &[(b, "4"), (c, "5")]), Vec::<&str>::new());
+        // Many lines at one instant, cut twice.
+        let mut r = Resume::default();
+        assert_eq!(feed(&mut r, &[(a, "x1")]), ["x1"]);
+        assert_eq!(feed(&mut r, &[(a, "x1"), (a, "x2")]), ["x2"]);
+        assert_eq!(
+            feed(&mut r, &[(a, "x1"), (a, "x2"), (a, "x3"), (b, "y")]),
+            ["x3", "y"]
+        );
+    }
+
+    #[test]
+    fn unstamped_lines_count_at_the_last_timestamp() {
+        let a = "2026-11-22T10:00:05.1Z";
+        let mut r = Resume::default();
+        let mut pos = ReadPos::default();
+        assert!(r.accept(&mut pos, Some(ts(a))));
+        assert!(r.accept(&mut pos, None));
+        assert_eq!(r.at_last, 2);
+        let mut pos = ReadPos::default();
+        assert!(!r.accept(&mut pos, Some(ts(a))));
+        assert!(!r.accept(&mut pos, None));
+        assert!(r.accept(&mut pos, None));
+    }
+
+    #[test]
+    fn end_of_log_is_confirmed_only_when_exact() {
+        let a = "2026-11-22T10:00:05.1Z";
+        let b = "2026-11-22T10:00:05.2Z";
+        let c = "2026-11-22T10:00:06Z";
+        let r = Resume {
+            last: Some(ts(b)),
+            at_last: 2,
+        };
+        assert_eq!(end_check_lines(&r, false), 3);
+        let body = |ls: &[(&str, &str)]| {
+            ls.iter()
+                .map(|(t, m)| format!("{t} {m}\n"))
+                .collect::<String>()
+        };
+        assert!(confirms_end(
+            &r,
+            None,
+            body(&[(a, "1"), (b, "2"), (b, "3")]).as_bytes()
+        ));
+        // Only these two lines in the whole log.
+        assert!(confirms_end(
+            &r,
+            None,
+            body(&[(b, "2"), (b, "3")]).as_bytes()
+        ));
+        // A third line at `b` was never printed.
+        assert!(!confirms_end(
+            &r,
+            None,
+            body(&[(b, "2"), (b, "3"), (b, "4")]).as_bytes()
+        ));
+        // A later line exists.
+        assert!(!confirms_end(
+            &r,
+            None,
+            body(&[(b, "2"), (b, "3"), (c, "4")]).as_bytes()
+        ));
+        // An unterminated last line nobody held.
+        let mut with_partial = body(&[(a, "1"), (b, "2"), (b, "3")]);
+        with_partial.push_str(&format!("{c} tail"));
+        assert!(!confirms_end(&r, None, with_partial.as_bytes()));
+        let held = format!("{c} tail");
+        assert!(confirms_end(
+            &r,
+            Some(held.as_bytes()),
+            with_partial.as_bytes()
+        ));
+        assert!(!confirms_end(
+            &r,
+            Some(b"2026-11-22T10:00:06Z ta"),
+            with_partial.as_bytes()
+        ));
+        // Nothing printed: only an empty log confirms.
+        assert!(confirms_end(&Resume::default(), None, b""));
+        assert!(!confirms_end(
+            &Resume::default(),
+            None,
+            body(&[(a, "1")]).as_bytes()
+        ));
+        assert!(!confirms_end(&r, None, b""));
+    }
+
+    fn tail_for_lines() -> Tail {
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap()))
+                .unwrap();
+        let (tx, _rx) = mpsc::channel(1);
+        let (_ftx, finish) = watch::channel(false);
+        let target = Target {
+            pod: "p".into(),
+            uid: "u".into(),
+            container: "c".into(),
+            role: String::new(),
+            prefix: "p".into(),
+        };
+        let style = super::super::printer::Style {
+            format: super::super::printer::Format::Text,
+            prefix: false,
+            timestamps: false,
+            color: false,
+        };
+        let fmt = LineFormat::new(&target, style);
+        Tail::new(
+            target,
+            Ctx {
+                api: Api::namespaced(client, "default"),
+                tx,
+                fmt,
+                finish,
+                start: Start::default(),
+            },
+        )
+    }
+
+    #[tokio::test]
+    async fn partial_lines_are_held_until_complete() {
+        let mut t = tail_for_lines();
+        let (mut pending, mut pos, mut batch) = (Vec::new(), ReadPos::default(), Vec::new());
+        let chunks: [&[u8]; 4] = [
+            b"2026-11-22T10:00:05.1Z one\n2026-11-22T10:00:05.2Z tw",
+            b"o\n2026-11-22T10:00:05.3Z thr",
+            b"ee",
+            b"\n2026-11-22T10:00:05.4Z fo",
+        ];
+        let mut new = 0;
+        for c in chunks {
+            new += t.lines(c, &mut pending, &mut pos, &mut batch);
+        }
+        assert_eq!(new, 3);
+        assert_eq!(String::from_utf8(batch).unwrap(), "one\ntwo\nthree\n");
+        // The cut line is not printed and not counted: a reconnect brings it whole.
+        assert_eq!(pending, b"2026-11-22T10:00:05.4Z fo");
+        assert_eq!(
+            t.resume,
+            Resume {
+                last: Some(ts("2026-11-22T10:00:05.3Z")),
+                at_last: 1
+            }
+        );
+        let (mut pending, mut pos, mut batch) = (Vec::new(), ReadPos::default(), Vec::new());
+        let again = b"2026-11-22T10:00:05.1Z one\n2026-11-22T10:00:05.2Z two\n2026-11-22T10:00:05.3Z three\n2026-11-22T10:00:05.4Z four\n";
+        assert_eq!(t.lines(again, &mut pending, &mut pos, &mut batch), 1);
+        assert_eq!(String::from_utf8(batch).unwrap(), "four\n");
+    }
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn container_views() {
+        let p = pod(
+            serde_json::json!({"spec": {"restartPolicy": "OnFailure", "containers": [{"name": "c"}]}, "status": {"phase": "Running",
+            "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 1,
+              "state": {"waiting": {"reason": "CrashLoopBackOff"}}, "lastState": {"terminated": {"exitCode": 1}}}]}}),
+        );
+        assert_eq!(
+            view(&p, "c"),
+            View {
+                restart: 1,
+                life: Life::Dead { for_good: false },
+                has_previous: true
+            }
+        );
+        let p = pod(
+            serde_json::json!({"spec": {"restartPolicy": "OnFailure", "containers": [{"name": "c"}]}, "status": {"phase": "Running",
+            "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": true, "restartCount": 2,
+              "state": {"running": {}}, "lastState": {"terminated": {"exitCode": 1}}}]}}),
+        );
+        assert_eq!(
+            view(&p, "c"),
+            View {
+                restart: 2,
+                life: Life::Running,
+                has_previous: true
+            }
+        );
+        let p = pod(
+            serde_json::json!({"spec": {"restartPolicy": "OnFailure", "containers": [{"name": "c"}]}, "status": {"phase": "Succeeded",
+            "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+              "state": {"terminated": {"exitCode": 0}}}]}}),
+        );
+        assert_eq!(
+            view(&p, "c"),
+            View {
+                restart: 0,
+                life: Life::Dead { for_good: true },
+                has_previous: false
+            }
+        );
+        let p = pod(
+            serde_json::json!({"spec": {"containers": [{"name": "c"}]}, "status": {"phase": "Pending",
+            "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+              "state": {"waiting": {"reason": "ImagePullBackOff"}}}]}}),
+        );
+        assert_eq!(
+            view(&p, "c").life,
+            Life::NotStarted {
+                reason: "ImagePullBackOff".into(),
+                for_good: false
+            }
+        );
+        assert_eq!(
+            view(&pod(serde_json::json!({"spec": {"containers": []}})), "c").life,
+            Life::NotStarted {
+                reason: "Pending".into(),
+                for_good: false
+            }
+        );
+    }
+}

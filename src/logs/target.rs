@@ -1,0 +1,173 @@
+//! Identity: which container of which pod a stream reads, and the short stable name its lines
+//! are prefixed with (`launcher`, `worker-3`, `worker-3/sidecar`), coloured by a stable hash.
+
+use crate::cluster::status::{role_of, worker_index};
+use k8s_openapi::api::core::v1::Pod;
+
+/// One container of one pod: what a tail reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub pod: String,
+    pub uid: String,
+    pub container: String,
+    /// `launcher`, `worker`, or "" for pods without the role label.
+    pub role: String,
+    /// Short name shown before each line.
+    pub prefix: String,
+}
+
+impl Target {
+    /// The key that tells two targets apart (a pod re-created under the same name is new).
+    pub fn key(&self) -> (String, String) {
+        (self.uid.clone(), self.container.clone())
+    }
+
+    /// ANSI SGR colour code of the prefix: a stable hash of the prefix (same name, same colour).
+    pub fn color(&self) -> u8 {
+        const PALETTE: [u8; 6] = [31, 32, 33, 34, 35, 36];
+        // FNV-1a: stable across runs and platforms (unlike `std`'s RandomState hasher).
+        let mut h: u32 = 0x811c_9dc5;
+        for b in self.prefix.bytes() {
+            h ^= u32::from(b);
+            h = h.wrapping_mul(0x0100_0193);
+        }
+        PALETTE[(h % PALETTE.len() as u32) as usize]
+    }
+}
+
+/// The short name of a pod within its run: `launcher`, `worker-<i>`, else the pod name
+/// without the `<job>-` prefix. `launcher_taken` says another launcher pod already uses
+/// `launcher` (a restarted launcher pod is then `launcher-<suffix>`).
+pub fn pod_short_name(job: &str, pod: &Pod, launcher_taken: bool) -> String {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let rest = name
+        .strip_prefix(job)
+        .and_then(|r| r.strip_prefix('-'))
+        .unwrap_or(name);
+    if role_of(pod) == "launcher" {
+        if !launcher_taken {
+            return "launcher".into();
+        }
+        if rest.starts_with("launcher") {
+            return rest.to_string();
+        }
+        return format!("launcher-{rest}");
+    }
+    if let Some(i) = worker_index(name) {
+        return format!("worker-{i}");
+    }
+    rest.to_string()
+}
+
+/// The targets of a pod: one per container (after the `--container` filter), prefixed
+/// `short` or `short/container` when the pod has several containers.
+pub fn targets_of(pod: &Pod, short: &str, container: Option<&str>) -> Vec<Target> {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let containers: Vec<&str> = pod
+        .spec
+        .as_ref()
+        .map(|s| s.containers.iter().map(|c| c.name.as_str()).collect())
+        .unwrap_or_default();
+    let several = containers.len() > 1;
+    containers
+        .into_iter()
+        .filter(|c| container.is_none_or(|want| want == *c))
+        .map(|c| Target {
+            pod: name.clone(),
+            uid: uid.clone(),
+            container: c.to_string(),
+            role: role_of(pod).to_string(),
+            prefix: if several {
+                format!("{short}/{c}")
+            } else {
+                short.to_string()
+            },
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(name: &str, role: &str, containers: &[&str]) -> Pod {
+        let cs: Vec<_> = containers
+            .iter()
+            .map(|c| json!({"name": c, "image": "i"}))
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "uid": format!("uid-{name}"), "labels": {"hvdctl.io/role": role}},
+            "spec": {"containers": cs},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn short_names() {
+        assert_eq!(
+            pod_short_name(
+                "mnist-ab1",
+                &pod("mnist-ab1-launcher-x7k2p", "launcher", &["l"]),
+                false
+            ),
+            "launcher"
+        );
+        assert_eq!(
+            pod_short_name(
+                "mnist-ab1",
+                &pod("mnist-ab1-launcher-q9z8w", "launcher", &["l"]),
+                true
+            ),
+            "launcher-q9z8w"
+        );
+        assert_eq!(
+            pod_short_name(
+                "mnist-ab1",
+                &pod("mnist-ab1-worker-12", "worker", &["w"]),
+                false
+            ),
+            "worker-12"
+        );
+        assert_eq!(
+            pod_short_name("mnist-ab1", &pod("mnist-ab1-extra", "", &["w"]), false),
+            "extra"
+        );
+        assert_eq!(
+            pod_short_name("mnist-ab1", &pod("other", "", &["w"]), false),
+            "other"
+        );
+    }
+
+    #[test]
+    fn container_suffix_only_when_several() {
+        let p = pod("j-worker-3", "worker", &["worker", "sidecar"]);
+        let t = targets_of(&p, "worker-3", None);
+        assert_eq!(
+            t.iter().map(|t| t.prefix.as_str()).collect::<Vec<_>>(),
+            ["worker-3/worker", "worker-3/sidecar"]
+        );
+        let t = targets_of(&p, "worker-3", Some("sidecar"));
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].prefix, "worker-3/sidecar");
+        let one = targets_of(&pod("j-worker-3", "worker", &["worker"]), "worker-3", None);
+        assert_eq!(one[0].prefix, "worker-3");
+        assert_eq!(one[0].role, "worker");
+    }
+
+    #[test]
+    fn colour_is_stable_and_spread() {
+        let t = |p: &str| Target {
+            pod: String::new(),
+            uid: String::new(),
+            container: String::new(),
+            role: String::new(),
+            prefix: p.into(),
+        };
+        assert_eq!(t("worker-3").color(), t("worker-3").color());
+        let colours: std::collections::BTreeSet<u8> =
+            (0..16).map(|i| t(&format!("worker-{i}")).color()).collect();
+        assert!(colours.len() >= 4, "{colours:?}");
+    }
+}
