@@ -17,8 +17,11 @@ fn set_mode(p: &Path, mode: u32) {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
-/// Reads a tar archive into (path, type byte, mode, uid, gid, link target, content).
-fn read_tar(data: &[u8]) -> Vec<(String, u8, u32, u64, u64, String, Vec<u8>)> {
+/// One tar entry: (path, type byte, mode, uid, gid, link target, content).
+type TarEntry = (String, u8, u32, u64, u64, String, Vec<u8>);
+
+/// Reads a tar archive into its entries.
+fn read_tar(data: &[u8]) -> Vec<TarEntry> {
     let mut ar = tar::Archive::new(data);
     let mut out = Vec::new();
     for e in ar.entries().unwrap() {

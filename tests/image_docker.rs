@@ -206,7 +206,9 @@ async fn wrong_password_is_a_clear_error_that_shows_no_password() {
     let repo = format!("{}/{}", svc.registry, util::unique("hvdctl-tests/denied"));
     let mut req = BuildRequest::new(dir.path(), &repo, "v1");
     req.progress = ProgressMode::Plain;
-    let built = build(&svc.docker, &req, &mut Vec::new()).await.unwrap();
+    let built = build(&svc.docker, &req, &mut Vec::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 
     let wrong = format!("Wr0ng-{}-pw", rand::random::<u32>());
     let config_dir = util::docker_config_with_auth(&svc.registry, &svc.user, &wrong);
@@ -369,7 +371,9 @@ async fn push_with_a_credential_helper() {
     let repo = format!("{}/{}", svc.registry, util::unique("hvdctl-tests/helper"));
     let mut req = BuildRequest::new(dir.path(), &repo, "h1");
     req.progress = ProgressMode::Plain;
-    let built = build(&svc.docker, &req, &mut Vec::new()).await.unwrap();
+    let built = build(&svc.docker, &req, &mut Vec::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let mut preq = PushRequest::new(&repo, "h1");
     preq.progress = ProgressMode::Plain;
     let pushed = push(&svc.docker, &preq, creds.as_ref(), &mut Vec::new())

@@ -349,14 +349,12 @@ impl PushUi {
         }
     }
 
+    /// Leaves every layer's last state on screen.
     fn finish(&mut self) {
         for bar in self.bars.values() {
             if !bar.is_finished() {
                 bar.abandon();
             }
-        }
-        if let Some(m) = &self.multi {
-            let _ = m.clear();
         }
     }
 }
