@@ -61,6 +61,7 @@ impl Catalog {
                             .map(str::to_owned)
                     })
                     .collect();
+                n.sort();
                 n.dedup();
                 n
             }
