@@ -101,6 +101,7 @@ async fn build_push_and_read_the_manifest_back() {
     let mut req = BuildRequest::new(dir.path(), &repo, &tag);
     req.build_args
         .insert("GREETING".into(), "hello-from-arg".into());
+    req.labels.insert("hvdctl.io/app".into(), "test-app".into());
     req.progress = ProgressMode::Plain;
     let mut log = Vec::new();
     let built = build(&svc.docker, &req, &mut log)
@@ -108,7 +109,7 @@ async fn build_push_and_read_the_manifest_back() {
         .unwrap_or_else(|e| panic!("{e}"));
     let log_text = String::from_utf8_lossy(&log);
     assert!(
-        log_text.contains("Step 1/5 : FROM hvdctl-test/busybox:latest"),
+        log_text.contains("Step 1/6 : FROM hvdctl-test/busybox:latest"),
         "{log_text}"
     );
     assert!(log_text.contains("sent build context"), "{log_text}");
@@ -117,6 +118,18 @@ async fn build_push_and_read_the_manifest_back() {
     assert!(built.context_bytes > 0);
     let out = util::docker_cli(&svc.docker_host, &["run", "--rm", &built.reference], &[]);
     assert_eq!(out.trim(), "greeting=hello-from-arg");
+    let inspect = svc
+        .docker
+        .bollard()
+        .inspect_image(&built.reference)
+        .await
+        .unwrap();
+    assert_eq!(inspect.id.as_deref(), Some(built.id.as_str()));
+    let labels = inspect.config.and_then(|c| c.labels).unwrap_or_default();
+    assert_eq!(
+        labels.get("hvdctl.io/app").map(String::as_str),
+        Some("test-app")
+    );
     let ls = util::docker_cli(
         &svc.docker_host,
         &["run", "--rm", &built.reference, "ls", "/"],
@@ -380,6 +393,111 @@ async fn push_with_a_credential_helper() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(pushed.digest.starts_with("sha256:"));
+    let _ = svc
+        .docker
+        .bollard()
+        .remove_image(
+            &built.reference,
+            None::<bollard::query_parameters::RemoveImageOptions>,
+            None,
+        )
+        .await;
+}
+
+/// A TCP listener on 127.0.0.1 that forwards every connection to the daemon's unix socket,
+/// so the `tcp://` code paths run against the real daemon.
+async fn tcp_to_unix_proxy(socket: std::path::PathBuf) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            let socket = socket.clone();
+            tokio::spawn(async move {
+                if let Ok(mut unix) = tokio::net::UnixStream::connect(&socket).await {
+                    let _ = tokio::io::copy_bidirectional(&mut tcp, &mut unix).await;
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn docker_host_over_tcp() {
+    let Some(svc) = util::services().await else {
+        return;
+    };
+    let DockerHost::Unix(socket) = DockerHost::parse(&svc.docker_host).unwrap() else {
+        panic!("the test daemon is expected on a unix socket");
+    };
+    let addr = tcp_to_unix_proxy(socket).await;
+    let tcp = DockerClient::connect_to(&DockerHost::parse(&format!("tcp://{addr}")).unwrap())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(tcp.api_version(), svc.docker.api_version());
+    assert!(!tcp.server_version().is_empty());
+
+    // Build (bollard over HTTP) and push (hvdctl's own request over TCP).
+    let dir = app_dir();
+    let repo = format!("{}/{}", svc.registry, util::unique("hvdctl-tests/tcp"));
+    let mut req = BuildRequest::new(dir.path(), &repo, "tcp");
+    req.progress = ProgressMode::Plain;
+    let built = build(&tcp, &req, &mut Vec::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let config_dir = util::docker_config_with_auth(&svc.registry, &svc.user, &svc.password);
+    let creds = DockerConfig::load_from(config_dir.path())
+        .unwrap()
+        .credentials_for(&svc.registry)
+        .unwrap();
+    let mut preq = PushRequest::new(&repo, "tcp");
+    preq.progress = ProgressMode::Plain;
+    let pushed = push(&tcp, &preq, creds.as_ref(), &mut Vec::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        tag_exists(&tcp, &repo, "tcp", creds.as_ref())
+            .await
+            .unwrap()
+    );
+    assert!(pushed.digest.starts_with("sha256:"));
+    let _ = svc
+        .docker
+        .bollard()
+        .remove_image(
+            &built.reference,
+            None::<bollard::query_parameters::RemoveImageOptions>,
+            None,
+        )
+        .await;
+}
+
+#[tokio::test]
+async fn multi_stage_target() {
+    let Some(svc) = util::services().await else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    util::write_tree(
+        d.path(),
+        &[(
+            "Dockerfile",
+            "FROM hvdctl-test/busybox:latest AS first\nRUN echo first > /stage\n\
+             FROM hvdctl-test/busybox:latest AS second\nRUN echo second > /stage\n",
+        )],
+    );
+    let mut req = BuildRequest::new(d.path(), util::unique("hvdctl-tests/stages"), "t");
+    req.progress = ProgressMode::Plain;
+    req.target = Some("first".into());
+    let built = build(&svc.docker, &req, &mut Vec::new())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = util::docker_cli(
+        &svc.docker_host,
+        &["run", "--rm", &built.reference, "cat", "/stage"],
+        &[],
+    );
+    assert_eq!(out.trim(), "first");
     let _ = svc
         .docker
         .bollard()

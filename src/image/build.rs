@@ -60,11 +60,16 @@ pub struct BuildRequest {
     pub no_cache: bool,
     /// Always pull newer versions of the `FROM` images.
     pub pull: bool,
+    /// Build only up to this stage of a multi-stage Dockerfile (`--target`).
+    pub target: Option<String>,
+    /// Labels set on the image.
+    pub labels: BTreeMap<String, String>,
     pub progress: ProgressMode,
 }
 
 impl BuildRequest {
-    /// A request with the defaults: `Dockerfile`, no build args, cache on, no pull, `Auto`.
+    /// A request with the defaults: `Dockerfile`, no build args or labels, cache on, no pull,
+    /// no target, `Auto` progress.
     pub fn new(
         context_dir: impl Into<PathBuf>,
         repo: impl Into<String>,
@@ -78,6 +83,8 @@ impl BuildRequest {
             build_args: BTreeMap::new(),
             no_cache: false,
             pull: false,
+            target: None,
+            labels: BTreeMap::new(),
             progress: ProgressMode::Auto,
         }
     }
@@ -145,6 +152,13 @@ pub async fn build(
         rm: true,
         forcerm: true,
         buildargs: (!build_args.is_empty()).then_some(build_args),
+        labels: (!req.labels.is_empty()).then(|| {
+            req.labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        }),
+        target: req.target.clone().unwrap_or_default(),
         ..Default::default()
     };
 
