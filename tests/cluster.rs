@@ -294,3 +294,20 @@ fn interrupted_deploys_leave_no_orphans() {
     assert!(e.ours("app.kubernetes.io/managed-by=hvdctl").is_empty(), "orphans: {:?}", e.ours("app.kubernetes.io/managed-by=hvdctl"));
     assert!(e.ours("training.kubeflow.org/operator-name=mpi-operator").is_empty());
 }
+
+#[test]
+fn deploy_logs_follows_to_the_job_result() {
+    let e = env(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    for (backend, exit, want) in [("mpijob", "0", 0), ("native", "0", 0), ("mpijob", "2", 1)] {
+        let mut c = e.hv(&dir);
+        c.args(["deploy", "--logs", "--backend", backend, "--set", "env.FAKE_KUBELET_LINES=5", "--set", "env.FAKE_KUBELET_RATE=50"]);
+        c.args(["--set", &format!("env.FAKE_KUBELET_EXIT={exit}")]);
+        let o = run(c);
+        assert_eq!(o.code, want, "{backend} exit {exit}: {}", o.stderr);
+        for prefix in ["launcher", "worker-0", "worker-1"] {
+            let lines = o.stdout.lines().filter(|l| l.starts_with(prefix) && l.contains(" line ")).count();
+            assert_eq!(lines, 5, "{backend}: {prefix} lines in:\n{}", o.stdout);
+        }
+    }
+}

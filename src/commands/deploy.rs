@@ -128,7 +128,11 @@ async fn deploy(g: &Global, ui: &Ui, a: &DeployArgs, run: &Run<'_>, dir: &std::p
     ));
     if a.logs {
         // Logs follow the job to its end and carry its result.
-        return Err(Error::failure(format!("deploy --logs is not wired yet; run `hvdctl logs -f {}`", rref.run_id)));
+        let outcome = tokio::select! {
+            r = crate::logs::run(&c, &rref, crate::logs::LogOptions::follow_all(ui), ui) => r?,
+            _ = tokio::signal::ctrl_c() => return Err(Error::interrupted()),
+        };
+        return Ok(outcome.exit_code());
     }
     if a.wait {
         let state = wait_running(&c, &rref, ui).await?;
