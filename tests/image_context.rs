@@ -386,14 +386,6 @@ async fn sends_the_same_files_as_docker_build() {
     );
 
     for image in [format!("{cli_tag}:latest"), built.reference.clone()] {
-        let _ = svc
-            .docker
-            .bollard()
-            .remove_image(
-                &image,
-                None::<bollard::query_parameters::RemoveImageOptions>,
-                None,
-            )
-            .await;
+        util::remove_image(&svc, &image).await;
     }
 }

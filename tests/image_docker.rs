@@ -158,10 +158,20 @@ async fn build_push_and_read_the_manifest_back() {
         .unwrap_or_else(|e| panic!("{e}"));
     let push_text = String::from_utf8_lossy(&push_log);
     assert!(pushed.digest.starts_with("sha256:"), "{pushed:?}");
-    assert!(
-        push_text.contains("Pushed") || push_text.contains("already exists"),
-        "{push_text}"
-    );
+    // Plain progress: every layer announced reaches a final state.
+    let layers: Vec<&str> = push_text
+        .lines()
+        .filter_map(|l| l.strip_suffix(": Preparing"))
+        .collect();
+    assert!(!layers.is_empty(), "{push_text}");
+    for id in layers {
+        assert!(
+            ["Pushed", "Layer already exists", "Mounted from"]
+                .iter()
+                .any(|s| push_text.contains(&format!("{id}: {s}"))),
+            "layer {id} never finished:\n{push_text}"
+        );
+    }
     assert!(!push_text.contains(&svc.password));
 
     // The registry has it, under the digest the push reported.
@@ -199,15 +209,7 @@ async fn build_push_and_read_the_manifest_back() {
         .await
         .unwrap();
     assert_eq!(again.digest, pushed.digest);
-    let _ = svc
-        .docker
-        .bollard()
-        .remove_image(
-            &built.reference,
-            None::<bollard::query_parameters::RemoveImageOptions>,
-            None,
-        )
-        .await;
+    util::remove_image(&svc, &built.reference).await;
 }
 
 #[tokio::test]
@@ -274,15 +276,7 @@ async fn wrong_password_is_a_clear_error_that_shows_no_password() {
             && e.message.contains(&svc.registry),
         "{e}"
     );
-    let _ = svc
-        .docker
-        .bollard()
-        .remove_image(
-            &built.reference,
-            None::<bollard::query_parameters::RemoveImageOptions>,
-            None,
-        )
-        .await;
+    util::remove_image(&svc, &built.reference).await;
 }
 
 #[tokio::test]
@@ -393,15 +387,7 @@ async fn push_with_a_credential_helper() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(pushed.digest.starts_with("sha256:"));
-    let _ = svc
-        .docker
-        .bollard()
-        .remove_image(
-            &built.reference,
-            None::<bollard::query_parameters::RemoveImageOptions>,
-            None,
-        )
-        .await;
+    util::remove_image(&svc, &built.reference).await;
 }
 
 /// A TCP listener on 127.0.0.1 that forwards every connection to the daemon's unix socket,
@@ -461,15 +447,7 @@ async fn docker_host_over_tcp() {
             .unwrap()
     );
     assert!(pushed.digest.starts_with("sha256:"));
-    let _ = svc
-        .docker
-        .bollard()
-        .remove_image(
-            &built.reference,
-            None::<bollard::query_parameters::RemoveImageOptions>,
-            None,
-        )
-        .await;
+    util::remove_image(&svc, &built.reference).await;
 }
 
 #[tokio::test]
@@ -498,13 +476,5 @@ async fn multi_stage_target() {
         &[],
     );
     assert_eq!(out.trim(), "first");
-    let _ = svc
-        .docker
-        .bollard()
-        .remove_image(
-            &built.reference,
-            None::<bollard::query_parameters::RemoveImageOptions>,
-            None,
-        )
-        .await;
+    util::remove_image(&svc, &built.reference).await;
 }

@@ -141,3 +141,17 @@ pub fn docker_config_with_auth(registry: &str, user: &str, password: &str) -> te
     std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
     dir
 }
+
+/// Removes a test image but not its untagged parents: a concurrent test building the same
+/// steps may be using them as its build cache at this very moment.
+pub async fn remove_image(svc: &Services, reference: &str) {
+    let options = bollard::query_parameters::RemoveImageOptions {
+        noprune: true,
+        ..Default::default()
+    };
+    let _ = svc
+        .docker
+        .bollard()
+        .remove_image(reference, Some(options), None)
+        .await;
+}
