@@ -66,6 +66,10 @@ pub enum Command {
     Init(InitArgs),
     /// List the app templates
     Templates(TemplatesArgs),
+    /// Build the app's image through the Docker Engine API (and push it with --push)
+    Build(BuildArgs),
+    /// Push the last built image (or IMAGE:--tag) to its registry
+    Push(PushArgs),
     /// Render the run's manifests and apply them (or print them with --dry-run)
     Deploy(DeployArgs),
     /// Show a run's job state, conditions and pods (or every run with --all)
@@ -266,4 +270,44 @@ pub struct LogsArgs {
     /// text, or json: one object per line (time, pod, container, role, message)
     #[arg(short, long, value_enum, default_value_t = LogFormat::Text)]
     pub output: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProgressChoice {
+    Auto,
+    Plain,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// Push the image after building it
+    #[arg(long)]
+    pub push: bool,
+    /// Tag (default: derived from the source: git short SHA, plus a content hash when dirty)
+    #[arg(long, value_name = "TAG")]
+    pub tag: Option<String>,
+    /// Build argument (repeatable), added to hvdctl.yaml's build.args
+    #[arg(long = "build-arg", value_name = "KEY=VALUE")]
+    pub build_arg: Vec<String>,
+    /// Do not use the build cache
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Always pull newer versions of the base images
+    #[arg(long)]
+    pub pull: bool,
+    /// Progress display: bars on a terminal (auto) or the daemon's lines (plain)
+    #[arg(long, value_enum, default_value_t = ProgressChoice::Auto)]
+    pub progress: ProgressChoice,
+    /// Override a key of hvdctl.yaml (as for deploy)
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// Tag to push (default: the last image `hvdctl build` made)
+    #[arg(long, value_name = "TAG")]
+    pub tag: Option<String>,
+    #[arg(long, value_enum, default_value_t = ProgressChoice::Auto)]
+    pub progress: ProgressChoice,
 }

@@ -311,3 +311,25 @@ fn deploy_logs_follows_to_the_job_result() {
         }
     }
 }
+
+#[test]
+fn an_unpushed_local_image_is_refused_for_a_remote_cluster() {
+    let e = env(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    std::fs::create_dir_all(dir.join(".hvdctl")).unwrap();
+    std::fs::write(dir.join(".hvdctl/image.json"), r#"{"image": "demo:abc1234", "pushed": false, "built": "2026-11-22T00:00:00Z"}"#).unwrap();
+    let remote = e.root.join("remote-kubeconfig");
+    std::fs::write(&remote, e.fc.kubeconfig().replace(e.fc.url(), "https://k8s.example.invalid:6443")).unwrap();
+    let mut c = hvdctl();
+    c.env("KUBECONFIG", &remote).arg("-C").arg(&dir).args(["deploy", "--no-push"]);
+    let o = run(c);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("demo:abc1234 was built on this machine and never pushed") && o.stderr.contains("hvdctl push"), "{}", o.stderr);
+    // The local fake cluster can use it as it is.
+    let mut c = e.hv(&dir);
+    c.args(["deploy", "--no-push", "--run-id", "lp1", "-o", "yaml"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let mj = e.fc.get("mpijobs", "default", "demo-lp1").unwrap();
+    assert_eq!(mj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["image"], "demo:abc1234");
+}

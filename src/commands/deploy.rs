@@ -22,10 +22,14 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
         }
         None => backend::new_run_id(),
     };
-    let image = match &a.image {
-        Some(i) => i.clone(),
-        None => state::image(&loaded.dir)?.map_or_else(|| app.image.clone(), |r| r.image),
+    let recorded = if a.image.is_some() { None } else { state::image(&loaded.dir)? };
+    let image = match (&a.image, &recorded) {
+        (Some(i), _) => i.clone(),
+        (None, Some(r)) => r.image.clone(),
+        (None, None) => app.image.clone(),
     };
+    // An image built here and not pushed yet must reach a registry before a cluster can run it.
+    let unpushed = recorded.filter(|r| !r.pushed).map(|r| r.image);
     if !app::validate::is_image_ref(&image) {
         return Err(Error::input(format!("--image {image}: not a valid image reference")));
     }
@@ -44,7 +48,7 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
     };
     let objects = backend::objects(&run, &loaded.dir, keys.as_ref())?;
     drop(keys);
-    block_on_with_cleanup(deploy(g, ui, &a, &run, &loaded.dir, &objects))
+    block_on_with_cleanup(deploy(g, ui, &a, &run, &loaded.dir, &objects, unpushed))
 }
 
 /// Like [`block_on`], but Ctrl-C is handled inside `deploy` (it cleans up first).
@@ -57,8 +61,31 @@ fn block_on_with_cleanup(f: impl std::future::Future<Output = Result<u8>>) -> Re
     rt.block_on(f)
 }
 
-async fn deploy(g: &Global, ui: &Ui, a: &DeployArgs, run: &Run<'_>, dir: &std::path::Path, objects: &[Object]) -> Result<u8> {
+async fn deploy(
+    g: &Global,
+    ui: &Ui,
+    a: &DeployArgs,
+    run: &Run<'_>,
+    dir: &std::path::Path,
+    objects: &[Object],
+    unpushed: Option<String>,
+) -> Result<u8> {
     let c = crate::cluster::connect(g).await?;
+    if let Some(image) = unpushed {
+        if a.no_push || a.server_dry_run {
+            if !is_local_server(&c.server) && !a.server_dry_run {
+                return Err(Error::input(format!(
+                    "image {image} was built on this machine and never pushed, and the cluster of context `{}` ({}) is remote: it cannot pull it",
+                    c.context, c.server
+                ))
+                .hint("run `hvdctl push` (or drop --no-push), or pass --image with an image the cluster can pull"));
+            }
+        } else {
+            let docker = crate::image::DockerClient::connect().await?;
+            super::build::push_image(&docker, &image, crate::image::ProgressMode::Auto, ui).await?;
+            state::record_image(dir, &state::ImageRecord { image, pushed: true, built: state::now() })?;
+        }
+    }
     if run.backend == app::Backend::Mpijob && !mpijob_served(&c).await? {
         return Err(Error::failure(format!(
             "the MPI Operator is not installed in context `{}` ({}): kubeflow.org/v2beta1 MPIJob is not served",
@@ -144,6 +171,14 @@ async fn deploy(g: &Global, ui: &Ui, a: &DeployArgs, run: &Run<'_>, dir: &std::p
     Ok(0)
 }
 
+/// Whether an API server URL points at this machine (a kind/minikube-style or test cluster
+/// can use images that exist only in the local daemon).
+fn is_local_server(server: &str) -> bool {
+    let host = server.split("://").nth(1).unwrap_or(server);
+    let host = if let Some(rest) = host.strip_prefix('[') { rest.split(']').next().unwrap_or("") } else { host.split([':', '/']).next().unwrap_or("") };
+    matches!(host, "localhost" | "::1") || host.starts_with("127.")
+}
+
 /// Removes everything of a run that failed to deploy, including objects whose create was in
 /// flight when it failed (looked for again until two looks agree nothing is left).
 async fn rollback(c: &Cluster, run: &RunRef) -> Result<()> {
@@ -206,6 +241,19 @@ pub fn format_objects(objects: &[Object], format: ManifestFormat) -> String {
             let mut s = serde_json::to_string_pretty(&list).unwrap_or_default();
             s.push('\n');
             s
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn local_servers() {
+        for s in ["http://127.0.0.1:6443", "https://localhost", "https://[::1]:6443/", "http://127.1.2.3"] {
+            assert!(super::is_local_server(s), "{s}");
+        }
+        for s in ["https://k8s.example.com:6443", "https://10.0.0.1", "https://[2001:db8::1]:443"] {
+            assert!(!super::is_local_server(s), "{s}");
         }
     }
 }

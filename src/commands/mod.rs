@@ -1,6 +1,7 @@
 //! One module per subcommand: each adapts parsed flags to the library functions that do the
 //! work, and returns the process exit code.
 
+mod build;
 mod completions;
 mod deploy;
 mod events;
@@ -21,6 +22,8 @@ pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Init(a) => init::run(&cli.global, &ui, a),
         Command::Templates(a) => templates::run(&ui, a),
+        Command::Build(a) => build::run(&cli.global, &ui, a),
+        Command::Push(a) => build::push_cmd(&cli.global, &ui, a),
         Command::Deploy(a) => deploy::run(&cli.global, &ui, a),
         Command::Status(a) => status::run(&cli.global, &ui, a),
         Command::Events(a) => events::run(&cli.global, &ui, a),
