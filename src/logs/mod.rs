@@ -385,10 +385,16 @@ impl<'a> Waiting<'a> {
             let bar = self.bar.get_or_insert_with(|| self.ui.spinner(msg.clone()));
             bar.set_message(msg.clone());
         } else {
+            // A line when what is waited for changes (not for every count), and every 30 s.
+            let kind = |m: &str| {
+                m.chars()
+                    .filter(|c| !c.is_ascii_digit())
+                    .collect::<String>()
+            };
             let stale = self
                 .last_note
                 .is_none_or(|t| t.elapsed() >= Duration::from_secs(30));
-            if msg != self.last || stale {
+            if kind(&msg) != kind(&self.last) || stale {
                 let secs = self.since.elapsed().as_secs();
                 self.ui.note(if secs > 0 {
                     format!("{msg} ({secs}s)")
