@@ -346,3 +346,11 @@ fn missing_dockerfile_or_outside_context_is_input_error() {
     let e = BuildContext::open(&d.path().join("nope"), "Dockerfile").unwrap_err();
     assert_eq!(e.exit_code(), 2);
 }
+
+#[test]
+fn lowercase_dockerfile_is_the_fallback_for_the_default_name() {
+    let d = tree(&["dockerfile", "a"], "dockerfile\n");
+    let ctx = BuildContext::open(d.path(), "Dockerfile").unwrap();
+    assert_eq!(ctx.dockerfile(), "dockerfile");
+    assert_eq!(ctx.files().unwrap(), [".dockerignore", "a", "dockerfile"]);
+}

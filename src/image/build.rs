@@ -135,7 +135,7 @@ fn effective_build_args_from(
 pub async fn build(
     docker: &DockerClient,
     req: &BuildRequest,
-    log: &mut dyn Write,
+    log: &mut (dyn Write + Send),
 ) -> Result<BuiltImage> {
     validate_repo(&req.repo)?;
     validate_tag(&req.tag)?;

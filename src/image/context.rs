@@ -96,6 +96,15 @@ impl BuildContext {
                 context_dir.display()
             )));
         }
+        // Like the Docker CLI: the default name falls back to a lowercase `dockerfile`.
+        let dockerfile = if dockerfile == "Dockerfile"
+            && !context_dir.join("Dockerfile").exists()
+            && context_dir.join("dockerfile").is_file()
+        {
+            "dockerfile".to_string()
+        } else {
+            dockerfile
+        };
         let df_path = context_dir.join(&dockerfile);
         match fs::metadata(&df_path) {
             Ok(m) if m.is_file() => {}

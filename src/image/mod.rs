@@ -25,3 +25,18 @@ pub use context::{BuildContext, ContextEntry, EntryKind};
 pub use docker::DockerClient;
 pub use progress::ProgressMode;
 pub use push::{PushRequest, PushedImage, push, tag_exists};
+
+/// Compile-time check: the futures of [`build`], [`push`] and [`tag_exists`] are `Send`, so
+/// callers may spawn them.
+#[allow(dead_code)]
+fn futures_are_send(
+    docker: &DockerClient,
+    build_req: &BuildRequest,
+    push_req: &PushRequest,
+    log: &mut (dyn std::io::Write + Send),
+) {
+    fn is_send<T: Send>(_: &T) {}
+    is_send(&build(docker, build_req, log));
+    is_send(&push(docker, push_req, None, log));
+    is_send(&tag_exists(docker, "r", "t", None));
+}

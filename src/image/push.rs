@@ -117,7 +117,7 @@ pub async fn push(
     docker: &DockerClient,
     req: &PushRequest,
     credentials: Option<&Credentials>,
-    log: &mut dyn Write,
+    log: &mut (dyn Write + Send),
 ) -> Result<PushedImage> {
     validate_repo(&req.repo)?;
     validate_tag(&req.tag)?;
