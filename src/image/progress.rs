@@ -13,9 +13,12 @@ pub enum ProgressMode {
 }
 
 impl ProgressMode {
-    /// True when this mode means live bars on stderr right now.
+    /// True when this mode means live bars on stderr right now: `Auto`, stderr a terminal,
+    /// and not `TERM=dumb`.
     pub fn use_bars(self) -> bool {
-        self == ProgressMode::Auto && std::io::stderr().is_terminal()
+        self == ProgressMode::Auto
+            && std::io::stderr().is_terminal()
+            && std::env::var("TERM").map_or(true, |t| t != "dumb")
     }
 }
 
