@@ -13,6 +13,7 @@ pub mod error;
 pub mod image;
 pub mod kinds;
 pub mod kubeconfig;
+pub mod local;
 pub mod logs;
 pub mod render;
 pub mod scaffold;

@@ -1,0 +1,374 @@
+//! The state of a local run from its containers (the Docker engine is the source of truth):
+//! one row per container in the shape `hvdctl status` prints for pods, and the job's state.
+//!
+//! The launcher decides: exited 0 → Succeeded, exited non-zero → Failed. A worker that died
+//! (exited non-zero, was killed, ran out of memory) fails the job at once, even while the
+//! launcher still runs: it is reported, never hidden.
+
+use super::{LocalRef, docker_error, is_not_found};
+use crate::cluster::status::{JobState, worker_index};
+use crate::error::{Error, Result};
+use crate::image::docker::DockerClient;
+use crate::kinds::{JobCondition, ROLE_LAUNCHER, ROLE_WORKER};
+use crate::render::manifests::LABEL_ROLE;
+use bollard::models::ContainerStateStatusEnum as S;
+use bollard::query_parameters::ListContainersOptions;
+use serde::Serialize;
+
+/// One container of a run, as inspected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Container {
+    pub name: String,
+    pub id: String,
+    /// `launcher` or `worker`.
+    pub role: String,
+    pub index: Option<u32>,
+    pub status: Status,
+    pub exit_code: i64,
+    pub oom_killed: bool,
+    pub created: String,
+    /// RFC 3339, empty when never started.
+    pub started_at: String,
+    pub finished_at: String,
+    pub restarts: i64,
+    pub image: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Created,
+    Running,
+    Exited,
+    /// Dead, removing, or unknown to us.
+    Gone,
+}
+
+impl Container {
+    /// Pod-like phase: Pending, Running, Succeeded, Failed.
+    pub fn phase(&self) -> &'static str {
+        match self.status {
+            Status::Created => "Pending",
+            Status::Running => "Running",
+            Status::Exited if self.exit_code == 0 && !self.oom_killed => "Succeeded",
+            Status::Exited | Status::Gone => "Failed",
+        }
+    }
+
+    pub fn failed(&self) -> bool {
+        self.phase() == "Failed"
+    }
+
+    pub fn has_started(&self) -> bool {
+        self.status != Status::Created
+    }
+
+    pub fn finished(&self) -> bool {
+        matches!(self.status, Status::Exited | Status::Gone)
+    }
+
+    /// `Completed (exit 0)`, `Error (exit 3)`, `OOMKilled (exit 137)`.
+    pub fn termination(&self) -> Option<String> {
+        if !self.finished() {
+            return None;
+        }
+        let reason = if self.oom_killed {
+            "OOMKilled"
+        } else if self.exit_code == 0 {
+            "Completed"
+        } else {
+            "Error"
+        };
+        Some(format!("{reason} (exit {})", self.exit_code))
+    }
+
+    /// `launcher`, `worker-3`.
+    pub fn short_name(&self) -> String {
+        match self.index {
+            Some(i) if self.role == ROLE_WORKER => format!("worker-{i}"),
+            _ if self.role == ROLE_LAUNCHER => "launcher".into(),
+            _ => self.name.clone(),
+        }
+    }
+}
+
+/// Every container of `r`, launcher first, then workers by index.
+pub async fn containers(docker: &DockerClient, r: &LocalRef) -> Result<Vec<Container>> {
+    let d = docker.bollard();
+    let list = d
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(r.filters()),
+            ..Default::default()
+        }))
+        .await
+        .map_err(|e| docker_error(format!("listing the containers of {}", r.job), &e))?;
+    let mut out = Vec::new();
+    for c in list {
+        let Some(id) = c.id else { continue };
+        let i = match d.inspect_container(&id, None).await {
+            Ok(i) => i,
+            // Removed between list and inspect.
+            Err(e) if is_not_found(&e) => continue,
+            Err(e) => return Err(docker_error(format!("inspecting container {id}"), &e)),
+        };
+        let name = i
+            .name
+            .clone()
+            .unwrap_or_default()
+            .trim_start_matches('/')
+            .to_string();
+        let st = i.state.clone().unwrap_or_default();
+        let status = match st.status {
+            Some(S::CREATED) => Status::Created,
+            Some(S::RUNNING | S::PAUSED | S::RESTARTING) => Status::Running,
+            Some(S::EXITED) => Status::Exited,
+            _ => Status::Gone,
+        };
+        let zero = |t: Option<String>| t.filter(|t| !t.starts_with("0001-")).unwrap_or_default();
+        let role = i
+            .config
+            .as_ref()
+            .and_then(|c| c.labels.as_ref())
+            .and_then(|l| l.get(LABEL_ROLE))
+            .cloned()
+            .unwrap_or_default();
+        out.push(Container {
+            index: if role == ROLE_WORKER {
+                worker_index(&name)
+            } else {
+                None
+            },
+            role,
+            id,
+            status,
+            exit_code: st.exit_code.unwrap_or_default(),
+            oom_killed: st.oom_killed.unwrap_or(false),
+            created: i.created.clone().unwrap_or_default(),
+            started_at: zero(st.started_at),
+            finished_at: zero(st.finished_at),
+            restarts: i.restart_count.unwrap_or_default(),
+            image: i.config.and_then(|c| c.image).unwrap_or_default(),
+            name,
+        });
+    }
+    out.sort_by_key(|c| {
+        (
+            u8::from(c.role != ROLE_LAUNCHER),
+            c.index.unwrap_or(u32::MAX),
+            c.name.clone(),
+        )
+    });
+    Ok(out)
+}
+
+fn condition(t: &str, status: bool, reason: &str, message: String, time: &str) -> JobCondition {
+    JobCondition {
+        type_: t.into(),
+        status: if status { "True" } else { "False" }.into(),
+        reason: Some(reason.into()),
+        message: Some(message),
+        last_transition_time: (!time.is_empty()).then(|| time.to_string()),
+    }
+}
+
+/// The job's state and conditions (MPIJob-shaped: Created, Running, Succeeded/Failed).
+pub fn job_state(job: &str, cs: &[Container]) -> (JobState, Vec<JobCondition>) {
+    let launcher = cs.iter().find(|c| c.role == ROLE_LAUNCHER);
+    let created = cs.iter().map(|c| c.created.as_str()).min().unwrap_or("");
+    let mut conds = vec![condition(
+        "Created",
+        true,
+        "ContainersCreated",
+        format!("{} container(s) of {job} created", cs.len()),
+        created,
+    )];
+    let dead_worker = cs.iter().find(|c| c.role == ROLE_WORKER && c.failed());
+    let state = match launcher {
+        Some(l) if l.finished() && !l.failed() => JobState::Succeeded,
+        Some(l) if l.finished() => JobState::Failed,
+        _ if dead_worker.is_some() => JobState::Failed,
+        Some(l) if l.status == Status::Running => JobState::Running,
+        _ => JobState::Pending,
+    };
+    if let Some(l) = launcher
+        && l.has_started()
+    {
+        conds.push(condition(
+            "Running",
+            l.status == Status::Running,
+            if l.status == Status::Running {
+                "LauncherRunning"
+            } else {
+                "LauncherFinished"
+            },
+            format!("launcher {}", l.name),
+            &l.started_at,
+        ));
+    }
+    match state {
+        JobState::Succeeded => {
+            let l = launcher.expect("succeeded runs have a launcher");
+            conds.push(condition(
+                "Succeeded",
+                true,
+                "LauncherSucceeded",
+                format!("launcher {} exited with code 0", l.name),
+                &l.finished_at,
+            ));
+        }
+        JobState::Failed => {
+            let (reason, who) = match launcher {
+                Some(l) if l.finished() => ("LauncherFailed", l),
+                _ => (
+                    "WorkerFailed",
+                    dead_worker.expect("a dead worker fails the job"),
+                ),
+            };
+            let why = who.termination().unwrap_or_else(|| "is gone".into());
+            conds.push(condition(
+                "Failed",
+                true,
+                reason,
+                format!("{} {}: {why}", who.short_name(), who.name),
+                &who.finished_at,
+            ));
+        }
+        _ => {}
+    }
+    (state, conds)
+}
+
+/// One row per container: the pod row `hvdctl status` prints for Kubernetes runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodRow {
+    pub name: String,
+    pub role: String,
+    pub index: Option<u32>,
+    pub phase: String,
+    pub ready: String,
+    pub restarts: i32,
+    pub node: String,
+    pub created: String,
+    pub last_termination: Option<String>,
+}
+
+pub fn row(c: &Container) -> PodRow {
+    PodRow {
+        name: c.name.clone(),
+        role: c.role.clone(),
+        index: c.index,
+        phase: c.phase().into(),
+        ready: format!("{}/1", u8::from(c.status == Status::Running)),
+        restarts: i32::try_from(c.restarts).unwrap_or(i32::MAX),
+        node: "local".into(),
+        created: c.created.clone(),
+        last_termination: c.termination(),
+    }
+}
+
+/// What `status -o json|yaml` prints (same keys as for Kubernetes runs).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatusReport {
+    pub run: String,
+    pub job: String,
+    pub app: String,
+    pub namespace: String,
+    pub context: String,
+    pub backend: String,
+    pub state: JobState,
+    pub conditions: Vec<JobCondition>,
+    pub pods: Vec<PodRow>,
+}
+
+/// The status of `r`; an error when none of its containers exists.
+pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport> {
+    let cs = containers(docker, r).await?;
+    if cs.is_empty() {
+        return Err(Error::failure(format!(
+            "local run {} ({}) has no containers on this Docker engine",
+            r.run_id, r.job
+        ))
+        .hint("it was undeployed, or deployed against another Docker engine (DOCKER_HOST)"));
+    }
+    let (state, conditions) = job_state(&r.job, &cs);
+    Ok(StatusReport {
+        run: r.run_id.clone(),
+        job: r.job.clone(),
+        app: r.app.clone(),
+        namespace: super::NAMESPACE.into(),
+        context: super::CONTEXT.into(),
+        backend: "local".into(),
+        state,
+        conditions,
+        pods: cs.iter().map(row).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(name: &str, role: &str, status: Status, exit: i64) -> Container {
+        Container {
+            name: name.into(),
+            id: name.into(),
+            role: role.into(),
+            index: worker_index(name),
+            status,
+            exit_code: exit,
+            oom_killed: false,
+            created: "2026-01-01T00:00:00Z".into(),
+            started_at: String::new(),
+            finished_at: String::new(),
+            restarts: 0,
+            image: "i".into(),
+        }
+    }
+
+    #[test]
+    fn states() {
+        let w0 = c("j-worker-0", "worker", Status::Running, 0);
+        let w1 = c("j-worker-1", "worker", Status::Running, 0);
+        let run = |l: Container, ws: &[&Container]| {
+            let mut all = vec![l];
+            all.extend(ws.iter().map(|w| (*w).clone()));
+            job_state("j", &all).0
+        };
+        assert_eq!(
+            run(c("j-launcher", "launcher", Status::Created, 0), &[&w0]),
+            JobState::Pending
+        );
+        assert_eq!(
+            run(c("j-launcher", "launcher", Status::Running, 0), &[&w0, &w1]),
+            JobState::Running
+        );
+        assert_eq!(
+            run(c("j-launcher", "launcher", Status::Exited, 0), &[&w0]),
+            JobState::Succeeded
+        );
+        assert_eq!(
+            run(c("j-launcher", "launcher", Status::Exited, 1), &[&w0]),
+            JobState::Failed
+        );
+        let killed = c("j-worker-1", "worker", Status::Exited, 137);
+        let (s, conds) = job_state(
+            "j",
+            &[
+                c("j-launcher", "launcher", Status::Running, 0),
+                w0.clone(),
+                killed.clone(),
+            ],
+        );
+        assert_eq!(s, JobState::Failed);
+        let f = conds.iter().find(|c| c.type_ == "Failed").unwrap();
+        assert_eq!(f.reason.as_deref(), Some("WorkerFailed"));
+        assert!(f.message.as_deref().unwrap().contains("worker-1"), "{f:?}");
+        assert!(f.message.as_deref().unwrap().contains("exit 137"), "{f:?}");
+        let r = row(&killed);
+        assert_eq!(r.phase, "Failed");
+        assert_eq!(r.last_termination.as_deref(), Some("Error (exit 137)"));
+        assert_eq!(r.index, Some(1));
+        assert_eq!(job_state("j", &[w0]).0, JobState::Pending);
+    }
+}
