@@ -33,6 +33,9 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
     if !app::validate::is_image_ref(&image) {
         return Err(Error::input(format!("--image {image}: not a valid image reference")));
     }
+    if backend == app::Backend::Local {
+        return crate::local::cmd::deploy(ui, &a, &loaded.dir, app, &run_id, &image);
+    }
     let namespace = crate::kubeconfig::namespace(g, app.namespace.as_deref())?;
     let run = Run { app, backend, run_id, namespace, image };
     if a.dry_run {

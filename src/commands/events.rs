@@ -10,6 +10,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use std::collections::HashSet;
 
 pub fn run(g: &Global, _ui: &Ui, a: EventsArgs) -> Result<u8> {
+    if let Some(r) = crate::local::cmd::find(g, a.run.as_deref())? {
+        return crate::local::cmd::events(&r, a.follow, &mut |e| print_event(e));
+    }
     block_on(async {
         let (c, run) = locate_run(g, a.run.as_deref()).await?;
         let now = events::list(&c, &run).await?;

@@ -13,6 +13,9 @@ use kube::api::Api;
 
 pub fn run(g: &Global, ui: &Ui, a: LogsArgs) -> Result<u8> {
     let opts = options(ui, &a)?;
+    if let Some(r) = crate::local::cmd::find(g, a.run.as_deref())? {
+        return crate::local::cmd::logs(ui, &r, opts);
+    }
     let app_file = g.app_dir.join(crate::app::load::APP_FILE);
     let loaded = if app_file.exists() {
         Some(crate::app::load(&g.app_dir, &[])?)

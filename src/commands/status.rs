@@ -39,6 +39,9 @@ pub struct PodRow {
 }
 
 pub fn run(g: &Global, ui: &Ui, a: StatusArgs) -> Result<u8> {
+    if !a.all && let Some(r) = crate::local::cmd::find(g, a.run.as_deref())? {
+        return crate::local::cmd::status(ui, &a, &r);
+    }
     block_on(async {
         if a.all {
             return list_all(g, &a).await;

@@ -8,6 +8,9 @@ use crate::ui::Ui;
 use std::time::Duration;
 
 pub fn run(g: &Global, ui: &Ui, a: UndeployArgs) -> Result<u8> {
+    if !a.all && let Some(r) = crate::local::cmd::find(g, a.run.as_deref())? {
+        return crate::local::cmd::undeploy(ui, &g.app_dir, &r);
+    }
     let wait = !a.no_wait;
     block_on(async {
         let (c, namespace, selector, what, run_ids) = if a.all {

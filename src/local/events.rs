@@ -16,9 +16,10 @@ use bollard::query_parameters::EventsOptions;
 use futures::StreamExt;
 use std::collections::{HashMap, HashSet};
 
+/// An event row; `time` stays Docker's full precision until [`finish`] orders and rounds.
 fn event(time: &str, warning: bool, reason: &str, object: String, message: String) -> RunEvent {
     RunEvent {
-        time: normalise_time(time),
+        time: time.to_string(),
         type_: if warning { "Warning" } else { "Normal" }.into(),
         reason: reason.into(),
         uid: format!("{object}/{reason}/{time}"),
@@ -123,8 +124,18 @@ pub async fn list(docker: &DockerClient, r: &LocalRef) -> Result<Vec<RunEvent>> 
         }
         out.extend(ended(c));
     }
-    out.sort_by(|a, b| a.time.cmp(&b.time));
-    Ok(out)
+    Ok(finish(out))
+}
+
+/// Orders events by their precise time (so a container's creation comes before its start
+/// within one second), then rounds times to seconds as Kubernetes events have them.
+fn finish(mut evs: Vec<RunEvent>) -> Vec<RunEvent> {
+    let key = |e: &RunEvent| e.time.parse::<jiff::Timestamp>().ok();
+    evs.sort_by_key(key);
+    for e in &mut evs {
+        e.time = normalise_time(&e.time);
+    }
+    evs
 }
 
 /// A Docker event message of the run as a [`RunEvent`] (None for actions not worth a row).
@@ -137,8 +148,9 @@ pub fn from_message(m: &EventMessage) -> Option<RunEvent> {
         .unwrap_or_default();
     let kind = m.typ.map(|t| t.to_string()).unwrap_or_default();
     let time = m
-        .time
-        .and_then(|s| jiff::Timestamp::from_second(s).ok())
+        .time_nano
+        .and_then(|n| jiff::Timestamp::from_nanosecond(i128::from(n)).ok())
+        .or_else(|| m.time.and_then(|s| jiff::Timestamp::from_second(s).ok()))
         .map(|t| t.to_string())
         .unwrap_or_default();
     if kind == "network" {
@@ -231,7 +243,7 @@ pub async fn run(
     );
     while let Some(m) = stream.next().await {
         let m = m.map_err(|e| docker_error("watching the Docker engine's events", &e))?;
-        if let Some(e) = from_message(&m)
+        if let Some(e) = from_message(&m).map(|e| finish(vec![e]).remove(0))
             && seen.insert(key(&e))
         {
             print(&e);
