@@ -43,9 +43,10 @@ fn path(dir: &Path, file: &str) -> PathBuf {
 
 fn read<T: for<'de> Deserialize<'de>>(p: &Path) -> Result<Option<T>> {
     match std::fs::read(p) {
-        Ok(b) => serde_json::from_slice(&b)
-            .map(Some)
-            .map_err(|e| Error::input(format!("{}: {e}", p.display())).hint(format!("delete {} to start afresh", p.display()))),
+        Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
+            Error::input(format!("{}: {e}", p.display()))
+                .hint(format!("delete {} to start afresh", p.display()))
+        }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::failure(format!("cannot read {}: {e}", p.display()))),
     }
@@ -54,7 +55,8 @@ fn read<T: for<'de> Deserialize<'de>>(p: &Path) -> Result<Option<T>> {
 /// Writes atomically (temp file + rename) so an interrupted write never leaves half a file.
 fn write<T: Serialize>(p: &Path, v: &T) -> Result<()> {
     let dir = p.parent().expect("state files live in .hvdctl/");
-    std::fs::create_dir_all(dir).map_err(|e| Error::failure(format!("cannot create {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::failure(format!("cannot create {}: {e}", dir.display())))?;
     let tmp = p.with_extension("json.tmp");
     let data = serde_json::to_vec_pretty(v).expect("state serializes");
     std::fs::write(&tmp, data)
@@ -95,7 +97,10 @@ pub fn record_image(app_dir: &Path, r: &ImageRecord) -> Result<()> {
 
 /// Now as RFC 3339 (UTC, seconds).
 pub fn now() -> String {
-    jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or_else(|_| jiff::Timestamp::now()).to_string()
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .unwrap_or_else(|_| jiff::Timestamp::now())
+        .to_string()
 }
 
 #[cfg(test)]

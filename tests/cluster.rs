@@ -15,12 +15,21 @@ struct Env {
 }
 
 fn env(mpi_operator: bool) -> Env {
-    let fc = FakeCluster::start(Options { mpi_operator, ..Default::default() }).expect("fake cluster starts");
+    let fc = FakeCluster::start(Options {
+        mpi_operator,
+        ..Default::default()
+    })
+    .expect("fake cluster starts");
     let tmp = tempfile::tempdir().unwrap();
     let kubeconfig = tmp.path().join("kubeconfig");
     fc.write_kubeconfig(&kubeconfig).unwrap();
     let root = tmp.path().to_path_buf();
-    Env { fc, _tmp: tmp, root, kubeconfig }
+    Env {
+        fc,
+        _tmp: tmp,
+        root,
+        kubeconfig,
+    }
 }
 
 impl Env {
@@ -31,9 +40,19 @@ impl Env {
     }
     fn ours(&self, selector: &str) -> Vec<String> {
         let mut names = Vec::new();
-        for r in ["mpijobs", "jobs", "pods", "services", "configmaps", "secrets"] {
+        for r in [
+            "mpijobs",
+            "jobs",
+            "pods",
+            "services",
+            "configmaps",
+            "secrets",
+        ] {
             for o in self.fc.list(r, None, selector) {
-                names.push(format!("{r}/{}", o["metadata"]["name"].as_str().unwrap_or_default()));
+                names.push(format!(
+                    "{r}/{}",
+                    o["metadata"]["name"].as_str().unwrap_or_default()
+                ));
             }
         }
         names
@@ -41,8 +60,16 @@ impl Env {
 }
 
 fn kubectl(e: &Env, args: &[&str]) -> Option<String> {
-    if std::process::Command::new("kubectl").arg("version").arg("--client").output().is_err() {
-        assert!(std::env::var_os("CI").is_none(), "kubectl is required in CI");
+    if std::process::Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "kubectl is required in CI"
+        );
         eprintln!("skipping the kubectl cross-check: kubectl is not installed");
         return None;
     }
@@ -55,7 +82,11 @@ fn kubectl(e: &Env, args: &[&str]) -> Option<String> {
         .args(args)
         .output()
         .unwrap();
-    assert!(o.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     Some(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
@@ -65,10 +96,24 @@ fn lifecycle_on_both_backends() {
     let dir = init_app(&e.root, "demo", "mpi-hello");
     for (backend, id) in [("mpijob", "m1"), ("native", "n1")] {
         let mut c = e.hv(&dir);
-        c.args(["deploy", "--backend", backend, "--run-id", id, "--set", "env.FAKE_KUBELET_LINES=3", "--set", "env.FAKE_KUBELET_RATE=20"]);
+        c.args([
+            "deploy",
+            "--backend",
+            backend,
+            "--run-id",
+            id,
+            "--set",
+            "env.FAKE_KUBELET_LINES=3",
+            "--set",
+            "env.FAKE_KUBELET_RATE=20",
+        ]);
         let o = run(c);
         assert_eq!(o.code, 0, "{backend}: {}", o.stderr);
-        assert!(o.stderr.contains(&format!("Deployed demo-{id}")), "{}", o.stderr);
+        assert!(
+            o.stderr.contains(&format!("Deployed demo-{id}")),
+            "{}",
+            o.stderr
+        );
         let sel = format!("hvdctl.io/run={id}");
         assert!(!e.ours(&sel).is_empty());
 
@@ -105,10 +150,18 @@ fn lifecycle_on_both_backends() {
         c.args(["events", id]);
         let o = run(c);
         assert_eq!(o.code, 0, "{}", o.stderr);
-        assert!(o.stdout.contains("Scheduled") && o.stdout.contains(&format!("Pod/demo-{id}-worker-0")), "{}", o.stdout);
+        assert!(
+            o.stdout.contains("Scheduled") && o.stdout.contains(&format!("Pod/demo-{id}-worker-0")),
+            "{}",
+            o.stdout
+        );
 
         // kubectl reads what hvdctl created.
-        let kind = if backend == "mpijob" { "mpijobs" } else { "jobs" };
+        let kind = if backend == "mpijob" {
+            "mpijobs"
+        } else {
+            "jobs"
+        };
         if let Some(out) = kubectl(&e, &["get", kind, "-l", &sel, "-o", "name"]) {
             assert!(out.contains(&format!("demo-{id}")), "{out}");
         }
@@ -119,7 +172,11 @@ fn lifecycle_on_both_backends() {
         assert_eq!(o.code, 0, "{}", o.stderr);
         assert!(e.ours(&sel).is_empty(), "left behind: {:?}", e.ours(&sel));
         let op = format!("training.kubeflow.org/job-name=demo-{id}");
-        assert!(e.ours(&op).is_empty(), "operator objects left: {:?}", e.ours(&op));
+        assert!(
+            e.ours(&op).is_empty(),
+            "operator objects left: {:?}",
+            e.ours(&op)
+        );
         // Idempotent.
         let mut c = e.hv(&dir);
         c.args(["undeploy", id]);
@@ -134,7 +191,15 @@ fn failed_job_is_reported() {
     let e = env(true);
     let dir = init_app(&e.root, "demo", "mpi-hello");
     let mut c = e.hv(&dir);
-    c.args(["deploy", "--run-id", "f1", "--set", "env.FAKE_KUBELET_LINES=2", "--set", "env.FAKE_KUBELET_EXIT=3"]);
+    c.args([
+        "deploy",
+        "--run-id",
+        "f1",
+        "--set",
+        "env.FAKE_KUBELET_LINES=2",
+        "--set",
+        "env.FAKE_KUBELET_EXIT=3",
+    ]);
     assert_eq!(run(c).code, 0);
     let mut c = e.hv(&dir);
     c.args(["status", "--wait"]);
@@ -153,8 +218,16 @@ fn bad_situations_say_what_and_where() {
     c.args(["deploy"]);
     let o = run(c);
     assert_eq!(o.code, 1);
-    assert!(o.stderr.contains("MPI Operator is not installed") && o.stderr.contains("--backend native"), "{}", o.stderr);
-    assert!(o.stderr.contains("fake-cluster"), "names the context: {}", o.stderr);
+    assert!(
+        o.stderr.contains("MPI Operator is not installed") && o.stderr.contains("--backend native"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("fake-cluster"),
+        "names the context: {}",
+        o.stderr
+    );
     assert!(e.ours("app.kubernetes.io/managed-by=hvdctl").is_empty());
 
     // Missing namespace, then created on request.
@@ -162,19 +235,42 @@ fn bad_situations_say_what_and_where() {
     c.args(["-n", "team-x", "deploy", "--backend", "native"]);
     let o = run(c);
     assert_eq!(o.code, 2, "{}", o.stderr);
-    assert!(o.stderr.contains("namespace team-x does not exist") && o.stderr.contains("--create-namespace"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("namespace team-x does not exist")
+            && o.stderr.contains("--create-namespace"),
+        "{}",
+        o.stderr
+    );
     let mut c = e.hv(&dir);
-    c.args(["-n", "team-x", "deploy", "--backend", "native", "--create-namespace", "--run-id", "ns1"]);
+    c.args([
+        "-n",
+        "team-x",
+        "deploy",
+        "--backend",
+        "native",
+        "--create-namespace",
+        "--run-id",
+        "ns1",
+    ]);
     let o = run(c);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(!e.fc.list("pods", Some("team-x"), "hvdctl.io/run=ns1").is_empty());
+    assert!(
+        !e.fc
+            .list("pods", Some("team-x"), "hvdctl.io/run=ns1")
+            .is_empty()
+    );
 
     // Unknown run id, nothing to undeploy.
     let mut c = e.hv(&dir);
     c.args(["status", "zzzzz"]);
     let o = run(c);
     assert_eq!(o.code, 2);
-    assert!(o.stderr.contains("run `zzzzz` not found in namespace default"), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("run `zzzzz` not found in namespace default"),
+        "{}",
+        o.stderr
+    );
     let mut c = e.hv(&dir);
     c.args(["undeploy", "zzzzz"]);
     let o = run(c);
@@ -182,31 +278,65 @@ fn bad_situations_say_what_and_where() {
     assert!(o.stderr.contains("Nothing to delete"), "{}", o.stderr);
 
     // 403 on creating Jobs: the error names verb and resource; nothing is left half-made.
-    e.fc.set_faults(Faults { forbid: vec!["patch:jobs".into()], ..Default::default() });
+    e.fc.set_faults(Faults {
+        forbid: vec!["patch:jobs".into()],
+        ..Default::default()
+    });
     let mut c = e.hv(&dir);
     c.args(["deploy", "--backend", "native", "--run-id", "fb1"]);
     let o = run(c);
     assert_eq!(o.code, 1, "{}", o.stderr);
-    assert!(o.stderr.contains("403") && o.stderr.contains("cannot patch resource \"jobs\""), "{}", o.stderr);
-    assert!(o.stderr.contains("apply Job demo-fb1-launcher"), "{}", o.stderr);
-    assert!(e.ours("hvdctl.io/run=fb1").is_empty(), "orphans: {:?}", e.ours("hvdctl.io/run=fb1"));
+    assert!(
+        o.stderr.contains("403") && o.stderr.contains("cannot patch resource \"jobs\""),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.contains("apply Job demo-fb1-launcher"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        e.ours("hvdctl.io/run=fb1").is_empty(),
+        "orphans: {:?}",
+        e.ours("hvdctl.io/run=fb1")
+    );
     e.fc.set_faults(Faults::default());
 
     // Server dry run persists nothing.
     let mut c = e.hv(&dir);
-    c.args(["deploy", "--backend", "native", "--run-id", "sd1", "--server-dry-run"]);
+    c.args([
+        "deploy",
+        "--backend",
+        "native",
+        "--run-id",
+        "sd1",
+        "--server-dry-run",
+    ]);
     let o = run(c);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(e.ours("hvdctl.io/run=sd1").is_empty());
 
     // Unreachable API server.
     let bad = e.root.join("bad-kubeconfig");
-    std::fs::write(&bad, e.fc.kubeconfig().replace(e.fc.url(), "http://127.0.0.1:1")).unwrap();
+    std::fs::write(
+        &bad,
+        e.fc.kubeconfig().replace(e.fc.url(), "http://127.0.0.1:1"),
+    )
+    .unwrap();
     let mut c = hvdctl();
-    c.env("KUBECONFIG", &bad).arg("-C").arg(&dir).args(["status", "abcde"]);
+    c.env("KUBECONFIG", &bad)
+        .arg("-C")
+        .arg(&dir)
+        .args(["status", "abcde"]);
     let o = run(c);
     assert_eq!(o.code, 1);
-    assert!(o.stderr.contains("cannot reach the API server at http://127.0.0.1:1"), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("cannot reach the API server at http://127.0.0.1:1"),
+        "{}",
+        o.stderr
+    );
 }
 
 #[test]
@@ -225,8 +355,14 @@ fn undeploy_deletes_exactly_the_run() {
     c.args(["undeploy", "a1"]);
     assert_eq!(run(c).code, 0);
     assert!(e.ours("hvdctl.io/run=a1").is_empty());
-    assert!(!e.ours("hvdctl.io/run=a2").is_empty(), "the other run survives");
-    assert!(e.fc.get("pods", "default", "demo-a1-worker-9").is_some(), "an unlabelled pod with the same prefix survives");
+    assert!(
+        !e.ours("hvdctl.io/run=a2").is_empty(),
+        "the other run survives"
+    );
+    assert!(
+        e.fc.get("pods", "default", "demo-a1-worker-9").is_some(),
+        "an unlabelled pod with the same prefix survives"
+    );
     let mut c = e.hv(&dir);
     c.args(["undeploy", "--all"]);
     assert_eq!(run(c).code, 0);
@@ -237,11 +373,23 @@ fn undeploy_deletes_exactly_the_run() {
 fn faults_do_not_break_the_lifecycle() {
     let e = env(true);
     let dir = init_app(&e.root, "demo", "mpi-hello");
-    e.fc.set_faults(Faults { fail_rate: 0.1, watch_expire_secs: 1.0, ..Default::default() });
+    e.fc.set_faults(Faults {
+        fail_rate: 0.1,
+        watch_expire_secs: 1.0,
+        ..Default::default()
+    });
     for (i, backend) in ["native", "mpijob", "native", "mpijob"].iter().enumerate() {
         let id = format!("ft{i}");
         let mut c = e.hv(&dir);
-        c.args(["deploy", "--backend", backend, "--run-id", &id, "--set", "workers=4"]);
+        c.args([
+            "deploy",
+            "--backend",
+            backend,
+            "--run-id",
+            &id,
+            "--set",
+            "workers=4",
+        ]);
         let o = run(c);
         assert_eq!(o.code, 0, "deploy {id}: {}", o.stderr);
         let mut c = e.hv(&dir);
@@ -262,7 +410,10 @@ fn interrupted_deploys_leave_no_orphans() {
     let e = env(true);
     let dir = init_app(&e.root, "demo", "mpi-hello");
     // Slow the server a little so interruptions land at every stage.
-    e.fc.set_faults(Faults { delay_ms: 3, ..Default::default() });
+    e.fc.set_faults(Faults {
+        delay_ms: 3,
+        ..Default::default()
+    });
     let bin = assert_cmd::cargo::cargo_bin("hvdctl");
     let mut interrupted = 0;
     for i in 0..50u64 {
@@ -279,20 +430,32 @@ fn interrupted_deploys_leave_no_orphans() {
             .unwrap();
         // Pseudo-random point: 0-120 ms after start.
         std::thread::sleep(Duration::from_millis((i * 37) % 120));
-        let _ = std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
         let status = child.wait().unwrap();
         if status.code() == Some(130) {
             interrupted += 1;
         }
     }
-    assert!(interrupted > 0, "no deploy was interrupted: the test did not test anything");
+    assert!(
+        interrupted > 0,
+        "no deploy was interrupted: the test did not test anything"
+    );
     e.fc.set_faults(Faults::default());
     let mut c = e.hv(&dir);
     c.args(["undeploy", "--all"]);
     let o = run(c);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(e.ours("app.kubernetes.io/managed-by=hvdctl").is_empty(), "orphans: {:?}", e.ours("app.kubernetes.io/managed-by=hvdctl"));
-    assert!(e.ours("training.kubeflow.org/operator-name=mpi-operator").is_empty());
+    assert!(
+        e.ours("app.kubernetes.io/managed-by=hvdctl").is_empty(),
+        "orphans: {:?}",
+        e.ours("app.kubernetes.io/managed-by=hvdctl")
+    );
+    assert!(
+        e.ours("training.kubeflow.org/operator-name=mpi-operator")
+            .is_empty()
+    );
 }
 
 #[test]
@@ -301,12 +464,25 @@ fn deploy_logs_follows_to_the_job_result() {
     let dir = init_app(&e.root, "demo", "mpi-hello");
     for (backend, exit, want) in [("mpijob", "0", 0), ("native", "0", 0), ("mpijob", "2", 1)] {
         let mut c = e.hv(&dir);
-        c.args(["deploy", "--logs", "--backend", backend, "--set", "env.FAKE_KUBELET_LINES=5", "--set", "env.FAKE_KUBELET_RATE=50"]);
+        c.args([
+            "deploy",
+            "--logs",
+            "--backend",
+            backend,
+            "--set",
+            "env.FAKE_KUBELET_LINES=5",
+            "--set",
+            "env.FAKE_KUBELET_RATE=50",
+        ]);
         c.args(["--set", &format!("env.FAKE_KUBELET_EXIT={exit}")]);
         let o = run(c);
         assert_eq!(o.code, want, "{backend} exit {exit}: {}", o.stderr);
         for prefix in ["launcher", "worker-0", "worker-1"] {
-            let lines = o.stdout.lines().filter(|l| l.starts_with(prefix) && l.contains(" line ")).count();
+            let lines = o
+                .stdout
+                .lines()
+                .filter(|l| l.starts_with(prefix) && l.contains(" line "))
+                .count();
             assert_eq!(lines, 5, "{backend}: {prefix} lines in:\n{}", o.stdout);
         }
     }
@@ -317,19 +493,40 @@ fn an_unpushed_local_image_is_refused_for_a_remote_cluster() {
     let e = env(true);
     let dir = init_app(&e.root, "demo", "mpi-hello");
     std::fs::create_dir_all(dir.join(".hvdctl")).unwrap();
-    std::fs::write(dir.join(".hvdctl/image.json"), r#"{"image": "demo:abc1234", "pushed": false, "built": "2026-11-22T00:00:00Z"}"#).unwrap();
+    std::fs::write(
+        dir.join(".hvdctl/image.json"),
+        r#"{"image": "demo:abc1234", "pushed": false, "built": "2026-11-22T00:00:00Z"}"#,
+    )
+    .unwrap();
     let remote = e.root.join("remote-kubeconfig");
-    std::fs::write(&remote, e.fc.kubeconfig().replace(e.fc.url(), "https://k8s.example.invalid:6443")).unwrap();
+    std::fs::write(
+        &remote,
+        e.fc.kubeconfig()
+            .replace(e.fc.url(), "https://k8s.example.invalid:6443"),
+    )
+    .unwrap();
     let mut c = hvdctl();
-    c.env("KUBECONFIG", &remote).arg("-C").arg(&dir).args(["deploy", "--no-push"]);
+    c.env("KUBECONFIG", &remote)
+        .arg("-C")
+        .arg(&dir)
+        .args(["deploy", "--no-push"]);
     let o = run(c);
     assert_eq!(o.code, 2, "{}", o.stderr);
-    assert!(o.stderr.contains("demo:abc1234 was built on this machine and never pushed") && o.stderr.contains("hvdctl push"), "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("demo:abc1234 was built on this machine and never pushed")
+            && o.stderr.contains("hvdctl push"),
+        "{}",
+        o.stderr
+    );
     // The local fake cluster can use it as it is.
     let mut c = e.hv(&dir);
     c.args(["deploy", "--no-push", "--run-id", "lp1", "-o", "yaml"]);
     let o = run(c);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let mj = e.fc.get("mpijobs", "default", "demo-lp1").unwrap();
-    assert_eq!(mj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["image"], "demo:abc1234");
+    assert_eq!(
+        mj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["image"],
+        "demo:abc1234"
+    );
 }

@@ -11,16 +11,29 @@ fn init_in_the_current_directory_names_the_app_after_it() {
     std::fs::write(dir.join(".envrc"), "x").unwrap();
     let mut c = hvdctl();
     // No --no-input and no CI, but stdin is not a terminal: defaults, never a prompt.
-    c.env_remove("CI").current_dir(&dir).args(["init", "--template", "horovod"]).write_stdin("");
+    c.env_remove("CI")
+        .current_dir(&dir)
+        .args(["init", "--template", "horovod"])
+        .write_stdin("");
     let o = run(c);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let yaml = std::fs::read_to_string(dir.join("hvdctl.yaml")).unwrap();
     assert!(yaml.contains("name: \"my-project\""), "{yaml}");
     assert!(yaml.contains("image: \"my-project\""), "{yaml}");
-    for f in ["Dockerfile", ".dockerignore", "README.md", "train.py", "k8s/mpijob.yaml.hbs", "k8s/native.yaml.hbs"] {
+    for f in [
+        "Dockerfile",
+        ".dockerignore",
+        "README.md",
+        "train.py",
+        "k8s/mpijob.yaml.hbs",
+        "k8s/native.yaml.hbs",
+    ] {
         assert!(dir.join(f).is_file(), "{f} missing");
     }
-    assert!(!dir.join("template.yaml").exists(), "catalog metadata is not app content");
+    assert!(
+        !dir.join("template.yaml").exists(),
+        "catalog metadata is not app content"
+    );
     // The scaffolded app deploys (dry run) as it is.
     let mut c = hvdctl();
     c.current_dir(&dir).args(["deploy", "--dry-run"]);
@@ -31,12 +44,24 @@ fn init_in_the_current_directory_names_the_app_after_it() {
 fn template_defaults_to_horovod_and_flags_fill_values() {
     let tmp = tempfile::tempdir().unwrap();
     let mut c = hvdctl();
-    c.arg("init").arg(tmp.path().join("x")).args(["--name", "mnist", "--image", "registry.example.com/ml/mnist", "--no-input"]);
+    c.arg("init").arg(tmp.path().join("x")).args([
+        "--name",
+        "mnist",
+        "--image",
+        "registry.example.com/ml/mnist",
+        "--no-input",
+    ]);
     let o = run(c);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let yaml = std::fs::read_to_string(tmp.path().join("x/hvdctl.yaml")).unwrap();
-    assert!(yaml.contains("name: \"mnist\"") && yaml.contains("image: \"registry.example.com/ml/mnist\""));
-    assert!(tmp.path().join("x/train.py").is_file(), "the default template is horovod (PyTorch)");
+    assert!(
+        yaml.contains("name: \"mnist\"")
+            && yaml.contains("image: \"registry.example.com/ml/mnist\"")
+    );
+    assert!(
+        tmp.path().join("x/train.py").is_file(),
+        "the default template is horovod (PyTorch)"
+    );
 }
 
 #[test]
@@ -46,9 +71,14 @@ fn force_writes_into_a_non_empty_directory() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("keep.txt"), "mine").unwrap();
     let mut c = hvdctl();
-    c.arg("init").arg(&dir).args(["--template", "mpi-hello", "--no-input", "--force"]);
+    c.arg("init")
+        .arg(&dir)
+        .args(["--template", "mpi-hello", "--no-input", "--force"]);
     assert_eq!(run(c).code, 0);
-    assert_eq!(std::fs::read_to_string(dir.join("keep.txt")).unwrap(), "mine");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("keep.txt")).unwrap(),
+        "mine"
+    );
     assert!(dir.join("hello.py").is_file());
 }
 
@@ -62,8 +92,19 @@ fn templates_lists_the_catalog() {
     assert_eq!(o.code, 0);
     let v: Vec<serde_json::Value> = serde_json::from_str(&o.stdout).unwrap();
     let names: Vec<&str> = v.iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["horovod", "horovod-elastic", "horovod-tensorflow", "mpi-hello"]);
-    assert!(v.iter().all(|t| !t["description"].as_str().unwrap().is_empty()));
+    assert_eq!(
+        names,
+        [
+            "horovod",
+            "horovod-elastic",
+            "horovod-tensorflow",
+            "mpi-hello"
+        ]
+    );
+    assert!(
+        v.iter()
+            .all(|t| !t["description"].as_str().unwrap().is_empty())
+    );
     let text = run({
         let mut c = hvdctl();
         c.arg("templates");
@@ -78,14 +119,27 @@ fn a_users_own_catalog() {
     let cat = tmp.path().join("cat/tiny");
     std::fs::create_dir_all(cat.join("src")).unwrap();
     std::fs::write(cat.join("template.yaml"), "description: the smallest app\n").unwrap();
-    std::fs::write(cat.join("hvdctl.yaml.hbs"), "name: {{name}}\nimage: {{image}}\ncommand: [/bin/true]\n").unwrap();
+    std::fs::write(
+        cat.join("hvdctl.yaml.hbs"),
+        "name: {{name}}\nimage: {{image}}\ncommand: [/bin/true]\n",
+    )
+    .unwrap();
     std::fs::write(cat.join("src/main.sh"), "echo {{not rendered}}\n").unwrap();
     let mut c = hvdctl();
-    c.arg("init").arg(tmp.path().join("t")).args(["--template", "tiny", "--no-input", "--template-dir"]).arg(tmp.path().join("cat"));
+    c.arg("init")
+        .arg(tmp.path().join("t"))
+        .args(["--template", "tiny", "--no-input", "--template-dir"])
+        .arg(tmp.path().join("cat"));
     let o = run(c);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert_eq!(std::fs::read_to_string(tmp.path().join("t/src/main.sh")).unwrap(), "echo {{not rendered}}\n");
-    assert!(tmp.path().join("t/k8s/native.yaml.hbs").is_file(), "shared manifest templates are added");
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("t/src/main.sh")).unwrap(),
+        "echo {{not rendered}}\n"
+    );
+    assert!(
+        tmp.path().join("t/k8s/native.yaml.hbs").is_file(),
+        "shared manifest templates are added"
+    );
 }
 
 #[test]

@@ -7,7 +7,16 @@ use hvdctl::render::manifests;
 
 fn dry_run(dir: &std::path::Path, backend: &str, format: &str) -> Out {
     let mut c = hvdctl();
-    c.arg("-C").arg(dir).args(["deploy", "--dry-run", "--run-id", "r1234", "--backend", backend, "-o", format]);
+    c.arg("-C").arg(dir).args([
+        "deploy",
+        "--dry-run",
+        "--run-id",
+        "r1234",
+        "--backend",
+        backend,
+        "-o",
+        format,
+    ]);
     run(c)
 }
 
@@ -20,7 +29,8 @@ fn every_template_and_backend_renders_valid_typed_manifests() {
             let o = dry_run(&dir, b, "yaml");
             assert_eq!(o.code, 0, "{t}/{b}: {}", o.stderr);
             // Typed round trip of the printed output: nothing unknown, every kind known.
-            let objects = manifests::parse("dry-run output", &o.stdout).unwrap_or_else(|e| panic!("{t}/{b}: {e}"));
+            let objects = manifests::parse("dry-run output", &o.stdout)
+                .unwrap_or_else(|e| panic!("{t}/{b}: {e}"));
             assert!(!objects.is_empty());
             for obj in &objects {
                 let v = obj.to_value();
@@ -35,7 +45,11 @@ fn every_template_and_backend_renders_valid_typed_manifests() {
                 _ => {
                     assert_eq!(kinds.first(), Some(&"Secret"), "{t}");
                     assert_eq!(kinds.last(), Some(&"Job"), "{t}");
-                    assert!(kinds.contains(&"Service") && kinds.contains(&"ConfigMap") && kinds.contains(&"Pod"));
+                    assert!(
+                        kinds.contains(&"Service")
+                            && kinds.contains(&"ConfigMap")
+                            && kinds.contains(&"Pod")
+                    );
                 }
             }
             // The JSON form is the same object set.
@@ -54,8 +68,22 @@ fn mpijob_has_the_operator_essentials() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = init_app(tmp.path(), "gpu", "horovod");
     let mut c = hvdctl();
-    c.arg("-C").arg(&dir).args(["deploy", "--dry-run", "-o", "json", "--set", "workers=3", "--set", "slotsPerWorker=2"]);
-    c.args(["--set", "gpusPerWorker=2", "--set", "securityContext.runAsUser=1000"]);
+    c.arg("-C").arg(&dir).args([
+        "deploy",
+        "--dry-run",
+        "-o",
+        "json",
+        "--set",
+        "workers=3",
+        "--set",
+        "slotsPerWorker=2",
+    ]);
+    c.args([
+        "--set",
+        "gpusPerWorker=2",
+        "--set",
+        "securityContext.runAsUser=1000",
+    ]);
     let o = run(c);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
@@ -68,11 +96,25 @@ fn mpijob_has_the_operator_essentials() {
     let wc = &worker["template"]["spec"]["containers"][0];
     assert_eq!(wc["resources"]["limits"]["nvidia.com/gpu"], "2");
     let launcher = &job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0];
-    let cmd: Vec<&str> = launcher["command"].as_array().unwrap().iter().map(|x| x.as_str().unwrap()).collect();
+    let cmd: Vec<&str> = launcher["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
     let np = cmd.iter().position(|a| *a == "-np").expect("-np");
     assert_eq!(cmd[np + 1], "6", "np = workers x slots: {cmd:?}");
-    assert!(!cmd.contains(&"--allow-run-as-root"), "non-root runs do not pass --allow-run-as-root");
-    assert_eq!(job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"].as_array().unwrap().len(), 1);
+    assert!(
+        !cmd.contains(&"--allow-run-as-root"),
+        "non-root runs do not pass --allow-run-as-root"
+    );
+    assert_eq!(
+        job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[test]
@@ -80,12 +122,20 @@ fn elastic_uses_the_discovery_script() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = init_app(tmp.path(), "el", "horovod-elastic");
     let mut c = hvdctl();
-    c.arg("-C").arg(&dir).args(["deploy", "--dry-run", "-o", "json"]);
+    c.arg("-C")
+        .arg(&dir)
+        .args(["deploy", "--dry-run", "-o", "json"]);
     let o = run(c);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
     let cmd = v["items"][0]["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"].to_string();
-    for needle in ["horovodrun", "--min-np", "--max-np", "--slots-per-host", "/etc/mpi/discover_hosts.sh"] {
+    for needle in [
+        "horovodrun",
+        "--min-np",
+        "--max-np",
+        "--slots-per-host",
+        "/etc/mpi/discover_hosts.sh",
+    ] {
         assert!(cmd.contains(needle), "{needle} missing from {cmd}");
     }
 }
@@ -96,10 +146,18 @@ fn native_secret_is_redacted_in_dry_runs() {
     let dir = init_app(tmp.path(), "nat", "mpi-hello");
     let o = dry_run(&dir, "native", "yaml");
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(!o.stdout.contains("PRIVATE KEY"), "a private key reached dry-run output");
+    assert!(
+        !o.stdout.contains("PRIVATE KEY"),
+        "a private key reached dry-run output"
+    );
     assert!(o.stdout.contains("redacted"));
     // hostfile names every worker through the headless service
-    assert!(o.stdout.contains("nat-r1234-worker-1.nat-r1234.default.svc slots=1"), "{}", o.stdout);
+    assert!(
+        o.stdout
+            .contains("nat-r1234-worker-1.nat-r1234.default.svc slots=1"),
+        "{}",
+        o.stdout
+    );
 }
 
 #[test]
@@ -107,11 +165,20 @@ fn namespace_comes_from_flag_then_app() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = init_app(tmp.path(), "ns", "mpi-hello");
     let mut c = hvdctl();
-    c.arg("-C").arg(&dir).args(["-n", "team-a", "deploy", "--dry-run", "-o", "json"]);
+    c.arg("-C")
+        .arg(&dir)
+        .args(["-n", "team-a", "deploy", "--dry-run", "-o", "json"]);
     let o = run(c);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stdout.contains("\"namespace\": \"team-a\""));
     let mut c = hvdctl();
-    c.arg("-C").arg(&dir).args(["deploy", "--dry-run", "-o", "json", "--set", "namespace=team-b"]);
+    c.arg("-C").arg(&dir).args([
+        "deploy",
+        "--dry-run",
+        "-o",
+        "json",
+        "--set",
+        "namespace=team-b",
+    ]);
     assert!(run(c).stdout.contains("\"namespace\": \"team-b\""));
 }

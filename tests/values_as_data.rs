@@ -1,9 +1,9 @@
 //! Property: any string set through `--set` or hvdctl.yaml, in any string field that reaches a
 //! manifest, lands verbatim as that field's value and adds nothing else to the object set.
 
+use hvdctl::app::Backend;
 use hvdctl::app::load::from_text;
 use hvdctl::app::set;
-use hvdctl::app::Backend;
 use hvdctl::backend::{Run, objects};
 use hvdctl::render::{manifests, quote::quote};
 use proptest::prelude::*;
@@ -23,11 +23,20 @@ fn app_text(v: &str) -> String {
 fn render(text: &str, sets: &[String], backend: Backend) -> Value {
     let flags: Vec<_> = sets.iter().map(|s| set::parse(s).unwrap()).collect();
     let app = from_text(text, "hvdctl.yaml", &flags).expect("valid app");
-    let run = Run { app: &app, backend, run_id: "r1".into(), namespace: "default".into(), image: "example.com/demo:1".into() };
+    let run = Run {
+        app: &app,
+        backend,
+        run_id: "r1".into(),
+        namespace: "default".into(),
+        image: "example.com/demo:1".into(),
+    };
     let tmp = std::path::Path::new("/nonexistent-app-dir");
     let objs = objects(&run, tmp, None).expect("renders");
     // Through the printed YAML and back, as users and kubectl would read it.
-    let yaml: String = objs.iter().map(|o| format!("---\n{}", serde_norway::to_string(&o.to_value()).unwrap())).collect();
+    let yaml: String = objs
+        .iter()
+        .map(|o| format!("---\n{}", serde_norway::to_string(&o.to_value()).unwrap()))
+        .collect();
     let back = manifests::parse("out", &yaml).expect("reparses");
     Value::Array(back.iter().map(|o| o.to_value()).collect())
 }
@@ -37,17 +46,30 @@ fn render(text: &str, sets: &[String], backend: Backend) -> Value {
 fn same_but_value(base: &Value, got: &Value, v: &str, path: &str) -> Result<usize, String> {
     match (base, got) {
         (Value::String(b), Value::String(g)) if b == PLACEHOLDER => {
-            if g == v { Ok(1) } else { Err(format!("{path}: {g:?} != {v:?}")) }
+            if g == v {
+                Ok(1)
+            } else {
+                Err(format!("{path}: {g:?} != {v:?}"))
+            }
         }
         (Value::Object(b), Value::Object(g)) => {
             if b.keys().ne(g.keys()) {
-                return Err(format!("{path}: keys differ: {:?} vs {:?}", b.keys().collect::<Vec<_>>(), g.keys().collect::<Vec<_>>()));
+                return Err(format!(
+                    "{path}: keys differ: {:?} vs {:?}",
+                    b.keys().collect::<Vec<_>>(),
+                    g.keys().collect::<Vec<_>>()
+                ));
             }
-            b.iter().map(|(k, bv)| same_but_value(bv, &g[k], v, &format!("{path}.{k}"))).sum()
+            b.iter()
+                .map(|(k, bv)| same_but_value(bv, &g[k], v, &format!("{path}.{k}")))
+                .sum()
         }
-        (Value::Array(b), Value::Array(g)) if b.len() == g.len() => {
-            b.iter().zip(g).enumerate().map(|(i, (bv, gv))| same_but_value(bv, gv, v, &format!("{path}[{i}]"))).sum()
-        }
+        (Value::Array(b), Value::Array(g)) if b.len() == g.len() => b
+            .iter()
+            .zip(g)
+            .enumerate()
+            .map(|(i, (bv, gv))| same_but_value(bv, gv, v, &format!("{path}[{i}]")))
+            .sum(),
         (b, g) if b == g => Ok(0),
         (b, g) => Err(format!("{path}: {b} vs {g}")),
     }
@@ -61,10 +83,16 @@ fn check(v: &str) -> Result<(), TestCaseError> {
         let n = same_but_value(&base, &got, v, "").map_err(TestCaseError::fail)?;
         prop_assert!(n >= 5, "only {n} placeholder fields reached the manifests");
         // Through --set, over a file holding the placeholder.
-        let sets: Vec<String> = ["env.NOTE", "annotations[\"example.com/note\"]", "parameters.note2", "args[0]", "command[1]"]
-            .iter()
-            .map(|k| format!("{k}={v}"))
-            .collect();
+        let sets: Vec<String> = [
+            "env.NOTE",
+            "annotations[\"example.com/note\"]",
+            "parameters.note2",
+            "args[0]",
+            "command[1]",
+        ]
+        .iter()
+        .map(|k| format!("{k}={v}"))
+        .collect();
         let got = render(&app_text(PLACEHOLDER), &sets, backend);
         let m = same_but_value(&base, &got, v, "").map_err(TestCaseError::fail)?;
         prop_assert_eq!(m, n);

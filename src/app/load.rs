@@ -135,7 +135,9 @@ fn apply_set(marked: &mut Marked, f: &SetFlag) -> Result<()> {
                 &mut items[*i]
             }
             (Seg::Index(i), Value::Null) if *i > 0 => {
-                return Err(err(format!("`{walked}` is past the end of the list (0 items; use [0] to append)")));
+                return Err(err(format!(
+                    "`{walked}` is past the end of the list (0 items; use [0] to append)"
+                )));
             }
             (Seg::Index(_), n @ Value::Null) => {
                 *n = Value::Array(vec![Value::Null]);

@@ -83,7 +83,9 @@ pub fn manifest_template(app_dir: &Path, backend: Backend) -> Result<(String, St
 /// in apply order. `ssh` is `None` for a dry run (the Secret then shows a placeholder).
 pub fn objects(run: &Run, app_dir: &Path, ssh: Option<&SshKeys>) -> Result<Vec<Object>> {
     if !run.backend.is_kubernetes() {
-        return Err(crate::Error::input("the local backend runs Docker containers and has no Kubernetes manifests"));
+        return Err(crate::Error::input(
+            "the local backend runs Docker containers and has no Kubernetes manifests",
+        ));
     }
     let (name, template) = manifest_template(app_dir, run.backend)?;
     let values = values::values(run, ssh);

@@ -13,7 +13,13 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchP
 pub const CONCURRENCY: usize = 16;
 
 /// The dynamic API for an object's kind in `namespace`.
-pub fn dynamic_api(c: &Cluster, namespace: &str, api_version: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+pub fn dynamic_api(
+    c: &Cluster,
+    namespace: &str,
+    api_version: &str,
+    kind: &str,
+    plural: &str,
+) -> Api<DynamicObject> {
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let gvk = GroupVersionKind::gvk(group, version, kind);
     let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
@@ -65,11 +71,19 @@ pub async fn apply_one(c: &Cluster, o: &Object, dry_run: bool) -> Result<()> {
 
 /// Applies every object: groups in [`apply_order`], each group concurrently (bounded).
 /// `on_applied` is told of each success (for progress). Stops at the first failure.
-pub async fn apply_all(c: &Cluster, objects: &[Object], dry_run: bool, on_applied: &(dyn Fn(&Object) + Sync)) -> Result<()> {
+pub async fn apply_all(
+    c: &Cluster,
+    objects: &[Object],
+    dry_run: bool,
+    on_applied: &(dyn Fn(&Object) + Sync),
+) -> Result<()> {
     let mut start = 0;
     while start < objects.len() {
         let rank = apply_order(&objects[start]);
-        let end = objects[start..].iter().position(|o| apply_order(o) != rank).map_or(objects.len(), |i| start + i);
+        let end = objects[start..]
+            .iter()
+            .position(|o| apply_order(o) != rank)
+            .map_or(objects.len(), |i| start + i);
         stream::iter(&objects[start..end])
             .map(|o| async move {
                 apply_one(c, o, dry_run).await?;

@@ -20,7 +20,10 @@ pub struct Cluster {
 
 impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cluster").field("context", &self.context).field("server", &self.server).finish()
+        f.debug_struct("Cluster")
+            .field("context", &self.context)
+            .field("server", &self.server)
+            .finish()
     }
 }
 
@@ -32,21 +35,38 @@ pub async fn connect(g: &Global) -> Result<Cluster> {
             .hint("point --kubeconfig or KUBECONFIG at your cluster's kubeconfig, or use `--dry-run` / `--backend local`"));
     };
     let options = kubeconfig::options(g);
-    let context = g.context.clone().or(kc.current_context.clone()).unwrap_or_default();
+    let context = g
+        .context
+        .clone()
+        .or(kc.current_context.clone())
+        .unwrap_or_default();
     if let Some(name) = &g.context
         && !kc.contexts.iter().any(|c| &c.name == name)
     {
         let known: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
-        return Err(Error::input(format!("--context {name}: no such context in the kubeconfig"))
-            .hint(format!("known contexts: {}", known.join(", "))));
+        return Err(Error::input(format!(
+            "--context {name}: no such context in the kubeconfig"
+        ))
+        .hint(format!("known contexts: {}", known.join(", "))));
     }
     let config = Config::from_custom_kubeconfig(kc, &options)
         .await
         .map_err(|e| Error::input(format!("kubeconfig context `{context}`: {e}")))?;
-    let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
-    let client = kube::Client::try_from(config)
-        .map_err(|e| Error::failure(format!("cannot set up a client for {server} (context `{context}`): {e}")))?;
-    Ok(Cluster { client, context, server })
+    let server = config
+        .cluster_url
+        .to_string()
+        .trim_end_matches('/')
+        .to_string();
+    let client = kube::Client::try_from(config).map_err(|e| {
+        Error::failure(format!(
+            "cannot set up a client for {server} (context `{context}`): {e}"
+        ))
+    })?;
+    Ok(Cluster {
+        client,
+        context,
+        server,
+    })
 }
 
 impl Cluster {

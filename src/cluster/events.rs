@@ -50,14 +50,23 @@ pub fn flatten(e: &Event) -> RunEvent {
         .map(|t| t.0.to_string())
         .or_else(|| e.event_time.as_ref().map(|t| t.0.to_string()))
         .or_else(|| e.first_timestamp.as_ref().map(|t| t.0.to_string()))
-        .or_else(|| e.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()))
+        .or_else(|| {
+            e.metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.to_string())
+        })
         .unwrap_or_default();
     let io = &e.involved_object;
     RunEvent {
         time,
         type_: e.type_.clone().unwrap_or_default(),
         reason: e.reason.clone().unwrap_or_default(),
-        object: format!("{}/{}", io.kind.clone().unwrap_or_default(), io.name.clone().unwrap_or_default()),
+        object: format!(
+            "{}/{}",
+            io.kind.clone().unwrap_or_default(),
+            io.name.clone().unwrap_or_default()
+        ),
         message: e.message.clone().unwrap_or_default(),
         count: e.count.unwrap_or(1),
         uid: e.metadata.uid.clone().unwrap_or_default(),
@@ -79,8 +88,15 @@ pub async fn list(c: &Cluster, run: &RunRef) -> Result<Vec<RunEvent>> {
     let api: Api<Event> = Api::namespaced(c.client.clone(), &run.namespace);
     let what = format!("list events in namespace {}", run.namespace);
     let lp = ListParams::default();
-    let all = retry(ATTEMPTS, || api.list(&lp)).await.map_err(|e| c.error(&what, &e))?;
-    let mut out: Vec<RunEvent> = all.items.iter().filter(|e| concerns(e, &objects)).map(flatten).collect();
+    let all = retry(ATTEMPTS, || api.list(&lp))
+        .await
+        .map_err(|e| c.error(&what, &e))?;
+    let mut out: Vec<RunEvent> = all
+        .items
+        .iter()
+        .filter(|e| concerns(e, &objects))
+        .map(flatten)
+        .collect();
     out.sort_by(|a, b| a.time.cmp(&b.time));
     Ok(out)
 }

@@ -49,7 +49,11 @@ pub struct Query<'a> {
 
 /// Whether MPIJobs are served by this cluster (the MPI Operator is installed).
 pub async fn mpijob_served(c: &Cluster) -> Result<bool> {
-    match retry(ATTEMPTS, || c.client.list_api_group_resources("kubeflow.org/v2beta1")).await {
+    match retry(ATTEMPTS, || {
+        c.client.list_api_group_resources("kubeflow.org/v2beta1")
+    })
+    .await
+    {
         Ok(list) => Ok(list.resources.iter().any(|r| r.name == "mpijobs")),
         Err(e) if status_code(&e) == Some(404) => Ok(false),
         Err(e) => Err(c.error("discover kubeflow.org/v2beta1", &e)),
@@ -73,7 +77,12 @@ pub struct Seen {
 }
 
 /// Every hvdctl run in the namespace (optionally of one app, or one run id), from labels.
-pub async fn list(c: &Cluster, namespace: &str, app: Option<&str>, run_id: Option<&str>) -> Result<Vec<Seen>> {
+pub async fn list(
+    c: &Cluster,
+    namespace: &str,
+    app: Option<&str>,
+    run_id: Option<&str>,
+) -> Result<Vec<Seen>> {
     let mut sel = format!("{LABEL_MANAGED_BY}={MANAGER}");
     if let Some(a) = app {
         sel.push_str(&format!(",{LABEL_APP}={a}"));
@@ -83,9 +92,13 @@ pub async fn list(c: &Cluster, namespace: &str, app: Option<&str>, run_id: Optio
     }
     let lp = ListParams::default().labels(&sel);
     let mut runs: BTreeMap<String, Seen> = BTreeMap::new();
-    let mut note = |labels: Option<&BTreeMap<String, String>>, created: Option<String>, backend: Option<Backend>| {
+    let mut note = |labels: Option<&BTreeMap<String, String>>,
+                    created: Option<String>,
+                    backend: Option<Backend>| {
         let Some(l) = labels else { return };
-        let (Some(id), Some(app)) = (l.get(LABEL_RUN), l.get(LABEL_APP)) else { return };
+        let (Some(id), Some(app)) = (l.get(LABEL_RUN), l.get(LABEL_APP)) else {
+            return;
+        };
         let e = runs.entry(id.clone()).or_insert_with(|| Seen {
             run: RunRef {
                 run_id: id.clone(),
@@ -108,18 +121,28 @@ pub async fn list(c: &Cluster, namespace: &str, app: Option<&str>, run_id: Optio
     let ts = |m: &kube::api::ObjectMeta| m.creation_timestamp.as_ref().map(|t| t.0.to_string());
     if mpijob_served(c).await? {
         let api: Api<MpiJob> = Api::namespaced(c.client.clone(), namespace);
-        let l = retry(ATTEMPTS, || api.list(&lp)).await.map_err(|e| c.error(&format!("list MPIJobs in namespace {namespace}"), &e))?;
+        let l = retry(ATTEMPTS, || api.list(&lp))
+            .await
+            .map_err(|e| c.error(&format!("list MPIJobs in namespace {namespace}"), &e))?;
         for m in &l.items {
-            note(m.metadata.labels.as_ref(), ts(&m.metadata), Some(Backend::Mpijob));
+            note(
+                m.metadata.labels.as_ref(),
+                ts(&m.metadata),
+                Some(Backend::Mpijob),
+            );
         }
     }
     let jobs: Api<Job> = Api::namespaced(c.client.clone(), namespace);
-    let l = retry(ATTEMPTS, || jobs.list(&lp)).await.map_err(|e| c.error(&format!("list Jobs in namespace {namespace}"), &e))?;
+    let l = retry(ATTEMPTS, || jobs.list(&lp))
+        .await
+        .map_err(|e| c.error(&format!("list Jobs in namespace {namespace}"), &e))?;
     for j in &l.items {
         note(j.metadata.labels.as_ref(), ts(&j.metadata), None);
     }
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), namespace);
-    let l = retry(ATTEMPTS, || pods.list(&lp)).await.map_err(|e| c.error(&format!("list Pods in namespace {namespace}"), &e))?;
+    let l = retry(ATTEMPTS, || pods.list(&lp))
+        .await
+        .map_err(|e| c.error(&format!("list Pods in namespace {namespace}"), &e))?;
     for p in &l.items {
         note(p.metadata.labels.as_ref(), ts(&p.metadata), None);
     }
@@ -132,7 +155,11 @@ pub async fn list(c: &Cluster, namespace: &str, app: Option<&str>, run_id: Optio
 pub async fn resolve(c: &Cluster, q: &Query<'_>) -> Result<RunRef> {
     let records = state::runs(q.app_dir)?;
     let recorded = |pred: &dyn Fn(&RunRecord) -> bool| -> Option<RunRecord> {
-        records.iter().rev().find(|r| pred(r) && (!q.namespace_flag || r.namespace == q.namespace)).cloned()
+        records
+            .iter()
+            .rev()
+            .find(|r| pred(r) && (!q.namespace_flag || r.namespace == q.namespace))
+            .cloned()
     };
     let (want_app, want_id, namespace) = match q.arg {
         Some(arg) => {
@@ -141,18 +168,28 @@ pub async fn resolve(c: &Cluster, q: &Query<'_>) -> Result<RunRef> {
             } else {
                 let (app, id) = split_arg(arg);
                 if crate::backend::check_run_id(id).is_err() {
-                    return Err(Error::input(format!("`{arg}` is not a run id or job name (e.g. `abcde` or `mnist-abcde`)")));
+                    return Err(Error::input(format!(
+                        "`{arg}` is not a run id or job name (e.g. `abcde` or `mnist-abcde`)"
+                    )));
                 }
-                (app.map(str::to_owned).or(q.app.map(str::to_owned)), id.to_string(), q.namespace.clone())
+                (
+                    app.map(str::to_owned).or(q.app.map(str::to_owned)),
+                    id.to_string(),
+                    q.namespace.clone(),
+                )
             }
         }
         None => {
-            let last = q.app.and_then(|a| recorded(&|r: &RunRecord| r.app == a && r.context != "local"));
+            let last = q
+                .app
+                .and_then(|a| recorded(&|r: &RunRecord| r.app == a && r.context != "local"));
             match last {
                 Some(r) => (Some(r.app), r.run_id, r.namespace),
                 None => {
                     let Some(app) = q.app else {
-                        return Err(Error::input("which run? pass a RUN (run id or job name), or run this in an app directory"));
+                        return Err(Error::input(
+                            "which run? pass a RUN (run id or job name), or run this in an app directory",
+                        ));
                     };
                     let seen = list(c, &q.namespace, Some(app), None).await?;
                     match seen.last() {
@@ -162,7 +199,9 @@ pub async fn resolve(c: &Cluster, q: &Query<'_>) -> Result<RunRef> {
                                 "no runs of app `{app}` in namespace {} (context `{}`)",
                                 q.namespace, c.context
                             ))
-                            .hint("start one with `hvdctl deploy`, or pick the namespace with -n"));
+                            .hint(
+                                "start one with `hvdctl deploy`, or pick the namespace with -n",
+                            ));
                         }
                     }
                 }
@@ -170,18 +209,28 @@ pub async fn resolve(c: &Cluster, q: &Query<'_>) -> Result<RunRef> {
         }
     };
     let seen = list(c, &namespace, None, Some(&want_id)).await?;
-    match seen.into_iter().find(|s| want_app.as_deref().is_none_or(|a| a == s.run.app)) {
+    match seen
+        .into_iter()
+        .find(|s| want_app.as_deref().is_none_or(|a| a == s.run.app))
+    {
         Some(s) => Ok(s.run),
         None => {
             let mut e = Error::input(format!(
                 "run `{want_id}` not found in namespace {namespace} (context `{}`)",
                 c.context
             ));
-            let others = list(c, &namespace, want_app.as_deref(), None).await.unwrap_or_default();
+            let others = list(c, &namespace, want_app.as_deref(), None)
+                .await
+                .unwrap_or_default();
             e = if others.is_empty() {
                 e.hint("it may have been undeployed; `hvdctl status --all` lists the runs in a namespace")
             } else {
-                let ids: Vec<String> = others.iter().rev().take(5).map(|s| s.run.job.clone()).collect();
+                let ids: Vec<String> = others
+                    .iter()
+                    .rev()
+                    .take(5)
+                    .map(|s| s.run.job.clone())
+                    .collect();
                 e.hint(format!("runs here: {}", ids.join(", ")))
             };
             Err(e)

@@ -46,8 +46,15 @@ pub async fn job_state(c: &Cluster, run: &RunRef) -> Result<(JobState, Vec<JobCo
         Backend::Mpijob => {
             let api: Api<MpiJob> = Api::namespaced(c.client.clone(), &run.namespace);
             let what = format!("get MPIJob {} in namespace {}", run.job, run.namespace);
-            let m = retry(ATTEMPTS, || api.get_opt(&run.job)).await.map_err(|e| c.error(&what, &e))?;
-            let m = m.ok_or_else(|| Error::failure(format!("MPIJob {} is gone from namespace {}", run.job, run.namespace)))?;
+            let m = retry(ATTEMPTS, || api.get_opt(&run.job))
+                .await
+                .map_err(|e| c.error(&what, &e))?;
+            let m = m.ok_or_else(|| {
+                Error::failure(format!(
+                    "MPIJob {} is gone from namespace {}",
+                    run.job, run.namespace
+                ))
+            })?;
             let conds = m.status.map(|s| s.conditions).unwrap_or_default();
             let state = if is_true(&conds, "Succeeded") {
                 JobState::Succeeded
@@ -60,7 +67,10 @@ pub async fn job_state(c: &Cluster, run: &RunRef) -> Result<(JobState, Vec<JobCo
             };
             Ok((state, conds))
         }
-        Backend::Local => Err(Error::input(format!("run {} is a local (Docker) run, not a cluster run", run.run_id))),
+        Backend::Local => Err(Error::input(format!(
+            "run {} is a local (Docker) run, not a cluster run",
+            run.run_id
+        ))),
         Backend::Native => {
             let name = format!("{}-launcher", run.job);
             let api: Api<Job> = Api::namespaced(c.client.clone(), &run.namespace);
@@ -70,7 +80,12 @@ pub async fn job_state(c: &Cluster, run: &RunRef) -> Result<(JobState, Vec<JobCo
                 Err(e) if status_code(&e) == Some(404) => None,
                 Err(e) => return Err(c.error(&what, &e)),
             };
-            let j = j.ok_or_else(|| Error::failure(format!("Job {name} is gone from namespace {}", run.namespace)))?;
+            let j = j.ok_or_else(|| {
+                Error::failure(format!(
+                    "Job {name} is gone from namespace {}",
+                    run.namespace
+                ))
+            })?;
             let status = j.status.unwrap_or_default();
             let conds: Vec<JobCondition> = status
                 .conditions
@@ -101,7 +116,8 @@ pub async fn job_state(c: &Cluster, run: &RunRef) -> Result<(JobState, Vec<JobCo
 async fn launcher_running(c: &Cluster, run: &RunRef) -> Result<bool> {
     let pods = run_pods(c, run).await?;
     Ok(pods.iter().any(|p| {
-        role_of(p) == "launcher" && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        role_of(p) == "launcher"
+            && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
     }))
 }
 
@@ -110,20 +126,31 @@ async fn launcher_running(c: &Cluster, run: &RunRef) -> Result<bool> {
 pub async fn run_pods(c: &Cluster, run: &RunRef) -> Result<Vec<Pod>> {
     let api: Api<Pod> = Api::namespaced(c.client.clone(), &run.namespace);
     let lp = ListParams::default().labels(&run.selector());
-    let what = format!("list the pods of run {} in namespace {}", run.run_id, run.namespace);
-    let mut pods = retry(ATTEMPTS, || api.list(&lp)).await.map_err(|e| c.error(&what, &e))?.items;
-    pods.sort_by(|a, b| pod_sort_key(a).cmp(&pod_sort_key(b)));
+    let what = format!(
+        "list the pods of run {} in namespace {}",
+        run.run_id, run.namespace
+    );
+    let mut pods = retry(ATTEMPTS, || api.list(&lp))
+        .await
+        .map_err(|e| c.error(&what, &e))?
+        .items;
+    pods.sort_by_key(pod_sort_key);
     Ok(pods)
 }
 
 /// `launcher` or `worker`.
 pub fn role_of(p: &Pod) -> &str {
-    p.metadata.labels.as_ref().and_then(|l| l.get(LABEL_ROLE)).map_or("", String::as_str)
+    p.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(LABEL_ROLE))
+        .map_or("", String::as_str)
 }
 
 /// A worker's index from its name (`<job>-worker-<i>`), if it has one.
 pub fn worker_index(name: &str) -> Option<u32> {
-    name.rsplit_once("-worker-").and_then(|(_, i)| i.parse().ok())
+    name.rsplit_once("-worker-")
+        .and_then(|(_, i)| i.parse().ok())
 }
 
 fn pod_sort_key(p: &Pod) -> (u8, u32, String) {

@@ -30,7 +30,11 @@ pub struct Deleted {
 
 async fn kinds(c: &Cluster) -> Result<Vec<(&'static str, &'static str, &'static str)>> {
     let served = mpijob_served(c).await?;
-    Ok(KINDS.iter().copied().filter(|(_, k, _)| served || *k != "MPIJob").collect())
+    Ok(KINDS
+        .iter()
+        .copied()
+        .filter(|(_, k, _)| served || *k != "MPIJob")
+        .collect())
 }
 
 /// Every object matching `selector` in `namespace`, by kind.
@@ -44,7 +48,10 @@ pub async fn find(c: &Cluster, namespace: &str, selector: &str) -> Result<Vec<De
             .map_err(|e| c.error(&format!("list {plural} in namespace {namespace}"), &e))?;
         for o in list.items {
             // Objects already being deleted still count until they are gone.
-            out.push(Deleted { kind, name: o.metadata.name.unwrap_or_default() });
+            out.push(Deleted {
+                kind,
+                name: o.metadata.name.unwrap_or_default(),
+            });
         }
     }
     Ok(out)
@@ -58,14 +65,20 @@ pub async fn delete(c: &Cluster, namespace: &str, selector: &str) -> Result<Vec<
     let dp = DeleteParams::foreground();
     stream::iter(found.iter())
         .map(|d| {
-            let (av, kind, plural) = *all.iter().find(|(_, k, _)| *k == d.kind).expect("found kinds are known");
+            let (av, kind, plural) = *all
+                .iter()
+                .find(|(_, k, _)| *k == d.kind)
+                .expect("found kinds are known");
             let api = dynamic_api(c, namespace, av, kind, plural);
             let dp = dp.clone();
             async move {
                 match retry(ATTEMPTS, || api.delete(&d.name, &dp)).await {
                     Ok(_) => Ok(()),
                     Err(e) if status_code(&e) == Some(404) => Ok(()),
-                    Err(e) => Err(c.error(&format!("delete {kind} {} in namespace {namespace}", d.name), &e)),
+                    Err(e) => Err(c.error(
+                        &format!("delete {kind} {} in namespace {namespace}", d.name),
+                        &e,
+                    )),
                 }
             }
         })
@@ -76,7 +89,13 @@ pub async fn delete(c: &Cluster, namespace: &str, selector: &str) -> Result<Vec<
 }
 
 /// Waits until nothing matches `selector`; `progress(left)` is called after each look.
-pub async fn wait_gone(c: &Cluster, namespace: &str, selector: &str, timeout: Duration, progress: &dyn Fn(usize)) -> Result<()> {
+pub async fn wait_gone(
+    c: &Cluster,
+    namespace: &str,
+    selector: &str,
+    timeout: Duration,
+    progress: &dyn Fn(usize),
+) -> Result<()> {
     let started = Instant::now();
     loop {
         let left = find(c, namespace, selector).await?;
@@ -85,14 +104,20 @@ pub async fn wait_gone(c: &Cluster, namespace: &str, selector: &str, timeout: Du
             return Ok(());
         }
         if started.elapsed() > timeout {
-            let names: Vec<String> = left.iter().take(5).map(|d| format!("{} {}", d.kind, d.name)).collect();
+            let names: Vec<String> = left
+                .iter()
+                .take(5)
+                .map(|d| format!("{} {}", d.kind, d.name))
+                .collect();
             return Err(Error::failure(format!(
                 "{} object(s) still present after {}s in namespace {namespace}: {}",
                 left.len(),
                 timeout.as_secs(),
                 names.join(", ")
             ))
-            .hint("a finalizer may be holding them; `kubectl get <kind> <name> -o yaml` shows which"));
+            .hint(
+                "a finalizer may be holding them; `kubectl get <kind> <name> -o yaml` shows which",
+            ));
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }

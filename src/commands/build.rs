@@ -48,11 +48,29 @@ pub fn run(g: &Global, ui: &Ui, a: BuildArgs) -> Result<u8> {
     block_on(async {
         let docker = DockerClient::connect().await?;
         let built = image::build(&docker, &req, &mut std::io::stderr()).await?;
-        state::record_image(&loaded.dir, &ImageRecord { image: built.reference.clone(), pushed: false, built: state::now() })?;
-        ui.note(format!("Built {} ({})", built.reference, short_id(&built.id)));
+        state::record_image(
+            &loaded.dir,
+            &ImageRecord {
+                image: built.reference.clone(),
+                pushed: false,
+                built: state::now(),
+            },
+        )?;
+        ui.note(format!(
+            "Built {} ({})",
+            built.reference,
+            short_id(&built.id)
+        ));
         if a.push {
             push_image(&docker, &built.reference, req.progress, ui).await?;
-            state::record_image(&loaded.dir, &ImageRecord { image: built.reference, pushed: true, built: state::now() })?;
+            state::record_image(
+                &loaded.dir,
+                &ImageRecord {
+                    image: built.reference,
+                    pushed: true,
+                    built: state::now(),
+                },
+            )?;
         }
         Ok(0)
     })
@@ -64,7 +82,12 @@ fn short_id(id: &str) -> &str {
 }
 
 /// Pushes `reference` with the credentials Docker would use for its registry.
-pub async fn push_image(docker: &DockerClient, reference: &str, mode: ProgressMode, ui: &Ui) -> Result<()> {
+pub async fn push_image(
+    docker: &DockerClient,
+    reference: &str,
+    mode: ProgressMode,
+    ui: &Ui,
+) -> Result<()> {
     let (repo, tag) = image::tag::split_reference(reference);
     let tag = tag.ok_or_else(|| Error::input(format!("{reference}: no tag to push")))?;
     let creds = image::auth::credentials_for_repo(repo)?;
@@ -85,15 +108,24 @@ pub fn push_cmd(g: &Global, ui: &Ui, a: PushArgs) -> Result<u8> {
         }
         (None, Some(r)) => r.image.clone(),
         (None, None) => {
-            return Err(Error::input("nothing to push: no image was built in this app directory")
-                .hint("run `hvdctl build` first, or pass --tag TAG"));
+            return Err(
+                Error::input("nothing to push: no image was built in this app directory")
+                    .hint("run `hvdctl build` first, or pass --tag TAG"),
+            );
         }
     };
     block_on(async {
         let docker = DockerClient::connect().await?;
         push_image(&docker, &reference, progress(a.progress), ui).await?;
         if recorded.as_ref().is_some_and(|r| r.image == reference) {
-            state::record_image(&g.app_dir, &ImageRecord { image: reference.clone(), pushed: true, built: state::now() })?;
+            state::record_image(
+                &g.app_dir,
+                &ImageRecord {
+                    image: reference.clone(),
+                    pushed: true,
+                    built: state::now(),
+                },
+            )?;
         }
         Ok(0)
     })

@@ -22,7 +22,11 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
         }
         None => backend::new_run_id(),
     };
-    let recorded = if a.image.is_some() { None } else { state::image(&loaded.dir)? };
+    let recorded = if a.image.is_some() {
+        None
+    } else {
+        state::image(&loaded.dir)?
+    };
     let image = match (&a.image, &recorded) {
         (Some(i), _) => i.clone(),
         (None, Some(r)) => r.image.clone(),
@@ -31,13 +35,21 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
     // An image built here and not pushed yet must reach a registry before a cluster can run it.
     let unpushed = recorded.filter(|r| !r.pushed).map(|r| r.image);
     if !app::validate::is_image_ref(&image) {
-        return Err(Error::input(format!("--image {image}: not a valid image reference")));
+        return Err(Error::input(format!(
+            "--image {image}: not a valid image reference"
+        )));
     }
     if backend == app::Backend::Local {
         return crate::local::cmd::deploy(ui, &a, &loaded.dir, app, &run_id, &image);
     }
     let namespace = crate::kubeconfig::namespace(g, app.namespace.as_deref())?;
-    let run = Run { app, backend, run_id, namespace, image };
+    let run = Run {
+        app,
+        backend,
+        run_id,
+        namespace,
+        image,
+    };
     if a.dry_run {
         let objects = backend::objects(&run, &loaded.dir, None)?;
         print!("{}", format_objects(&objects, a.output));
@@ -86,7 +98,14 @@ async fn deploy(
         } else {
             let docker = crate::image::DockerClient::connect().await?;
             super::build::push_image(&docker, &image, crate::image::ProgressMode::Auto, ui).await?;
-            state::record_image(dir, &state::ImageRecord { image, pushed: true, built: state::now() })?;
+            state::record_image(
+                dir,
+                &state::ImageRecord {
+                    image,
+                    pushed: true,
+                    built: state::now(),
+                },
+            )?;
         }
     }
     if run.backend == app::Backend::Mpijob && !mpijob_served(&c).await? {
@@ -100,7 +119,10 @@ async fn deploy(
     let job = run.job_name();
     if a.server_dry_run {
         apply::apply_all(&c, objects, true, &|_| {}).await?;
-        ui.note(format!("Server dry run: the API server accepted all {} objects of {job}; nothing was created", objects.len()));
+        ui.note(format!(
+            "Server dry run: the API server accepted all {} objects of {job}; nothing was created",
+            objects.len()
+        ));
         return Ok(0);
     }
     let record = RunRecord {
@@ -119,7 +141,12 @@ async fn deploy(
     let done = AtomicUsize::new(0);
     let on_applied = |o: &Object| {
         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-        bar.set_message(format!("applied {n}/{} ({} {})", objects.len(), o.kind(), o.name()));
+        bar.set_message(format!(
+            "applied {n}/{} ({} {})",
+            objects.len(),
+            o.kind(),
+            o.name()
+        ));
     };
     let applied = tokio::select! {
         r = apply::apply_all(&c, objects, false, &on_applied) => r,
@@ -169,7 +196,10 @@ async fn deploy(
         return Ok(state.exit_code());
     }
     if !ui.quiet {
-        eprintln!("Next: hvdctl status {0} · hvdctl logs -f {0} · hvdctl undeploy {0}", run.run_id);
+        eprintln!(
+            "Next: hvdctl status {0} · hvdctl logs -f {0} · hvdctl undeploy {0}",
+            run.run_id
+        );
     }
     Ok(0)
 }
@@ -178,7 +208,11 @@ async fn deploy(
 /// can use images that exist only in the local daemon).
 fn is_local_server(server: &str) -> bool {
     let host = server.split("://").nth(1).unwrap_or(server);
-    let host = if let Some(rest) = host.strip_prefix('[') { rest.split(']').next().unwrap_or("") } else { host.split([':', '/']).next().unwrap_or("") };
+    let host = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.split([':', '/']).next().unwrap_or("")
+    };
     matches!(host, "localhost" | "::1") || host.starts_with("127.")
 }
 
@@ -214,10 +248,20 @@ async fn wait_running(c: &Cluster, run: &RunRef, ui: &Ui) -> Result<JobState> {
             .iter()
             .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
             .count();
-        bar.set_message(format!("{}: {state}, {running}/{} pods running", run.job, expected(pods.len())));
-        if state.is_finished() || (state == JobState::Running && running == pods.len() && running > 0) {
+        bar.set_message(format!(
+            "{}: {state}, {running}/{} pods running",
+            run.job,
+            expected(pods.len())
+        ));
+        if state.is_finished()
+            || (state == JobState::Running && running == pods.len() && running > 0)
+        {
             bar.finish_and_clear();
-            ui.note(format!("{}: {state} ({running}/{} pods running)", run.job, pods.len()));
+            ui.note(format!(
+                "{}: {state} ({running}/{} pods running)",
+                run.job,
+                pods.len()
+            ));
             return Ok(state);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -252,10 +296,19 @@ pub fn format_objects(objects: &[Object], format: ManifestFormat) -> String {
 mod tests {
     #[test]
     fn local_servers() {
-        for s in ["http://127.0.0.1:6443", "https://localhost", "https://[::1]:6443/", "http://127.1.2.3"] {
+        for s in [
+            "http://127.0.0.1:6443",
+            "https://localhost",
+            "https://[::1]:6443/",
+            "http://127.1.2.3",
+        ] {
             assert!(super::is_local_server(s), "{s}");
         }
-        for s in ["https://k8s.example.com:6443", "https://10.0.0.1", "https://[2001:db8::1]:443"] {
+        for s in [
+            "https://k8s.example.com:6443",
+            "https://10.0.0.1",
+            "https://[2001:db8::1]:443",
+        ] {
             assert!(!super::is_local_server(s), "{s}");
         }
     }

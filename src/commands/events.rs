@@ -16,7 +16,10 @@ pub fn run(g: &Global, _ui: &Ui, a: EventsArgs) -> Result<u8> {
     block_on(async {
         let (c, run) = locate_run(g, a.run.as_deref()).await?;
         let now = events::list(&c, &run).await?;
-        println!("{:<25} {:<8} {:<20} {:<40} MESSAGE", "TIME", "TYPE", "REASON", "OBJECT");
+        println!(
+            "{:<25} {:<8} {:<20} {:<40} MESSAGE",
+            "TIME", "TYPE", "REASON", "OBJECT"
+        );
         let mut seen: HashSet<(String, i32)> = HashSet::new();
         for e in &now {
             print_event(e);
@@ -27,8 +30,14 @@ pub fn run(g: &Global, _ui: &Ui, a: EventsArgs) -> Result<u8> {
         }
         let api: Api<Event> = Api::namespaced(c.client.clone(), &run.namespace);
         let mut objects = run_objects(&c, &run).await?;
-        let mut stream = watcher(api, watcher::Config::default()).applied_objects().boxed();
-        while let Some(e) = stream.try_next().await.map_err(|e| crate::Error::failure(format!("watching events: {e}")))? {
+        let mut stream = watcher(api, watcher::Config::default())
+            .applied_objects()
+            .boxed();
+        while let Some(e) = stream
+            .try_next()
+            .await
+            .map_err(|e| crate::Error::failure(format!("watching events: {e}")))?
+        {
             if !concerns(&e, &objects) {
                 // A pod created since we looked (late workers, restarted launcher)?
                 let name = e.involved_object.name.clone().unwrap_or_default();
@@ -50,6 +59,13 @@ pub fn run(g: &Global, _ui: &Ui, a: EventsArgs) -> Result<u8> {
 }
 
 fn print_event(e: &RunEvent) {
-    let reason = if e.count > 1 { format!("{} (x{})", e.reason, e.count) } else { e.reason.clone() };
-    println!("{:<25} {:<8} {:<20} {:<40} {}", e.time, e.type_, reason, e.object, e.message);
+    let reason = if e.count > 1 {
+        format!("{} (x{})", e.reason, e.count)
+    } else {
+        e.reason.clone()
+    };
+    println!(
+        "{:<25} {:<8} {:<20} {:<40} {}",
+        e.time, e.type_, reason, e.object, e.message
+    );
 }

@@ -8,8 +8,8 @@ mod events;
 mod init;
 mod logs;
 mod status;
-mod undeploy;
 mod templates;
+mod undeploy;
 
 use crate::cli::{Cli, Command};
 use crate::error::Result;
@@ -55,7 +55,8 @@ pub(crate) async fn locate_run(
     arg: Option<&str>,
 ) -> Result<(crate::cluster::Cluster, crate::cluster::runs::RunRef)> {
     let app = optional_app(g)?;
-    let namespace = crate::kubeconfig::namespace(g, app.as_ref().and_then(|a| a.namespace.as_deref()))?;
+    let namespace =
+        crate::kubeconfig::namespace(g, app.as_ref().and_then(|a| a.namespace.as_deref()))?;
     let cluster = crate::cluster::connect(g).await?;
     let q = crate::cluster::runs::Query {
         arg,

@@ -1,8 +1,8 @@
 use super::{block_on, locate_run, optional_app};
 use crate::cli::{Global, StatusArgs, StatusFormat};
+use crate::cluster::Cluster;
 use crate::cluster::runs::{self, RunRef};
 use crate::cluster::status::{JobState, job_state, role_of, run_pods, worker_index};
-use crate::cluster::Cluster;
 use crate::error::Result;
 use crate::kinds::JobCondition;
 use crate::ui::Ui;
@@ -39,7 +39,9 @@ pub struct PodRow {
 }
 
 pub fn run(g: &Global, ui: &Ui, a: StatusArgs) -> Result<u8> {
-    if !a.all && let Some(r) = crate::local::cmd::find(g, a.run.as_deref())? {
+    if !a.all
+        && let Some(r) = crate::local::cmd::find(g, a.run.as_deref())?
+    {
         return crate::local::cmd::status(ui, &a, &r);
     }
     block_on(async {
@@ -52,7 +54,11 @@ pub fn run(g: &Global, ui: &Ui, a: StatusArgs) -> Result<u8> {
             let report = report(&c, &run).await?;
             let text = render(&report, a.output);
             let finished = report.state.is_finished();
-            let show = if a.watch { text != last } else { !a.wait || finished };
+            let show = if a.watch {
+                text != last
+            } else {
+                !a.wait || finished
+            };
             if show {
                 if a.watch && !last.is_empty() && a.output == StatusFormat::Text {
                     println!();
@@ -92,11 +98,20 @@ fn row(p: &Pod) -> PodRow {
     let ready = cs.iter().filter(|c| c.ready).count();
     let total = p.spec.as_ref().map_or(cs.len(), |s| s.containers.len());
     let last_termination = cs.iter().find_map(|c| {
-        let t = c.last_state.as_ref().and_then(|s| s.terminated.as_ref())
+        let t = c
+            .last_state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
             .or_else(|| c.state.as_ref().and_then(|s| s.terminated.as_ref()))?;
-        Some(format!("{} (exit {})", t.reason.clone().unwrap_or_else(|| "Terminated".into()), t.exit_code))
+        Some(format!(
+            "{} (exit {})",
+            t.reason.clone().unwrap_or_else(|| "Terminated".into()),
+            t.exit_code
+        ))
     });
-    let waiting = cs.iter().find_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
+    let waiting = cs
+        .iter()
+        .find_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
     let phase = status.phase.clone().unwrap_or_else(|| "Unknown".into());
     PodRow {
         index: worker_index(&name),
@@ -107,15 +122,26 @@ fn row(p: &Pod) -> PodRow {
         },
         ready: format!("{ready}/{total}"),
         restarts: cs.iter().map(|c| c.restart_count).sum(),
-        node: p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_else(|| "-".into()),
-        created: p.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()).unwrap_or_default(),
+        node: p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_else(|| "-".into()),
+        created: p
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .unwrap_or_default(),
         last_termination,
         name,
     }
 }
 
 fn age(ts: &str) -> String {
-    let Ok(t) = ts.parse::<jiff::Timestamp>() else { return "-".into() };
+    let Ok(t) = ts.parse::<jiff::Timestamp>() else {
+        return "-".into();
+    };
     let secs = (jiff::Timestamp::now().as_second() - t.as_second()).max(0);
     match secs {
         s if s < 120 => format!("{s}s"),
@@ -150,10 +176,24 @@ fn render(r: &StatusReport, format: StatusFormat) -> String {
                 s.push_str("Pods:       none yet\n");
                 return s;
             }
-            let w = r.pods.iter().map(|p| p.name.len()).max().unwrap_or(4).max(4);
+            let w = r
+                .pods
+                .iter()
+                .map(|p| p.name.len())
+                .max()
+                .unwrap_or(4)
+                .max(4);
             s.push_str(&format!(
                 "{:<w$}  {:<8} {:<5} {:<18} {:<5} {:<8} {:<14} {:<5} {}\n",
-                "NAME", "ROLE", "INDEX", "PHASE", "READY", "RESTARTS", "NODE", "AGE", "LAST TERMINATION"
+                "NAME",
+                "ROLE",
+                "INDEX",
+                "PHASE",
+                "READY",
+                "RESTARTS",
+                "NODE",
+                "AGE",
+                "LAST TERMINATION"
             ));
             for p in &r.pods {
                 s.push_str(&format!(
@@ -198,16 +238,30 @@ async fn list_all(g: &Global, a: &StatusArgs) -> Result<u8> {
         }
     }
     match a.output {
-        StatusFormat::Json => println!("{}", serde_json::to_string_pretty(&reports).unwrap_or_default()),
+        StatusFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&reports).unwrap_or_default()
+        ),
         StatusFormat::Yaml => print!("{}", serde_norway::to_string(&reports).unwrap_or_default()),
         StatusFormat::Text => {
             if reports.is_empty() {
                 eprintln!("No hvdctl runs in namespace {ns} (context {})", c.context);
                 return Ok(0);
             }
-            println!("{:<7} {:<30} {:<20} {:<8} {:<10} {:<5}", "RUN", "JOB", "APP", "BACKEND", "STATE", "PODS");
+            println!(
+                "{:<7} {:<30} {:<20} {:<8} {:<10} {:<5}",
+                "RUN", "JOB", "APP", "BACKEND", "STATE", "PODS"
+            );
             for r in &reports {
-                println!("{:<7} {:<30} {:<20} {:<8} {:<10} {:<5}", r.run, r.job, r.app, r.backend, r.state.to_string(), r.pods.len());
+                println!(
+                    "{:<7} {:<30} {:<20} {:<8} {:<10} {:<5}",
+                    r.run,
+                    r.job,
+                    r.app,
+                    r.backend,
+                    r.state.to_string(),
+                    r.pods.len()
+                );
             }
         }
     }

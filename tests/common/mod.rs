@@ -4,13 +4,21 @@
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
 
-pub const TEMPLATES: &[&str] = &["horovod", "horovod-tensorflow", "horovod-elastic", "mpi-hello"];
+pub const TEMPLATES: &[&str] = &[
+    "horovod",
+    "horovod-tensorflow",
+    "horovod-elastic",
+    "mpi-hello",
+];
 pub const BACKENDS: &[&str] = &["mpijob", "native"];
 
 /// The hvdctl binary with a clean, non-interactive environment.
 pub fn hvdctl() -> Command {
     let mut c = Command::cargo_bin("hvdctl").expect("binary built");
-    c.env_remove("KUBECONFIG").env("NO_COLOR", "1").env("CI", "true").env("HOME", std::env::temp_dir());
+    c.env_remove("KUBECONFIG")
+        .env("NO_COLOR", "1")
+        .env("CI", "true")
+        .env("HOME", std::env::temp_dir());
     c
 }
 
@@ -34,7 +42,9 @@ pub fn run(mut c: Command) -> Out {
 pub fn init_app(parent: &Path, name: &str, template: &str) -> PathBuf {
     let dir = parent.join(name);
     let mut c = hvdctl();
-    c.arg("init").arg(&dir).args(["--template", template, "--no-input"]);
+    c.arg("init")
+        .arg(&dir)
+        .args(["--template", template, "--no-input"]);
     let o = run(c);
     assert_eq!(o.code, 0, "init failed: {}", o.stderr);
     dir
