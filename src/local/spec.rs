@@ -50,7 +50,7 @@ pub fn check(app: &App) -> Result<()> {
                 v.name
             ))
             .hint(format!(
-                "for local runs, mount a local directory instead: --set volumes.<i>.hostPath.path=/some/dir, or deploy to a cluster (--backend native|mpijob); volume `{}` mounts at {}",
+                "for local runs, give volume `{}` (mounted at {}) a hostPath source instead (hostPath: {{path: /some/dir}}), or deploy to a cluster (--backend native or mpijob)",
                 v.name, v.mount_path
             )));
         }

@@ -1,0 +1,622 @@
+//! The `local` backend end to end, against the real Docker engine: the `mpi-hello` app's image
+//! (Open MPI, sshd, mpi4py) built by hvdctl from the locally made Debian base, deployed as 2
+//! workers × 2 slots, its logs, status, events, and undeploy leaving nothing behind; a
+//! failing command, a worker killed mid-run, an interrupted deploy; no private key anywhere
+//! it should not be.
+//!
+//! Needs `scripts/dev-services.sh start` (dockerd and `hvdctl-test/debian:bookworm`). Without
+//! them each test prints SKIPPED and passes, unless `CI` is set: then they fail.
+
+use assert_cmd::Command;
+use hvdctl::image::docker::DockerClient;
+use hvdctl::image::{BuildRequest, ProgressMode};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+const REPO: &str = "hvdctl-test/local-mpi-hello";
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn base_image() -> String {
+    std::env::var("HVDCTL_TEST_DEBIAN_IMAGE")
+        .unwrap_or_else(|_| "hvdctl-test/debian:bookworm".into())
+}
+
+/// The daemon, or None (SKIPPED printed) — a failure under CI.
+fn docker() -> Option<DockerClient> {
+    let unavailable = |why: String| -> Option<DockerClient> {
+        if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
+            panic!(
+                "CI is set but the Docker engine for the local backend tests is not available: {why}\n(run scripts/dev-services.sh start)"
+            );
+        }
+        eprintln!(
+            "SKIPPED: no Docker engine for the local backend tests: {why} (start one with scripts/dev-services.sh start)"
+        );
+        None
+    };
+    let rt = rt();
+    let d = match rt.block_on(DockerClient::connect()) {
+        Ok(d) => d,
+        Err(e) => return unavailable(e.to_string()),
+    };
+    if rt
+        .block_on(d.bollard().inspect_image(&base_image()))
+        .is_err()
+    {
+        return unavailable(format!("base image {} is missing", base_image()));
+    }
+    Some(d)
+}
+
+fn hvdctl(dir: &Path) -> Command {
+    let mut c = Command::cargo_bin("hvdctl").unwrap();
+    c.current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("KUBECONFIG")
+        .env("HOME", dir);
+    c
+}
+
+/// A fresh `mpi-hello` app in a temp dir.
+fn new_app(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = hvdctl(tmp.path())
+        .args(["init", name, "--template", "mpi-hello"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "init: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = tmp.path().join(name);
+    (tmp, dir)
+}
+
+/// The app's image, built once per content (tag = hash of the build inputs), so reruns reuse it.
+fn image(docker: &DockerClient) -> String {
+    static IMAGE: OnceLock<String> = OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let (_tmp, dir) = new_app("hello");
+            let mut h = Sha256::new();
+            for f in ["Dockerfile", "hello.py", "hvdctl.yaml", ".dockerignore"] {
+                h.update(f.as_bytes());
+                h.update(std::fs::read(dir.join(f)).unwrap_or_default());
+            }
+            let rt = rt();
+            let base = rt
+                .block_on(docker.bollard().inspect_image(&base_image()))
+                .unwrap();
+            h.update(base.id.unwrap_or_default().as_bytes());
+            let tag: String = format!("{:x}", h.finalize())[..16].to_string();
+            let reference = format!("{REPO}:{tag}");
+            if rt
+                .block_on(docker.bollard().inspect_image(&reference))
+                .is_ok()
+            {
+                eprintln!("using cached {reference}");
+                return reference;
+            }
+            let started = Instant::now();
+            let mut req = BuildRequest::new(&dir, REPO, &tag);
+            req.build_args.insert("BASE_IMAGE".into(), base_image());
+            req.progress = ProgressMode::Plain;
+            let mut log: Vec<u8> = Vec::new();
+            let built = rt.block_on(hvdctl::image::build(docker, &req, &mut log));
+            if let Err(e) = built {
+                panic!(
+                    "building {reference} failed: {e}\n{}",
+                    String::from_utf8_lossy(&log)
+                );
+            }
+            eprintln!("built {reference} in {:.0?}", started.elapsed());
+            reference
+        })
+        .clone()
+}
+
+fn run_id(prefix: &str) -> String {
+    // Run ids are at most 5 characters: a letter for the test and 4 random ones.
+    const A: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as usize
+        ^ (std::process::id() as usize).wrapping_mul(2_654_435_761);
+    let mut s = prefix.to_string();
+    let mut x = n;
+    for _ in 0..4 {
+        s.push(A[x % A.len()] as char);
+        x /= A.len();
+    }
+    s
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(dir: &Path, args: &[&str]) -> Out {
+    let o = hvdctl(dir)
+        .args(args)
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let out = Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into(),
+        stderr: String::from_utf8_lossy(&o.stderr).into(),
+    };
+    for s in [&out.stdout, &out.stderr] {
+        assert!(
+            !s.contains("PRIVATE KEY"),
+            "a private key was printed by hvdctl {args:?}"
+        );
+    }
+    out
+}
+
+/// What of run `id` exists on the engine and on disk: (containers, networks, private dirs).
+fn leftovers(docker: &DockerClient, job: &str, id: &str) -> (usize, usize, usize) {
+    let rt = rt();
+    let filters = HashMap::from([("label".to_string(), vec![format!("hvdctl.io/run={id}")])]);
+    let cs = rt
+        .block_on(docker.bollard().list_containers(Some(
+            bollard::query_parameters::ListContainersOptions {
+                all: true,
+                filters: Some(filters.clone()),
+                ..Default::default()
+            },
+        )))
+        .unwrap();
+    let nets = rt
+        .block_on(docker.bollard().list_networks(Some(
+            bollard::query_parameters::ListNetworksOptions {
+                filters: Some(HashMap::from([(
+                    "name".to_string(),
+                    vec![format!("hvdctl-{job}")],
+                )])),
+            },
+        )))
+        .unwrap();
+    let dirs = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("hvdctl-local-{job}."))
+        })
+        .count();
+    (cs.len(), nets.len(), dirs)
+}
+
+fn private_dir(job: &str) -> Option<PathBuf> {
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .find(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("hvdctl-local-{job}."))
+        })
+        .map(|e| e.path())
+}
+
+/// Whether the events table has a row (TIME TYPE REASON OBJECT MESSAGE) with these columns.
+fn has_event(table: &str, type_: &str, reason: &str, object: &str) -> bool {
+    table.lines().any(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        cols.len() >= 4 && cols[1] == type_ && cols[2] == reason && cols[3] == object
+    })
+}
+
+fn undeploy_and_check(docker: &DockerClient, dir: &Path, id: &str) {
+    let job = format!("hello-{id}");
+    let u = run(dir, &["undeploy", id]);
+    assert_eq!(u.code, 0, "undeploy: {}", u.stderr);
+    assert_eq!(
+        leftovers(docker, &job, id),
+        (0, 0, 0),
+        "undeploy left something behind"
+    );
+    let again = run(dir, &["undeploy", id]);
+    assert_eq!(again.code, 0, "second undeploy: {}", again.stderr);
+    assert!(
+        again.stderr.contains("Nothing to delete"),
+        "{}",
+        again.stderr
+    );
+}
+
+#[test]
+fn mpi_hello_runs_two_workers_by_two_slots_and_leaves_nothing_behind() {
+    let Some(docker) = docker() else { return };
+    let image = image(&docker);
+    let (_tmp, dir) = new_app("hello");
+    let id = run_id("a");
+    let job = format!("hello-{id}");
+    let t = Instant::now();
+    let d = run(
+        &dir,
+        &[
+            "deploy",
+            "--backend",
+            "local",
+            "--image",
+            &image,
+            "--run-id",
+            &id,
+            "--set",
+            "workers=2",
+            "--set",
+            "slotsPerWorker=2",
+        ],
+    );
+    assert_eq!(d.code, 0, "deploy: {}", d.stderr);
+    eprintln!("deploy took {:.1?}", t.elapsed());
+
+    // While it exists: the private directory is 0700, its key 0600, and only the launcher's
+    // ssh directory holds the private key.
+    use std::os::unix::fs::PermissionsExt;
+    let pdir = private_dir(&job).expect("the run's private directory exists");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&pdir), 0o700);
+    assert_eq!(mode(&pdir.join("ssh-launcher/ssh-privatekey")), 0o600);
+    assert!(!pdir.join("ssh-worker/ssh-privatekey").exists());
+
+    let t = Instant::now();
+    let logs = run(&dir, &["logs", "-f", &id]);
+    eprintln!("logs -f took {:.1?}", t.elapsed());
+    assert_eq!(logs.code, 0, "logs -f: {}\n{}", logs.stdout, logs.stderr);
+    for r in 0..4 {
+        assert!(
+            logs.stdout
+                .contains(&format!("rank {r} of 4 on {job}-worker-")),
+            "rank {r} missing:\n{}",
+            logs.stdout
+        );
+    }
+    assert!(
+        logs.stdout
+            .contains("launcher | sum of ranks 0..3 = 6 (expected 6) OK"),
+        "{}",
+        logs.stdout
+    );
+    assert!(
+        logs.stdout.lines().any(|l| l.starts_with("worker-0 | ")),
+        "{}",
+        logs.stdout
+    );
+    assert!(
+        logs.stdout.lines().any(|l| l.starts_with("worker-1 | ")),
+        "{}",
+        logs.stdout
+    );
+    // The sum line is printed before the launcher's end, and the end is the last launcher line.
+    let last_launcher = logs
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("launcher | "))
+        .last()
+        .unwrap();
+    assert_eq!(
+        last_launcher,
+        "launcher | hvdctl: training command exited with code 0"
+    );
+
+    // JSON logs: one object per line with the Kubernetes keys.
+    let j = run(&dir, &["logs", &id, "-o", "json", "--role", "launcher"]);
+    assert_eq!(j.code, 0, "{}", j.stderr);
+    let first: Value = serde_json::from_str(j.stdout.lines().next().unwrap()).unwrap();
+    let keys: Vec<&String> = first.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["time", "pod", "container", "role", "message"]);
+    assert_eq!(first["pod"], format!("{job}-launcher"));
+    assert_eq!(first["role"], "launcher");
+
+    let s = run(&dir, &["status", &id, "-o", "json"]);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let v: Value = serde_json::from_str(&s.stdout).unwrap();
+    assert_eq!(v["run"], id.as_str());
+    assert_eq!(v["job"], job.as_str());
+    assert_eq!(v["namespace"], "local");
+    assert_eq!(v["backend"], "local");
+    assert_eq!(v["state"], "Succeeded");
+    let pods = v["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 3);
+    assert_eq!(pods[0]["name"], format!("{job}-launcher"));
+    assert_eq!(pods[0]["role"], "launcher");
+    for p in pods {
+        assert_eq!(p["phase"], "Succeeded", "{p}");
+        assert_eq!(p["restarts"], 0);
+    }
+    let w = run(&dir, &["status", "--wait", &id]);
+    assert_eq!(w.code, 0);
+    assert!(w.stdout.contains("State:      Succeeded"), "{}", w.stdout);
+
+    let e = run(&dir, &["events", &id]);
+    assert_eq!(e.code, 0, "{}", e.stderr);
+    assert!(
+        has_event(
+            &e.stdout,
+            "Normal",
+            "Created",
+            &format!("Network/hvdctl-{job}")
+        ),
+        "{}",
+        e.stdout
+    );
+    assert!(
+        has_event(
+            &e.stdout,
+            "Normal",
+            "Started",
+            &format!("Container/{job}-worker-1")
+        ),
+        "{}",
+        e.stdout
+    );
+    assert!(
+        has_event(
+            &e.stdout,
+            "Normal",
+            "Completed",
+            &format!("Container/{job}-launcher")
+        ),
+        "{}",
+        e.stdout
+    );
+
+    // The key is in no image layer or config.
+    let rt = rt();
+    let hist = rt.block_on(docker.bollard().image_history(&image)).unwrap();
+    assert!(
+        hist.iter()
+            .all(|h| !h.created_by.contains("PRIVATE KEY")
+                && !h.created_by.contains("ssh-privatekey"))
+    );
+    let info = rt.block_on(docker.bollard().inspect_image(&image)).unwrap();
+    assert!(
+        !serde_json::to_string(&info)
+            .unwrap()
+            .contains("PRIVATE KEY")
+    );
+    // …nor in any container's configuration (env, labels, command).
+    for c in ["launcher", "worker-0", "worker-1"] {
+        let i = rt
+            .block_on(
+                docker
+                    .bollard()
+                    .inspect_container(&format!("{job}-{c}"), None),
+            )
+            .unwrap();
+        assert!(
+            !serde_json::to_string(&i).unwrap().contains("PRIVATE KEY"),
+            "{c}"
+        );
+    }
+
+    undeploy_and_check(&docker, &dir, &id);
+    assert!(!pdir.exists(), "the private directory survived undeploy");
+    let runs = std::fs::read_to_string(dir.join(".hvdctl/runs.json")).unwrap_or_default();
+    assert!(!runs.contains(&id), "undeploy forgets the run: {runs}");
+}
+
+#[test]
+fn a_failing_command_fails_logs_and_status_with_exit_code_1() {
+    let Some(docker) = docker() else { return };
+    let image = image(&docker);
+    let (_tmp, dir) = new_app("hello");
+    let id = run_id("f");
+    let d = run(
+        &dir,
+        &[
+            "deploy",
+            "--backend",
+            "local",
+            "--image",
+            &image,
+            "--run-id",
+            &id,
+            "--set",
+            "command=[python3, -c, 'import sys; print(\"bye\"); sys.exit(3)']",
+        ],
+    );
+    assert_eq!(d.code, 0, "deploy: {}", d.stderr);
+    let logs = run(&dir, &["logs", "-f", &id]);
+    assert_eq!(
+        logs.code, 1,
+        "logs -f of a failed job: {}\n{}",
+        logs.stdout, logs.stderr
+    );
+    assert!(logs.stdout.contains("launcher | bye"), "{}", logs.stdout);
+    assert!(
+        logs.stdout
+            .contains("launcher | hvdctl: training command exited with code"),
+        "{}",
+        logs.stdout
+    );
+    let s = run(&dir, &["status", "--wait", &id, "-o", "json"]);
+    assert_eq!(s.code, 1, "{}", s.stderr);
+    let v: Value = serde_json::from_str(&s.stdout).unwrap();
+    assert_eq!(v["state"], "Failed");
+    assert_eq!(v["pods"][0]["phase"], "Failed");
+    undeploy_and_check(&docker, &dir, &id);
+}
+
+#[test]
+fn a_worker_killed_mid_run_is_reported() {
+    let Some(docker) = docker() else { return };
+    let image = image(&docker);
+    let (_tmp, dir) = new_app("hello");
+    let id = run_id("k");
+    let job = format!("hello-{id}");
+    let d = run(
+        &dir,
+        &[
+            "deploy",
+            "--backend",
+            "local",
+            "--image",
+            &image,
+            "--run-id",
+            &id,
+            "--set",
+            "parameters.rounds=600",
+            "--set",
+            "parameters.interval-seconds=0.1",
+        ],
+    );
+    assert_eq!(d.code, 0, "deploy: {}", d.stderr);
+    // Wait until the ranks are at work, then kill worker 1.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let l = run(&dir, &["logs", &id, "--role", "launcher"]);
+        if l.stdout.contains("round 3 of 600") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the job never got going:\n{}\n{}",
+            l.stdout,
+            l.stderr
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let rt = rt();
+    rt.block_on(
+        docker
+            .bollard()
+            .kill_container(&format!("{job}-worker-1"), None),
+    )
+    .unwrap();
+    let logs = run(&dir, &["logs", "-f", &id]);
+    assert_eq!(logs.code, 1, "logs -f after a worker died: {}", logs.stderr);
+    // The dead worker's last lines are there.
+    assert!(
+        logs.stdout.lines().any(|l| l.starts_with("worker-1 | ")),
+        "{}",
+        logs.stdout
+    );
+    let s = run(&dir, &["status", &id, "-o", "json"]);
+    let v: Value = serde_json::from_str(&s.stdout).unwrap();
+    assert_eq!(v["state"], "Failed");
+    let w1 = v["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == format!("{job}-worker-1"))
+        .unwrap()
+        .clone();
+    assert_eq!(w1["phase"], "Failed", "{w1}");
+    assert_eq!(w1["lastTermination"], "Error (exit 137)", "{w1}");
+    let text = run(&dir, &["status", &id]);
+    assert!(text.stdout.contains("Error (exit 137)"), "{}", text.stdout);
+    let e = run(&dir, &["events", &id]);
+    assert!(
+        has_event(
+            &e.stdout,
+            "Warning",
+            "Failed",
+            &format!("Container/{job}-worker-1")
+        ),
+        "{}",
+        e.stdout
+    );
+    undeploy_and_check(&docker, &dir, &id);
+}
+
+#[test]
+fn an_interrupted_deploy_leaves_nothing_running() {
+    let Some(docker) = docker() else { return };
+    let image = image(&docker);
+    let (_tmp, dir) = new_app("hello");
+    for (n, delay_ms) in [200u64, 500, 900, 1400].into_iter().enumerate() {
+        let id = run_id(&format!("i{n}"))[..5].to_string();
+        let job = format!("hello-{id}");
+        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("hvdctl"))
+            .current_dir(&dir)
+            .env_remove("KUBECONFIG")
+            .env("HOME", &dir)
+            .args([
+                "deploy",
+                "--backend",
+                "local",
+                "--image",
+                &image,
+                "--run-id",
+                &id,
+                "--set",
+                "workers=4",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("PRIVATE KEY"));
+        let code = out.status.code();
+        // Interrupted (130), or — when the signal came after the end — deployed (0).
+        assert!(
+            code == Some(130) || code == Some(0),
+            "delay {delay_ms}: {code:?} {stderr}"
+        );
+        if code == Some(130) {
+            assert_eq!(
+                leftovers(&docker, &job, &id),
+                (0, 0, 0),
+                "delay {delay_ms}: {stderr}"
+            );
+            let runs = std::fs::read_to_string(dir.join(".hvdctl/runs.json")).unwrap_or_default();
+            assert!(
+                !runs.contains(&format!("\"{id}\"")),
+                "an interrupted deploy is forgotten"
+            );
+        } else {
+            undeploy_and_check(&docker, &dir, &id);
+        }
+    }
+}
+
+#[test]
+fn pvc_volumes_are_refused_before_anything_is_created() {
+    let (_tmp, dir) = new_app("hello");
+    let out = run(
+        &dir,
+        &[
+            "deploy",
+            "--backend",
+            "local",
+            "--run-id",
+            "pvc1",
+            "--set",
+            "volumes=[{name: scratch, mountPath: /scratch, pvc: {claimName: scratch}}]",
+        ],
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("volume `scratch`") && out.stderr.contains("hostPath"),
+        "{}",
+        out.stderr
+    );
+    assert!(private_dir("hello-pvc1").is_none());
+    assert!(!dir.join(".hvdctl/runs.json").exists());
+}
