@@ -310,8 +310,7 @@ fn mpi_hello_runs_two_workers_by_two_slots_and_leaves_nothing_behind() {
     let last_launcher = logs
         .stdout
         .lines()
-        .filter(|l| l.starts_with("launcher | "))
-        .last()
+        .rfind(|l| l.starts_with("launcher | "))
         .unwrap();
     assert_eq!(
         last_launcher,
@@ -544,6 +543,7 @@ fn an_interrupted_deploy_leaves_nothing_running() {
     let Some(docker) = docker() else { return };
     let image = image(&docker);
     let (_tmp, dir) = new_app("hello");
+    let mut interrupted = 0;
     for (n, delay_ms) in [200u64, 500, 900, 1400].into_iter().enumerate() {
         let id = run_id(&format!("i{n}"))[..5].to_string();
         let job = format!("hello-{id}");
@@ -580,6 +580,7 @@ fn an_interrupted_deploy_leaves_nothing_running() {
             "delay {delay_ms}: {code:?} {stderr}"
         );
         if code == Some(130) {
+            interrupted += 1;
             assert_eq!(
                 leftovers(&docker, &job, &id),
                 (0, 0, 0),
@@ -594,6 +595,10 @@ fn an_interrupted_deploy_leaves_nothing_running() {
             undeploy_and_check(&docker, &dir, &id);
         }
     }
+    assert!(
+        interrupted >= 2,
+        "only {interrupted} of 4 deploys were interrupted mid-way"
+    );
 }
 
 #[test]
