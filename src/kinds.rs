@@ -181,37 +181,26 @@ pub const KNOWN_KINDS: &[(&str, &str)] = &[
 impl Object {
     /// Parses a manifest of a known kind. Fields the type does not know are *not* rejected
     /// here; see [`crate::render::manifests`] for the round-trip check.
-    pub fn from_value(v: Value) -> Result<Object, String> {
-        let api_version = v
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let kind = v
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, String> {
-            serde_path_to_error::deserialize(v).map_err(|e| {
-                let path = e.path().to_string();
-                format!("{path}: {}", e.into_inner())
+    pub fn from_value(v: &Value) -> Result<Object, String> {
+        let field = |f: &str| v.get(f).and_then(Value::as_str).unwrap_or_default();
+        /// Fast path first; only a failure pays for finding the path of the bad field.
+        fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T, String> {
+            T::deserialize(v).or_else(|_| {
+                serde_path_to_error::deserialize(v).map_err(|e| {
+                    let path = e.path().to_string();
+                    format!("{path}: {}", e.into_inner())
+                })
             })
         }
-        let mut body = v;
-        if let Value::Object(m) = &mut body {
-            m.remove("apiVersion");
-            m.remove("kind");
-        }
-        Ok(match (api_version.as_str(), kind.as_str()) {
-            ("v1", "ServiceAccount") => Object::ServiceAccount(typed(body)?),
-            ("v1", "Secret") => Object::Secret(typed(body)?),
-            ("v1", "ConfigMap") => Object::ConfigMap(typed(body)?),
-            ("v1", "Service") => Object::Service(typed(body)?),
-            ("v1", "Pod") => Object::Pod(typed(body)?),
-            ("apps/v1", "StatefulSet") => Object::StatefulSet(typed(body)?),
-            ("batch/v1", "Job") => Object::Job(typed(body)?),
-            ("kubeflow.org/v2beta1", "MPIJob") => Object::MpiJob(typed(body)?),
+        Ok(match (field("apiVersion"), field("kind")) {
+            ("v1", "ServiceAccount") => Object::ServiceAccount(typed(v)?),
+            ("v1", "Secret") => Object::Secret(typed(v)?),
+            ("v1", "ConfigMap") => Object::ConfigMap(typed(v)?),
+            ("v1", "Service") => Object::Service(typed(v)?),
+            ("v1", "Pod") => Object::Pod(typed(v)?),
+            ("apps/v1", "StatefulSet") => Object::StatefulSet(typed(v)?),
+            ("batch/v1", "Job") => Object::Job(typed(v)?),
+            ("kubeflow.org/v2beta1", "MPIJob") => Object::MpiJob(typed(v)?),
             ("", _) | (_, "") => return Err("every document needs apiVersion and kind".into()),
             (a, k) => {
                 let known: Vec<String> = KNOWN_KINDS

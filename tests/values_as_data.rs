@@ -33,10 +33,7 @@ fn render(text: &str, sets: &[String], backend: Backend) -> Value {
     let tmp = std::path::Path::new("/nonexistent-app-dir");
     let objs = objects(&run, tmp, None).expect("renders");
     // Through the printed YAML and back, as users and kubectl would read it.
-    let yaml: String = objs
-        .iter()
-        .map(|o| format!("---\n{}", serde_norway::to_string(&o.to_value()).unwrap()))
-        .collect();
+    let yaml = manifests::to_yaml_stream(&objs);
     let back = manifests::parse("out", &yaml).expect("reparses");
     Value::Array(back.iter().map(|o| o.to_value()).collect())
 }

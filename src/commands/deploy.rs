@@ -6,6 +6,7 @@ use crate::cluster::status::{JobState, job_state, run_pods};
 use crate::cluster::{Cluster, apply, undeploy};
 use crate::error::{Error, Result};
 use crate::kinds::Object;
+use crate::render::manifests;
 use crate::state::{self, RunRecord};
 use crate::ui::Ui;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -271,24 +272,8 @@ async fn wait_running(c: &Cluster, run: &RunRef, ui: &Ui) -> Result<JobState> {
 /// Objects as a YAML stream (`---` between documents) or a JSON `v1 List`, like kubectl.
 pub fn format_objects(objects: &[Object], format: ManifestFormat) -> String {
     match format {
-        ManifestFormat::Yaml => {
-            let mut out = String::new();
-            for o in objects {
-                out.push_str("---\n");
-                out.push_str(&serde_norway::to_string(&o.to_value()).unwrap_or_default());
-            }
-            out
-        }
-        ManifestFormat::Json => {
-            let list = serde_json::json!({
-                "apiVersion": "v1",
-                "kind": "List",
-                "items": objects.iter().map(Object::to_value).collect::<Vec<_>>(),
-            });
-            let mut s = serde_json::to_string_pretty(&list).unwrap_or_default();
-            s.push('\n');
-            s
-        }
+        ManifestFormat::Yaml => manifests::to_yaml_stream(objects),
+        ManifestFormat::Json => manifests::to_json_list(objects),
     }
 }
 

@@ -28,7 +28,7 @@ pub fn parse(source: &str, text: &str) -> Result<Vec<Object>> {
             continue; // empty document, e.g. a trailing `---`
         }
         let what = describe(&value, n);
-        let object = Object::from_value(value.clone())
+        let object = Object::from_value(&value)
             .map_err(|e| Error::input(format!("{source}: {what}: {e}")))?;
         let unknown = unknown_fields(&value, &object.to_value());
         if !unknown.is_empty() {
@@ -70,39 +70,81 @@ fn describe(v: &Value, n: usize) -> String {
 /// Paths present (and not null) in `orig` that the typed round trip dropped or changed.
 pub fn unknown_fields(orig: &Value, back: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    diff("", orig, back, &mut out);
+    diff(&mut Vec::new(), orig, back, &mut out);
     out
 }
 
-fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+/// One step of the path being compared (kept as borrowed pieces: paths are only formatted
+/// for the rare mismatch).
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+fn show(path: &[Step]) -> String {
+    let mut s = String::new();
+    for step in path {
+        match step {
+            Step::Key(k) => {
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(k);
+            }
+            Step::Index(i) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}
+
+fn diff<'a>(path: &mut Vec<Step<'a>>, a: &'a Value, b: &Value, out: &mut Vec<String>) {
     match (a, b) {
         (Value::Null, _) => {}
         (Value::Object(ma), Value::Object(mb)) => {
             for (k, va) in ma {
-                let p = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
+                path.push(Step::Key(k));
                 match mb.get(k) {
-                    Some(vb) => diff(&p, va, vb, out),
+                    Some(vb) => diff(path, va, vb, out),
                     None if va.is_null() => {}
-                    None => out.push(format!("`{p}`")),
+                    None => out.push(format!("`{}`", show(path))),
                 }
+                path.pop();
             }
         }
         (Value::Array(xa), Value::Array(xb)) if xa.len() == xb.len() => {
             for (i, (va, vb)) in xa.iter().zip(xb).enumerate() {
-                diff(&format!("{path}[{i}]"), va, vb, out);
+                path.push(Step::Index(i));
+                diff(path, va, vb, out);
+                path.pop();
             }
         }
         (a, b) if a == b => {}
         // Numbers may come back in another representation (1.0 vs 1); compare as f64.
         (Value::Number(x), Value::Number(y)) if x.as_f64() == y.as_f64() => {}
-        _ => out.push(format!(
-            "`{path}` (its value does not fit the field's type)"
-        )),
+        _ => out.push(format!("`{}` (its value does not fit the field's type)", show(path))),
     }
+}
+
+/// Objects as a YAML stream, `---` before each document (what `deploy --dry-run` prints).
+pub fn to_yaml_stream(objects: &[Object]) -> String {
+    let mut out = String::new();
+    for o in objects {
+        out.push_str("---\n");
+        super::yaml_out::write_document(&mut out, &o.to_value());
+    }
+    out
+}
+
+/// Objects as a JSON `v1 List`, like `kubectl get -o json`.
+pub fn to_json_list(objects: &[Object]) -> String {
+    let list = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": objects.iter().map(Object::to_value).collect::<Vec<_>>(),
+    });
+    let mut s = serde_json::to_string_pretty(&list).unwrap_or_default();
+    s.push('\n');
+    s
 }
 
 /// Identity of a run, stamped on every object.

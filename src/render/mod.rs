@@ -3,6 +3,7 @@
 
 pub mod manifests;
 pub mod quote;
+pub mod yaml_out;
 
 use crate::error::{Error, Result};
 use handlebars::{
@@ -94,3 +95,4 @@ mod tests {
         assert!(e.message.contains("invalid template"), "{}", e.message);
     }
 }
+
