@@ -24,10 +24,10 @@ pub fn run(g: &Global, ui: &Ui, a: LogsArgs) -> Result<u8> {
     };
     let app = loaded.as_ref().map(|l| &l.app);
     let namespace = crate::kubeconfig::namespace(g, app.and_then(|a| a.namespace.as_deref()))?;
-    // Measured (docs/benchmarks.md): the multi-threaded runtime parses the streams in parallel
-    // while the printer thread writes.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // Measured (docs/benchmarks.md, "Logs"): a current-thread runtime is as fast as a
+    // multi-threaded one here (the server is the bound; parsing takes a fraction of a core) and
+    // uses less memory. The printer writes from its own blocking thread either way.
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::failure(format!("cannot start the async runtime: {e}")))?;

