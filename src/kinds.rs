@@ -134,6 +134,20 @@ impl k8s_openapi::Metadata for MpiJob {
     }
 }
 
+/// `spec.containers[0].name` for a serde_ignored path.
+fn show_path(p: &serde_ignored::Path) -> String {
+    use serde_ignored::Path as P;
+    match p {
+        P::Root => String::new(),
+        P::Seq { parent, index } => format!("{}[{index}]", show_path(parent)),
+        P::Map { parent, key } => {
+            let head = show_path(parent);
+            if head.is_empty() { key.clone() } else { format!("{head}.{key}") }
+        }
+        P::Some { parent } | P::NewtypeStruct { parent } | P::NewtypeVariant { parent } => show_path(parent),
+    }
+}
+
 /// Role of a pod within a run.
 pub const ROLE_LAUNCHER: &str = "launcher";
 pub const ROLE_WORKER: &str = "worker";
@@ -179,13 +193,20 @@ pub const KNOWN_KINDS: &[(&str, &str)] = &[
 ];
 
 impl Object {
-    /// Parses a manifest of a known kind. Fields the type does not know are *not* rejected
-    /// here; see [`crate::render::manifests`] for the round-trip check.
-    pub fn from_value(v: &Value) -> Result<Object, String> {
+    /// Parses a manifest of a known kind. Fields the types do not know are collected in
+    /// `unknown` (as paths like `spec.containers.0.imagePullPolicyy`), not dropped silently.
+    pub fn from_value(v: &Value, unknown: &mut Vec<String>) -> Result<Object, String> {
         let field = |f: &str| v.get(f).and_then(Value::as_str).unwrap_or_default();
         /// Fast path first; only a failure pays for finding the path of the bad field.
-        fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T, String> {
-            T::deserialize(v).or_else(|_| {
+        fn typed<T: serde::de::DeserializeOwned>(v: &Value, unknown: &mut Vec<String>) -> Result<T, String> {
+            serde_ignored::deserialize(v, |path| {
+                let p = show_path(&path);
+                // MpiJob's type has no apiVersion/kind fields; every other kind reads them.
+                if p != "apiVersion" && p != "kind" {
+                    unknown.push(p);
+                }
+            })
+            .or_else(|_| {
                 serde_path_to_error::deserialize(v).map_err(|e| {
                     let path = e.path().to_string();
                     format!("{path}: {}", e.into_inner())
@@ -193,14 +214,14 @@ impl Object {
             })
         }
         Ok(match (field("apiVersion"), field("kind")) {
-            ("v1", "ServiceAccount") => Object::ServiceAccount(typed(v)?),
-            ("v1", "Secret") => Object::Secret(typed(v)?),
-            ("v1", "ConfigMap") => Object::ConfigMap(typed(v)?),
-            ("v1", "Service") => Object::Service(typed(v)?),
-            ("v1", "Pod") => Object::Pod(typed(v)?),
-            ("apps/v1", "StatefulSet") => Object::StatefulSet(typed(v)?),
-            ("batch/v1", "Job") => Object::Job(typed(v)?),
-            ("kubeflow.org/v2beta1", "MPIJob") => Object::MpiJob(typed(v)?),
+            ("v1", "ServiceAccount") => Object::ServiceAccount(typed(v, unknown)?),
+            ("v1", "Secret") => Object::Secret(typed(v, unknown)?),
+            ("v1", "ConfigMap") => Object::ConfigMap(typed(v, unknown)?),
+            ("v1", "Service") => Object::Service(typed(v, unknown)?),
+            ("v1", "Pod") => Object::Pod(typed(v, unknown)?),
+            ("apps/v1", "StatefulSet") => Object::StatefulSet(typed(v, unknown)?),
+            ("batch/v1", "Job") => Object::Job(typed(v, unknown)?),
+            ("kubeflow.org/v2beta1", "MPIJob") => Object::MpiJob(typed(v, unknown)?),
             ("", _) | (_, "") => return Err("every document needs apiVersion and kind".into()),
             (a, k) => {
                 let known: Vec<String> = KNOWN_KINDS

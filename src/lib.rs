@@ -19,5 +19,6 @@ pub mod render;
 pub mod scaffold;
 pub mod state;
 pub mod ui;
+pub mod yaml;
 
 pub use error::{Error, Result};

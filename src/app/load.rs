@@ -4,7 +4,7 @@
 use super::set::{self, SetFlag};
 use super::spec::App;
 use super::validate;
-use super::yaml::{self, Marked, Origin, Path, Seg};
+use crate::yaml::{self, Marked, Origin, Path, Seg};
 use crate::error::{Error, Result};
 use serde_json::Value;
 use std::collections::HashSet;

@@ -5,7 +5,6 @@ pub mod load;
 pub mod set;
 pub mod spec;
 pub mod validate;
-pub mod yaml;
 
 pub use load::{APP_FILE, Loaded, load};
 pub use spec::{App, Backend};

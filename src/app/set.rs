@@ -5,7 +5,7 @@
 //! The value is kept as text; the field that receives it decides its type (a string field gets
 //! the text verbatim, a number field parses it), see [`super::load`].
 
-use super::yaml::{Path, Seg};
+use crate::yaml::{Path, Seg};
 
 /// One parsed `--set` flag.
 #[derive(Debug, Clone, PartialEq)]

@@ -2,7 +2,7 @@
 //! carries the path of the offending key so the loader can say `file:line:col`.
 
 use super::spec::App;
-use super::yaml::{Path, Seg};
+use crate::yaml::{Path, Seg};
 use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;

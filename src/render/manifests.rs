@@ -1,9 +1,8 @@
-//! Rendered YAML → typed [`Object`]s, rejecting anything the types do not know (round-trip
-//! check), then hvdctl's labels and namespace injected in code.
+//! Rendered YAML → typed [`Object`]s, rejecting any field the types do not know (every field
+//! the typed deserializers skip is reported), then hvdctl's labels and namespace injected in code.
 
 use crate::error::{Error, Result};
 use crate::kinds::Object;
-use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -15,49 +14,87 @@ pub const LABEL_ROLE: &str = "hvdctl.io/role";
 pub const MANAGER: &str = "hvdctl";
 
 /// Parses every YAML document of `text` (rendered from `source`) into a typed object.
+/// Documents are independent, so they are parsed and checked on all cores.
 pub fn parse(source: &str, text: &str) -> Result<Vec<Object>> {
-    let mut objects = Vec::new();
-    for (i, doc) in serde_norway::Deserializer::from_str(text).enumerate() {
-        let n = i + 1;
-        let value = Value::deserialize(doc).map_err(|e| {
-            // The rendered text can hold secrets: say where, never what.
-            Error::input(format!("{source}: rendered document {n} is not valid YAML: {}", yaml_error_position(&e)))
-                .hint("a template must produce YAML; values must be written with {{value}} or {{json value}}")
-        })?;
-        if value.is_null() {
-            continue; // empty document, e.g. a trailing `---`
+    let docs = split_documents(text);
+    let parsed = parallel_map(&docs, |(n, doc)| parse_document(source, *n, doc));
+    let mut objects = Vec::with_capacity(parsed.len());
+    for p in parsed {
+        if let Some(o) = p? {
+            objects.push(o);
         }
-        let what = describe(&value, n);
-        let object = Object::from_value(&value)
-            .map_err(|e| Error::input(format!("{source}: {what}: {e}")))?;
-        let unknown = unknown_fields(&value, &object.to_value());
-        if !unknown.is_empty() {
-            return Err(Error::input(format!(
-                "{source}: {what}: unknown field{} {} (not in the Kubernetes 1.36 / MPIJob v2beta1 schema)",
-                if unknown.len() > 1 { "s" } else { "" },
-                unknown.join(", ")
-            )));
-        }
-        objects.push(object);
     }
     if objects.is_empty() {
-        return Err(Error::input(format!(
-            "{source}: the template rendered no objects"
-        )));
+        return Err(Error::input(format!("{source}: the template rendered no objects")));
     }
     Ok(objects)
 }
 
-fn yaml_error_position(e: &serde_norway::Error) -> String {
-    match e.location() {
-        Some(l) => format!("line {} column {}", l.line(), l.column()),
-        None => {
-            // Without a position, the message is safe only when it carries no text of the input.
-            let m = e.to_string();
-            m.split(':').next().unwrap_or("parse error").to_string()
+/// Splits a YAML stream at its `---` lines into (1-based document number, text). A `---` at
+/// column 0 always starts a document: block scalars are indented and quoted values are one
+/// line.
+fn split_documents(text: &str) -> Vec<(usize, &str)> {
+    let mut docs = Vec::new();
+    let mut start = 0;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let bare = line.trim_end_matches(['\n', '\r']);
+        let marker = bare == "---" || bare.starts_with("--- ") || bare.starts_with("---\t");
+        if marker {
+            if offset > start {
+                docs.push(&text[start..offset]);
+            }
+            // Content after `--- ` on the same line belongs to the new document.
+            start = offset + 3;
         }
+        offset += line.len();
     }
+    if offset > start {
+        docs.push(&text[start..]);
+    }
+    docs.into_iter().filter(|d| !d.trim().is_empty()).enumerate().map(|(i, d)| (i + 1, d)).collect()
 }
+
+/// `f` over `items` on up to all cores, results in order.
+pub fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len() / 32 + 1);
+    if threads <= 1 {
+        return items.iter().map(&f).collect();
+    }
+    let chunk = items.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items.chunks(chunk).map(|c| s.spawn(|| c.iter().map(&f).collect::<Vec<R>>())).collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    })
+}
+
+fn parse_document(source: &str, n: usize, doc: &str) -> Result<Option<Object>> {
+    let value = crate::yaml::parse_value(doc).map_err(|e| {
+        // The rendered text can hold secrets: say where, never what.
+        Error::input(format!(
+            "{source}: rendered document {n} is not valid YAML: line {} column {}: {}",
+            e.line, e.col, e.message
+        ))
+        .hint("a template must produce YAML; values must be written with {{value}} or {{json value}}")
+    })?;
+    if value.is_null() {
+        return Ok(None); // an empty document, e.g. a trailing `---`
+    }
+    let what = describe(&value, n);
+    let mut unknown = Vec::new();
+    let object =
+        Object::from_value(&value, &mut unknown).map_err(|e| Error::input(format!("{source}: {what}: {e}")))?;
+    if !unknown.is_empty() {
+        let unknown: Vec<String> = unknown.iter().map(|p| format!("`{p}`")).collect();
+        return Err(Error::input(format!(
+            "{source}: {what}: unknown field{} {} (not in the Kubernetes 1.36 / MPIJob v2beta1 schema)",
+            if unknown.len() > 1 { "s" } else { "" },
+            unknown.join(", ")
+        )));
+    }
+    Ok(Some(object))
+}
+
 
 fn describe(v: &Value, n: usize) -> String {
     let kind = v.get("kind").and_then(Value::as_str).unwrap_or("object");
@@ -67,72 +104,14 @@ fn describe(v: &Value, n: usize) -> String {
     }
 }
 
-/// Paths present (and not null) in `orig` that the typed round trip dropped or changed.
-pub fn unknown_fields(orig: &Value, back: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    diff(&mut Vec::new(), orig, back, &mut out);
-    out
-}
-
-/// One step of the path being compared (kept as borrowed pieces: paths are only formatted
-/// for the rare mismatch).
-enum Step<'a> {
-    Key(&'a str),
-    Index(usize),
-}
-
-fn show(path: &[Step]) -> String {
-    let mut s = String::new();
-    for step in path {
-        match step {
-            Step::Key(k) => {
-                if !s.is_empty() {
-                    s.push('.');
-                }
-                s.push_str(k);
-            }
-            Step::Index(i) => s.push_str(&format!("[{i}]")),
-        }
-    }
-    s
-}
-
-fn diff<'a>(path: &mut Vec<Step<'a>>, a: &'a Value, b: &Value, out: &mut Vec<String>) {
-    match (a, b) {
-        (Value::Null, _) => {}
-        (Value::Object(ma), Value::Object(mb)) => {
-            for (k, va) in ma {
-                path.push(Step::Key(k));
-                match mb.get(k) {
-                    Some(vb) => diff(path, va, vb, out),
-                    None if va.is_null() => {}
-                    None => out.push(format!("`{}`", show(path))),
-                }
-                path.pop();
-            }
-        }
-        (Value::Array(xa), Value::Array(xb)) if xa.len() == xb.len() => {
-            for (i, (va, vb)) in xa.iter().zip(xb).enumerate() {
-                path.push(Step::Index(i));
-                diff(path, va, vb, out);
-                path.pop();
-            }
-        }
-        (a, b) if a == b => {}
-        // Numbers may come back in another representation (1.0 vs 1); compare as f64.
-        (Value::Number(x), Value::Number(y)) if x.as_f64() == y.as_f64() => {}
-        _ => out.push(format!("`{}` (its value does not fit the field's type)", show(path))),
-    }
-}
-
 /// Objects as a YAML stream, `---` before each document (what `deploy --dry-run` prints).
 pub fn to_yaml_stream(objects: &[Object]) -> String {
-    let mut out = String::new();
-    for o in objects {
-        out.push_str("---\n");
+    parallel_map(objects, |o| {
+        let mut out = String::from("---\n");
         super::yaml_out::write_document(&mut out, &o.to_value());
-    }
-    out
+        out
+    })
+    .concat()
 }
 
 /// Objects as a JSON `v1 List`, like `kubectl get -o json`.
@@ -194,6 +173,12 @@ pub fn apply_order(o: &Object) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn documents_split_at_markers_only() {
+        let docs = split_documents("a: 1\n---\nb: |\n  ---x\n  --- y\n--- \n---\nc: 2\n---\n");
+        assert_eq!(docs, vec![(1, "a: 1\n"), (2, "\nb: |\n  ---x\n  --- y\n"), (3, "\nc: 2\n")]);
+    }
 
     #[test]
     fn unknown_fields_are_found_deep() {

@@ -109,7 +109,7 @@ fn is_plain_safe(s: &str) -> bool {
         return b.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'.')
             && b.iter().any(|c| c.is_ascii_alphabetic() && !matches!(c, b'e' | b'E' | b'x' | b'o' | b'b'))
             && !s.starts_with(['0'])
-            && crate::app::yaml::resolve_plain(s).is_string();
+            && crate::yaml::resolve_plain(s).is_string();
     }
     if !(first.is_ascii_alphabetic() || first == b'_' || first == b'/') || b.last() == Some(&b':') {
         return false;

@@ -133,6 +133,10 @@ enum Frame {
 
 #[derive(Default)]
 struct Builder {
+    /// Record positions and source text (hvdctl.yaml); off for plain values (manifests).
+    track: bool,
+    /// Read `0644` as octal, as Kubernetes' YAML 1.1 reader does (manifests).
+    legacy_octal: bool,
     stack: Vec<Frame>,
     done: Option<Value>,
     docs: usize,
@@ -152,8 +156,16 @@ impl Builder {
         }
     }
 
-    /// Path of the node that the next value will fill.
+    /// Whether the next node is a mapping key.
+    fn expects_key(&self) -> bool {
+        matches!(self.stack.last(), Some(Frame::Map { key: None, .. }))
+    }
+
+    /// Path of the node that the next value will fill (only tracked builders keep paths).
     fn next_path(&self) -> Option<Path> {
+        if !self.track {
+            return None;
+        }
         match self.stack.last() {
             None => Some(Path::default()),
             Some(Frame::Seq { path, items, .. }) => Some(path.child(Seg::Index(items.len()))),
@@ -191,8 +203,10 @@ impl Builder {
                             self.fail(mark, format!("duplicate key `{p}`"));
                         }
                         Some(k) => {
-                            let p = path.child(Seg::Key(k.clone()));
-                            self.marked.key_origins.insert(p, at(mark));
+                            if self.track {
+                                let p = path.child(Seg::Key(k.clone()));
+                                self.marked.key_origins.insert(p, at(mark));
+                            }
                             *key = Some((k, mark));
                         }
                         None => self.fail(mark, "mapping keys must be plain strings".into()),
@@ -274,7 +288,10 @@ impl MarkedEventReceiver for Builder {
                     self.fail(mark, "YAML tags (`!tag`) are not supported here".into());
                     return;
                 } else if style == TScalarStyle::Plain {
-                    resolve_plain(&text)
+                    match legacy_octal(&text).filter(|_| self.legacy_octal) {
+                        Some(n) => Value::from(n),
+                        None => resolve_plain(&text),
+                    }
                 } else {
                     Value::String(text.clone())
                 };
@@ -296,11 +313,14 @@ impl MarkedEventReceiver for Builder {
                 None => self.fail(mark, "unknown alias".into()),
             },
             Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
-                let Some(path) = self.next_path() else {
+                if self.expects_key() {
                     self.fail(mark, "mapping keys must be plain strings".into());
                     return;
-                };
-                self.marked.origins.insert(path.clone(), at(mark));
+                }
+                let path = self.next_path().unwrap_or_default();
+                if self.track {
+                    self.marked.origins.insert(path.clone(), at(mark));
+                }
                 self.stack.push(if matches!(ev, Event::SequenceStart(..)) {
                     Frame::Seq {
                         path,
@@ -330,21 +350,34 @@ impl MarkedEventReceiver for Builder {
     }
 }
 
-/// Parses one YAML document with positions.
-pub fn parse(text: &str) -> Result<Marked, ParseError> {
-    let mut b = Builder::default();
+/// `0644`-style octal (YAML 1.1), as Kubernetes reads file modes in manifests.
+fn legacy_octal(s: &str) -> Option<i64> {
+    let digits = s.strip_prefix('0').filter(|d| !d.is_empty() && d.bytes().all(|b| (b'0'..=b'7').contains(&b)))?;
+    i64::from_str_radix(digits, 8).ok()
+}
+
+/// Parses one YAML document into a plain value (no positions), reading `0644` as octal the
+/// way Kubernetes does: for rendered manifests.
+pub fn parse_value(text: &str) -> Result<Value, ParseError> {
+    let b = load(text, Builder { legacy_octal: true, ..Default::default() })?;
+    Ok(b.done.unwrap_or(Value::Null))
+}
+
+fn load(text: &str, mut b: Builder) -> Result<Builder, ParseError> {
     let mut parser = Parser::new_from_str(text);
     if let Err(e) = parser.load(&mut b, true) {
         let m = e.marker();
-        return Err(ParseError {
-            line: m.line(),
-            col: m.col() + 1,
-            message: e.info().to_string(),
-        });
+        return Err(ParseError { line: m.line(), col: m.col() + 1, message: e.info().to_string() });
     }
-    if let Some(e) = b.error {
-        return Err(e);
+    match b.error.take() {
+        Some(e) => Err(e),
+        None => Ok(b),
     }
+}
+
+/// Parses one YAML document with positions.
+pub fn parse(text: &str) -> Result<Marked, ParseError> {
+    let b = load(text, Builder { track: true, ..Default::default() })?;
     let mut marked = b.marked;
     marked.value = b.done.unwrap_or(Value::Null);
     Ok(marked)
@@ -389,6 +422,13 @@ mod tests {
         let e = parse("a: 1\na: 2\n").unwrap_err();
         assert_eq!((e.line, e.message.as_str()), (2, "duplicate key `a`"));
         assert!(parse("a: 1\n---\nb: 2\n").is_err());
+    }
+
+    #[test]
+    fn manifest_values_read_octal_like_kubernetes() {
+        let v = parse_value("mode: 0644\nport: 22\nname: \"0644\"\nzero: 0\n").unwrap();
+        assert_eq!(v, serde_json::json!({"mode": 420, "port": 22, "name": "0644", "zero": 0}));
+        assert_eq!(parse("mode: 0644\n").unwrap().value["mode"], 644, "hvdctl.yaml keeps YAML 1.2");
     }
 
     #[test]
