@@ -16,6 +16,7 @@ pub mod kubeconfig;
 pub mod local;
 pub mod logs;
 pub mod render;
+pub mod report;
 pub mod scaffold;
 pub mod state;
 pub mod ui;

@@ -4,39 +4,9 @@ use crate::cluster::Cluster;
 use crate::cluster::runs::{self, RunRef};
 use crate::cluster::status::{JobState, job_state, role_of, run_pods, worker_index};
 use crate::error::Result;
-use crate::kinds::JobCondition;
+use crate::report::{PodRow, StatusReport};
 use crate::ui::Ui;
 use k8s_openapi::api::core::v1::Pod;
-use serde::Serialize;
-use std::time::Duration;
-
-/// What `status -o json|yaml` prints.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StatusReport {
-    pub run: String,
-    pub job: String,
-    pub app: String,
-    pub namespace: String,
-    pub context: String,
-    pub backend: String,
-    pub state: JobState,
-    pub conditions: Vec<JobCondition>,
-    pub pods: Vec<PodRow>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PodRow {
-    pub name: String,
-    pub role: String,
-    pub index: Option<u32>,
-    pub phase: String,
-    pub ready: String,
-    pub restarts: i32,
-    pub node: String,
-    pub created: String,
-    pub last_termination: Option<String>,
-}
 
 pub fn run(g: &Global, ui: &Ui, a: StatusArgs) -> Result<u8> {
     if !a.all
@@ -49,29 +19,7 @@ pub fn run(g: &Global, ui: &Ui, a: StatusArgs) -> Result<u8> {
             return list_all(g, &a).await;
         }
         let (c, run) = locate_run(g, a.run.as_deref()).await?;
-        let mut last = String::new();
-        loop {
-            let report = report(&c, &run).await?;
-            let text = render(&report, a.output);
-            let finished = report.state.is_finished();
-            let show = if a.watch {
-                text != last
-            } else {
-                !a.wait || finished
-            };
-            if show {
-                if a.watch && !last.is_empty() && a.output == StatusFormat::Text {
-                    println!();
-                }
-                print!("{text}");
-                last = text;
-            }
-            if finished || !(a.watch || a.wait) {
-                return Ok(if a.wait { report.state.exit_code() } else { 0 });
-            }
-            ui.debug(format!("{}: {}", run.job, report.state));
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
+        crate::report::show(&a, ui, || report(&c, &run)).await
     })
 }
 
@@ -135,82 +83,6 @@ fn row(p: &Pod) -> PodRow {
             .unwrap_or_default(),
         last_termination,
         name,
-    }
-}
-
-fn age(ts: &str) -> String {
-    let Ok(t) = ts.parse::<jiff::Timestamp>() else {
-        return "-".into();
-    };
-    let secs = (jiff::Timestamp::now().as_second() - t.as_second()).max(0);
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 7200 => format!("{}m", s / 60),
-        s if s < 172_800 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
-    }
-}
-
-fn render(r: &StatusReport, format: StatusFormat) -> String {
-    match format {
-        StatusFormat::Json => serde_json::to_string_pretty(r).unwrap_or_default() + "\n",
-        StatusFormat::Yaml => serde_norway::to_string(r).unwrap_or_default(),
-        StatusFormat::Text => {
-            let mut s = format!(
-                "Run:        {} (job {}, app {})\nBackend:    {}\nNamespace:  {} (context {})\nState:      {}\n",
-                r.run, r.job, r.app, r.backend, r.namespace, r.context, r.state
-            );
-            if !r.conditions.is_empty() {
-                s.push_str("Conditions:\n");
-                for c in &r.conditions {
-                    s.push_str(&format!(
-                        "  {:<12} {:<6} {:<22} {}\n",
-                        c.type_,
-                        c.status,
-                        c.reason.clone().unwrap_or_default(),
-                        c.message.clone().unwrap_or_default()
-                    ));
-                }
-            }
-            if r.pods.is_empty() {
-                s.push_str("Pods:       none yet\n");
-                return s;
-            }
-            let w = r
-                .pods
-                .iter()
-                .map(|p| p.name.len())
-                .max()
-                .unwrap_or(4)
-                .max(4);
-            s.push_str(&format!(
-                "{:<w$}  {:<8} {:<5} {:<18} {:<5} {:<8} {:<14} {:<5} {}\n",
-                "NAME",
-                "ROLE",
-                "INDEX",
-                "PHASE",
-                "READY",
-                "RESTARTS",
-                "NODE",
-                "AGE",
-                "LAST TERMINATION"
-            ));
-            for p in &r.pods {
-                s.push_str(&format!(
-                    "{:<w$}  {:<8} {:<5} {:<18} {:<5} {:<8} {:<14} {:<5} {}\n",
-                    p.name,
-                    p.role,
-                    p.index.map_or("-".into(), |i| i.to_string()),
-                    p.phase,
-                    p.ready,
-                    p.restarts,
-                    p.node,
-                    age(&p.created),
-                    p.last_termination.clone().unwrap_or_else(|| "-".into())
-                ));
-            }
-            s
-        }
     }
 }
 

@@ -3,10 +3,9 @@
 //! the same shapes as the Kubernetes paths (status table / `-o json|yaml`, log prefixes and
 //! JSON objects, event rows).
 
-use super::status::StatusReport;
 use super::{LocalRef, connect};
 use crate::app::App;
-use crate::cli::{DeployArgs, Global, ManifestFormat, StatusArgs, StatusFormat};
+use crate::cli::{DeployArgs, Global, ManifestFormat, StatusArgs};
 use crate::cluster::events::RunEvent;
 use crate::cluster::status::JobState;
 use crate::error::{Error, Result};
@@ -188,103 +187,8 @@ pub fn dry_run(app: &App, run_id: &str, image: &str, format: ManifestFormat) -> 
 pub fn status(ui: &Ui, a: &StatusArgs, r: &LocalRef) -> Result<u8> {
     block_on(async {
         let docker = connect().await?;
-        let mut last = String::new();
-        loop {
-            let report = super::status::report(&docker, r).await?;
-            let text = render(&report, a.output);
-            let finished = report.state.is_finished();
-            let show = if a.watch {
-                text != last
-            } else {
-                !a.wait || finished
-            };
-            if show {
-                if a.watch && !last.is_empty() && a.output == StatusFormat::Text {
-                    println!();
-                }
-                print!("{text}");
-                last = text;
-            }
-            if finished || !(a.watch || a.wait) {
-                return Ok(if a.wait { report.state.exit_code() } else { 0 });
-            }
-            ui.debug(format!("{}: {}", r.job, report.state));
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
+        crate::report::show(a, ui, || super::status::report(&docker, r)).await
     })
-}
-
-fn age(ts: &str) -> String {
-    let Ok(t) = ts.parse::<jiff::Timestamp>() else {
-        return "-".into();
-    };
-    let secs = (jiff::Timestamp::now().as_second() - t.as_second()).max(0);
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 7200 => format!("{}m", s / 60),
-        s if s < 172_800 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
-    }
-}
-
-/// The status report as text (the Kubernetes layout, "Pods" being containers) or JSON/YAML.
-pub fn render(r: &StatusReport, format: StatusFormat) -> String {
-    match format {
-        StatusFormat::Json => serde_json::to_string_pretty(r).unwrap_or_default() + "\n",
-        StatusFormat::Yaml => serde_norway::to_string(r).unwrap_or_default(),
-        StatusFormat::Text => {
-            let mut s = format!(
-                "Run:        {} (job {}, app {})\nBackend:    {}\nNamespace:  {} (context {})\nState:      {}\n",
-                r.run, r.job, r.app, r.backend, r.namespace, r.context, r.state
-            );
-            if !r.conditions.is_empty() {
-                s.push_str("Conditions:\n");
-                for c in &r.conditions {
-                    s.push_str(&format!(
-                        "  {:<12} {:<6} {:<22} {}\n",
-                        c.type_,
-                        c.status,
-                        c.reason.clone().unwrap_or_default(),
-                        c.message.clone().unwrap_or_default()
-                    ));
-                }
-            }
-            let w = r
-                .pods
-                .iter()
-                .map(|p| p.name.len())
-                .max()
-                .unwrap_or(4)
-                .max(4);
-            s.push_str(&format!(
-                "{:<w$}  {:<8} {:<5} {:<18} {:<5} {:<8} {:<14} {:<5} {}\n",
-                "NAME",
-                "ROLE",
-                "INDEX",
-                "PHASE",
-                "READY",
-                "RESTARTS",
-                "NODE",
-                "AGE",
-                "LAST TERMINATION"
-            ));
-            for p in &r.pods {
-                s.push_str(&format!(
-                    "{:<w$}  {:<8} {:<5} {:<18} {:<5} {:<8} {:<14} {:<5} {}\n",
-                    p.name,
-                    p.role,
-                    p.index.map_or("-".into(), |i| i.to_string()),
-                    p.phase,
-                    p.ready,
-                    p.restarts,
-                    p.node,
-                    age(&p.created),
-                    p.last_termination.clone().unwrap_or_else(|| "-".into())
-                ));
-            }
-            s
-        }
-    }
 }
 
 /// `hvdctl logs [-f]` of a local run; the exit code is the job's when following.

@@ -11,9 +11,9 @@ use crate::error::{Error, Result};
 use crate::image::docker::DockerClient;
 use crate::kinds::{JobCondition, ROLE_LAUNCHER, ROLE_WORKER};
 use crate::render::manifests::LABEL_ROLE;
+use crate::report::{PodRow, StatusReport};
 use bollard::models::ContainerStateStatusEnum as S;
 use bollard::query_parameters::ListContainersOptions;
-use serde::Serialize;
 
 /// One container of a run, as inspected.
 #[derive(Debug, Clone, PartialEq)]
@@ -239,19 +239,6 @@ pub fn job_state(job: &str, cs: &[Container]) -> (JobState, Vec<JobCondition>) {
 }
 
 /// One row per container: the pod row `hvdctl status` prints for Kubernetes runs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PodRow {
-    pub name: String,
-    pub role: String,
-    pub index: Option<u32>,
-    pub phase: String,
-    pub ready: String,
-    pub restarts: i32,
-    pub node: String,
-    pub created: String,
-    pub last_termination: Option<String>,
-}
 
 pub fn row(c: &Container) -> PodRow {
     PodRow {
@@ -265,20 +252,6 @@ pub fn row(c: &Container) -> PodRow {
         created: c.created.clone(),
         last_termination: c.termination(),
     }
-}
-
-/// What `status -o json|yaml` prints (same keys as for Kubernetes runs).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StatusReport {
-    pub run: String,
-    pub job: String,
-    pub app: String,
-    pub namespace: String,
-    pub context: String,
-    pub backend: String,
-    pub state: JobState,
-    pub conditions: Vec<JobCondition>,
-    pub pods: Vec<PodRow>,
 }
 
 /// The status of `r`; an error when none of its containers exists.
