@@ -2,6 +2,7 @@
 //! hundred lines (alternately a clean end of body and a mid-line error), 5% of log requests
 //! failing, two containers restarting, four workers created after `logs -f` started. Every
 //! line must appear exactly once and the exit code must be the job's. `kubectl logs -f -l`
+//! (`--tail=-1`: with a selector kubectl otherwise prints only the last 10 lines per pod)
 //! runs against the same scenario; its losses are printed (and recorded in
 //! docs/benchmarks.md), not asserted.
 //!
@@ -100,6 +101,7 @@ fn native_run_that_succeeds_every_line_once_exit_0() {
                 &sel,
                 "--prefix",
                 "--max-log-requests=64",
+                "--tail=-1",
             ]),
             env.dir.path(),
             "kubectl",
@@ -188,6 +190,7 @@ fn mpijob_run_that_fails_every_line_once_exit_1() {
                 &sel,
                 "--prefix",
                 "--max-log-requests=64",
+                "--tail=-1",
             ]),
             env.dir.path(),
             "kubectl",
