@@ -44,10 +44,8 @@ pub fn run(g: &Global, ui: &Ui, a: LogsArgs) -> Result<u8> {
             Ok(r) => r,
             Err(e) => return Err(namespace_missing(&c, &namespace).await.unwrap_or(e)),
         };
-        let outcome = tokio::select! {
-            r = logs::run(&c, &run, opts, ui) => r?,
-            _ = tokio::signal::ctrl_c() => return Err(Error::interrupted()),
-        };
+        // Ctrl-C is handled inside (exit 130 at once).
+        let outcome = logs::run(&c, &run, opts, ui).await?;
         Ok(outcome.exit_code())
     })
 }

@@ -1021,6 +1021,7 @@ mod tests {
                 fmt,
                 finish,
                 start: Start::default(),
+                drains: Arc::new(Semaphore::new(1)),
             },
         )
     }
