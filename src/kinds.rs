@@ -142,9 +142,15 @@ fn show_path(p: &serde_ignored::Path) -> String {
         P::Seq { parent, index } => format!("{}[{index}]", show_path(parent)),
         P::Map { parent, key } => {
             let head = show_path(parent);
-            if head.is_empty() { key.clone() } else { format!("{head}.{key}") }
+            if head.is_empty() {
+                key.clone()
+            } else {
+                format!("{head}.{key}")
+            }
         }
-        P::Some { parent } | P::NewtypeStruct { parent } | P::NewtypeVariant { parent } => show_path(parent),
+        P::Some { parent } | P::NewtypeStruct { parent } | P::NewtypeVariant { parent } => {
+            show_path(parent)
+        }
     }
 }
 
@@ -198,7 +204,10 @@ impl Object {
     pub fn from_value(v: &Value, unknown: &mut Vec<String>) -> Result<Object, String> {
         let field = |f: &str| v.get(f).and_then(Value::as_str).unwrap_or_default();
         /// Fast path first; only a failure pays for finding the path of the bad field.
-        fn typed<T: serde::de::DeserializeOwned>(v: &Value, unknown: &mut Vec<String>) -> Result<T, String> {
+        fn typed<T: serde::de::DeserializeOwned>(
+            v: &Value,
+            unknown: &mut Vec<String>,
+        ) -> Result<T, String> {
             serde_ignored::deserialize(v, |path| {
                 let p = show_path(&path);
                 // MpiJob's type has no apiVersion/kind fields; every other kind reads them.

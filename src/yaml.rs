@@ -352,14 +352,22 @@ impl MarkedEventReceiver for Builder {
 
 /// `0644`-style octal (YAML 1.1), as Kubernetes reads file modes in manifests.
 fn legacy_octal(s: &str) -> Option<i64> {
-    let digits = s.strip_prefix('0').filter(|d| !d.is_empty() && d.bytes().all(|b| (b'0'..=b'7').contains(&b)))?;
+    let digits = s
+        .strip_prefix('0')
+        .filter(|d| !d.is_empty() && d.bytes().all(|b| (b'0'..=b'7').contains(&b)))?;
     i64::from_str_radix(digits, 8).ok()
 }
 
 /// Parses one YAML document into a plain value (no positions), reading `0644` as octal the
 /// way Kubernetes does: for rendered manifests.
 pub fn parse_value(text: &str) -> Result<Value, ParseError> {
-    let b = load(text, Builder { legacy_octal: true, ..Default::default() })?;
+    let b = load(
+        text,
+        Builder {
+            legacy_octal: true,
+            ..Default::default()
+        },
+    )?;
     Ok(b.done.unwrap_or(Value::Null))
 }
 
@@ -367,7 +375,11 @@ fn load(text: &str, mut b: Builder) -> Result<Builder, ParseError> {
     let mut parser = Parser::new_from_str(text);
     if let Err(e) = parser.load(&mut b, true) {
         let m = e.marker();
-        return Err(ParseError { line: m.line(), col: m.col() + 1, message: e.info().to_string() });
+        return Err(ParseError {
+            line: m.line(),
+            col: m.col() + 1,
+            message: e.info().to_string(),
+        });
     }
     match b.error.take() {
         Some(e) => Err(e),
@@ -377,7 +389,13 @@ fn load(text: &str, mut b: Builder) -> Result<Builder, ParseError> {
 
 /// Parses one YAML document with positions.
 pub fn parse(text: &str) -> Result<Marked, ParseError> {
-    let b = load(text, Builder { track: true, ..Default::default() })?;
+    let b = load(
+        text,
+        Builder {
+            track: true,
+            ..Default::default()
+        },
+    )?;
     let mut marked = b.marked;
     marked.value = b.done.unwrap_or(Value::Null);
     Ok(marked)
@@ -427,8 +445,15 @@ mod tests {
     #[test]
     fn manifest_values_read_octal_like_kubernetes() {
         let v = parse_value("mode: 0644\nport: 22\nname: \"0644\"\nzero: 0\n").unwrap();
-        assert_eq!(v, serde_json::json!({"mode": 420, "port": 22, "name": "0644", "zero": 0}));
-        assert_eq!(parse("mode: 0644\n").unwrap().value["mode"], 644, "hvdctl.yaml keeps YAML 1.2");
+        assert_eq!(
+            v,
+            serde_json::json!({"mode": 420, "port": 22, "name": "0644", "zero": 0})
+        );
+        assert_eq!(
+            parse("mode: 0644\n").unwrap().value["mode"],
+            644,
+            "hvdctl.yaml keeps YAML 1.2"
+        );
     }
 
     #[test]

@@ -4,8 +4,8 @@
 use super::set::{self, SetFlag};
 use super::spec::App;
 use super::validate;
-use crate::yaml::{self, Marked, Origin, Path, Seg};
 use crate::error::{Error, Result};
+use crate::yaml::{self, Marked, Origin, Path, Seg};
 use serde_json::Value;
 use std::collections::HashSet;
 use std::path::{Path as FsPath, PathBuf};

@@ -91,6 +91,9 @@ pub fn objects(run: &Run, app_dir: &Path, ssh: Option<&SshKeys>) -> Result<Vec<O
     let values = values::values(run, ssh);
     let text = render::render(&name, &template, &values)?;
     let mut objs = manifests::parse(&name, &text)?;
+    if run.backend == Backend::Native {
+        objs = replicate_workers(objs, run.app.workers);
+    }
     manifests::stamp(
         &mut objs,
         &manifests::Stamp {
@@ -101,4 +104,26 @@ pub fn objects(run: &Run, app_dir: &Path, ssh: Option<&SshKeys>) -> Result<Vec<O
     );
     objs.sort_by_key(manifests::apply_order);
     Ok(objs)
+}
+
+/// The native template holds one worker Pod; a run has `workers` of them, `<name>-<i>`, each
+/// its own hostname (so `<name>-<i>.<job>.<ns>.svc` resolves through the headless Service).
+/// Rendering and checking one copy instead of thousands keeps large runs fast.
+fn replicate_workers(objects: Vec<Object>, workers: u32) -> Vec<Object> {
+    let mut out = Vec::with_capacity(objects.len() + workers as usize);
+    for o in objects {
+        let Object::Pod(pod) = o else {
+            out.push(o);
+            continue;
+        };
+        let base = pod.metadata.name.clone().unwrap_or_default();
+        for i in 0..workers {
+            let mut p = pod.clone();
+            let name = format!("{base}-{i}");
+            p.metadata.name = Some(name.clone());
+            p.spec.get_or_insert_with(Default::default).hostname = Some(name);
+            out.push(Object::Pod(p));
+        }
+    }
+    out
 }

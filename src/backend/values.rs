@@ -312,9 +312,6 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
                 json!({"name": "hvdctl-scripts", "mountPath": format!("{SCRIPTS_DIR}/launcher.sh"), "subPath": "launcher.sh", "readOnly": true}),
                 json!({"name": "hvdctl-scripts", "mountPath": format!("{SCRIPTS_DIR}/worker.sh"), "subPath": "worker.sh", "readOnly": true}),
             ]);
-            let workers: Vec<Value> = (0..app.workers)
-                .map(|i| json!({"name": format!("{job}-worker-{i}"), "index": i}))
-                .collect();
             let (private, public) = match ssh {
                 Some(k) => (k.private_openssh().to_string(), k.public.clone()),
                 None => (REDACTED.to_string(), REDACTED.to_string()),
@@ -329,7 +326,7 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
                 "launcherScript": assets::script("launcher.sh"),
                 "workerScript": assets::script("worker.sh"),
                 "ssh": {"privateKey": private, "publicKey": public},
-                "workers": workers,
+                "workerName": format!("{job}-worker"),
                 "volumes": native_vols,
                 "volumeMounts": native_mounts,
             });

@@ -239,7 +239,6 @@ pub fn job_state(job: &str, cs: &[Container]) -> (JobState, Vec<JobCondition>) {
 }
 
 /// One row per container: the pod row `hvdctl status` prints for Kubernetes runs.
-
 pub fn row(c: &Container) -> PodRow {
     PodRow {
         name: c.name.clone(),

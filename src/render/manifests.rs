@@ -25,7 +25,9 @@ pub fn parse(source: &str, text: &str) -> Result<Vec<Object>> {
         }
     }
     if objects.is_empty() {
-        return Err(Error::input(format!("{source}: the template rendered no objects")));
+        return Err(Error::input(format!(
+            "{source}: the template rendered no objects"
+        )));
     }
     Ok(objects)
 }
@@ -52,19 +54,31 @@ fn split_documents(text: &str) -> Vec<(usize, &str)> {
     if offset > start {
         docs.push(&text[start..]);
     }
-    docs.into_iter().filter(|d| !d.trim().is_empty()).enumerate().map(|(i, d)| (i + 1, d)).collect()
+    docs.into_iter()
+        .filter(|d| !d.trim().is_empty())
+        .enumerate()
+        .map(|(i, d)| (i + 1, d))
+        .collect()
 }
 
 /// `f` over `items` on up to all cores, results in order.
 pub fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len() / 32 + 1);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len() / 32 + 1);
     if threads <= 1 {
         return items.iter().map(&f).collect();
     }
     let chunk = items.len().div_ceil(threads);
     std::thread::scope(|s| {
-        let handles: Vec<_> = items.chunks(chunk).map(|c| s.spawn(|| c.iter().map(&f).collect::<Vec<R>>())).collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|c| s.spawn(|| c.iter().map(&f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
     })
 }
 
@@ -75,15 +89,17 @@ fn parse_document(source: &str, n: usize, doc: &str) -> Result<Option<Object>> {
             "{source}: rendered document {n} is not valid YAML: line {} column {}: {}",
             e.line, e.col, e.message
         ))
-        .hint("a template must produce YAML; values must be written with {{value}} or {{json value}}")
+        .hint(
+            "a template must produce YAML; values must be written with {{value}} or {{json value}}",
+        )
     })?;
     if value.is_null() {
         return Ok(None); // an empty document, e.g. a trailing `---`
     }
     let what = describe(&value, n);
     let mut unknown = Vec::new();
-    let object =
-        Object::from_value(&value, &mut unknown).map_err(|e| Error::input(format!("{source}: {what}: {e}")))?;
+    let object = Object::from_value(&value, &mut unknown)
+        .map_err(|e| Error::input(format!("{source}: {what}: {e}")))?;
     if !unknown.is_empty() {
         let unknown: Vec<String> = unknown.iter().map(|p| format!("`{p}`")).collect();
         return Err(Error::input(format!(
@@ -94,7 +110,6 @@ fn parse_document(source: &str, n: usize, doc: &str) -> Result<Option<Object>> {
     }
     Ok(Some(object))
 }
-
 
 fn describe(v: &Value, n: usize) -> String {
     let kind = v.get("kind").and_then(Value::as_str).unwrap_or("object");
@@ -177,7 +192,14 @@ mod tests {
     #[test]
     fn documents_split_at_markers_only() {
         let docs = split_documents("a: 1\n---\nb: |\n  ---x\n  --- y\n--- \n---\nc: 2\n---\n");
-        assert_eq!(docs, vec![(1, "a: 1\n"), (2, "\nb: |\n  ---x\n  --- y\n"), (3, "\nc: 2\n")]);
+        assert_eq!(
+            docs,
+            vec![
+                (1, "a: 1\n"),
+                (2, "\nb: |\n  ---x\n  --- y\n"),
+                (3, "\nc: 2\n")
+            ]
+        );
     }
 
     #[test]

@@ -95,4 +95,3 @@ mod tests {
         assert!(e.message.contains("invalid template"), "{}", e.message);
     }
 }
-

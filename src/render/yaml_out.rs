@@ -81,7 +81,11 @@ fn write_seq(out: &mut String, items: &[Value], ind: usize) {
 }
 
 fn write_key(out: &mut String, k: &str) {
-    if is_plain_safe(k) { out.push_str(k) } else { quote_into(out, k) }
+    if is_plain_safe(k) {
+        out.push_str(k)
+    } else {
+        quote_into(out, k)
+    }
 }
 
 /// A scalar (or empty collection) after `key: ` or `- `; block content is indented by `ind`.
@@ -104,17 +108,24 @@ fn write_scalar(out: &mut String, v: &Value, ind: usize) {
 /// not a number in any YAML version: `1e3`, `0x10`, `0o7`, `0b1` stay quoted).
 fn is_plain_safe(s: &str) -> bool {
     let b = s.as_bytes();
-    let Some(&first) = b.first() else { return false };
+    let Some(&first) = b.first() else {
+        return false;
+    };
     if first.is_ascii_digit() {
         return b.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'.')
-            && b.iter().any(|c| c.is_ascii_alphabetic() && !matches!(c, b'e' | b'E' | b'x' | b'o' | b'b'))
+            && b.iter().any(|c| {
+                c.is_ascii_alphabetic() && !matches!(c, b'e' | b'E' | b'x' | b'o' | b'b')
+            })
             && !s.starts_with(['0'])
             && crate::yaml::resolve_plain(s).is_string();
     }
     if !(first.is_ascii_alphabetic() || first == b'_' || first == b'/') || b.last() == Some(&b':') {
         return false;
     }
-    if !b.iter().all(|&c| c.is_ascii_alphanumeric() || b"._/:=+@-".contains(&c)) {
+    if !b
+        .iter()
+        .all(|&c| c.is_ascii_alphanumeric() || b"._/:=+@-".contains(&c))
+    {
         return false;
     }
     if s.contains(": ") || s.contains("::") {
@@ -131,7 +142,14 @@ fn is_plain_safe(s: &str) -> bool {
 fn literal_block_safe(s: &str) -> bool {
     s.contains('\n')
         && !s.starts_with([' ', '\n'])
-        && s.chars().all(|c| c == '\n' || !(c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}')))
+        && s.chars().all(|c| {
+            c == '\n'
+                || !(c.is_control()
+                    || matches!(
+                        c,
+                        '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
+                    ))
+        })
         && s.split('\n').all(|line| !line.ends_with([' ', '\t']))
 }
 
@@ -176,13 +194,73 @@ mod tests {
     #[test]
     fn tricky_strings_read_back_exactly() {
         for s in [
-            "", "true", "yes", "No", "null", "~", "0755", "1e3", "1_000", "1:20", ".5", "-", "- x", "a: b", "a #b", "#", "*x", "&x", "!x",
-            "%x", "@x", "`x", "'x'", "\"x\"", "x:", "{a}", "[a]", "a,b", "a\nb", "a\nb\n", "a\nb\n\n", "\na", " a\nb", "a \nb", "line\n  indented\n",
-            "tab\there", "\u{85}", "\u{2028}", "\u{feff}x", "x\r\ny", "é\nü", "#!/bin/bash\nset -u\n", "a::b", "http://x", "2001:db8::1",
-            "512Mi", "250m", "1e3", "0x10", "0o7", "0b1", "1_000", "12:30", "1.5", "2Gi", "1.5G", "3.0.1", "1b", "1E5", "007", "0", "4",
+            "",
+            "true",
+            "yes",
+            "No",
+            "null",
+            "~",
+            "0755",
+            "1e3",
+            "1_000",
+            "1:20",
+            ".5",
+            "-",
+            "- x",
+            "a: b",
+            "a #b",
+            "#",
+            "*x",
+            "&x",
+            "!x",
+            "%x",
+            "@x",
+            "`x",
+            "'x'",
+            "\"x\"",
+            "x:",
+            "{a}",
+            "[a]",
+            "a,b",
+            "a\nb",
+            "a\nb\n",
+            "a\nb\n\n",
+            "\na",
+            " a\nb",
+            "a \nb",
+            "line\n  indented\n",
+            "tab\there",
+            "\u{85}",
+            "\u{2028}",
+            "\u{feff}x",
+            "x\r\ny",
+            "é\nü",
+            "#!/bin/bash\nset -u\n",
+            "a::b",
+            "http://x",
+            "2001:db8::1",
+            "512Mi",
+            "250m",
+            "1e3",
+            "0x10",
+            "0o7",
+            "0b1",
+            "1_000",
+            "12:30",
+            "1.5",
+            "2Gi",
+            "1.5G",
+            "3.0.1",
+            "1b",
+            "1E5",
+            "007",
+            "0",
+            "4",
         ] {
             round_trip(&json!({"k": s, "l": [s], s: 1}));
         }
-        round_trip(&json!([[1, [2, {}]], {"a": [[]], "b": {"c": [{"d": null}]}}, 1.5, -3, true, null]));
+        round_trip(
+            &json!([[1, [2, {}]], {"a": [[]], "b": {"c": [{"d": null}]}}, 1.5, -3, true, null]),
+        );
     }
 }
