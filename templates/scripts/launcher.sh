@@ -37,6 +37,9 @@ for h in $hosts; do
   echo "hvdctl: worker $h is ready"
 done
 
+# mpirun forwards LD_LIBRARY_PATH (-x) to the ranks; defined-but-empty when the image sets
+# none, so Open MPI does not warn (glibc ignores an empty value).
+export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
 "$@"
 rc=$?
 echo "hvdctl: training command exited with code $rc"
