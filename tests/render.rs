@@ -182,3 +182,27 @@ fn namespace_comes_from_flag_then_app() {
     ]);
     assert!(run(c).stdout.contains("\"namespace\": \"team-b\""));
 }
+
+#[test]
+fn local_dry_run_is_stable_and_holds_no_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = init_app(tmp.path(), "loc", "mpi-hello");
+    let outs: Vec<String> = (0..3)
+        .map(|_| {
+            let o = dry_run(&dir, "local", "json");
+            assert_eq!(o.code, 0, "{}", o.stderr);
+            o.stdout
+        })
+        .collect();
+    assert!(
+        outs.windows(2).all(|w| w[0] == w[1]),
+        "local dry-run output changes between runs"
+    );
+    assert!(!outs[0].contains("PRIVATE KEY"));
+    let v: serde_json::Value = serde_json::from_str(&outs[0]).unwrap();
+    assert_eq!(
+        v["items"].as_array().unwrap().len(),
+        4,
+        "network + 2 workers + launcher"
+    );
+}

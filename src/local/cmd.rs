@@ -176,11 +176,31 @@ pub fn dry_run(app: &App, run_id: &str, image: &str, format: ManifestFormat) -> 
     for c in plan.workers.iter().chain([&plan.launcher]) {
         items.push(serde_json::json!({"kind": "Container", "name": c.name, "role": c.role, "spec": c.body}));
     }
-    let list = serde_json::json!({"backend": "local", "job": job, "items": items});
+    // bollard's specs hold HashMaps (labels, endpoints): sort keys so the output is stable.
+    let list = sort_keys(serde_json::json!({"backend": "local", "job": job, "items": items}));
     Ok(match format {
         ManifestFormat::Json => serde_json::to_string_pretty(&list).unwrap_or_default() + "\n",
         ManifestFormat::Yaml => serde_norway::to_string(&list).unwrap_or_default(),
     })
+}
+
+/// `v` with the keys of every mapping in sorted order.
+fn sort_keys(v: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<(String, Value)> = m.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k, sort_keys(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(sort_keys).collect()),
+        other => other,
+    }
 }
 
 /// `hvdctl status` of a local run (`--watch`, `--wait`, `-o`).
