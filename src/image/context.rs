@@ -40,6 +40,8 @@ use crate::error::{Error, Result};
 pub const STREAM_CHUNK_SIZE: usize = 256 * 1024;
 /// How many chunks may wait in the channel between the tar writer and the HTTP body.
 pub const STREAM_CHUNKS: usize = 8;
+/// The most read from a file at once while it is tarred.
+const FILE_READ_SIZE: usize = 256 * 1024;
 
 /// What kind of entry a context path is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -242,7 +244,8 @@ impl BuildContext {
             count: 0,
         };
         let mut tar = tar::Builder::new(&mut counter);
-        self.walk(&mut |entry, full| append_entry(&mut tar, entry, full))?;
+        let mut buf = vec![0u8; FILE_READ_SIZE];
+        self.walk(&mut |entry, full| append_entry(&mut tar, entry, full, &mut buf))?;
         tar.finish()
             .map_err(|e| Error::failure(format!("writing the context archive: {e}")))?;
         drop(tar);
@@ -376,6 +379,7 @@ fn append_entry<W: Write>(
     tar: &mut tar::Builder<W>,
     entry: &ContextEntry,
     full: &Path,
+    buf: &mut [u8],
 ) -> Result<()> {
     let fail = |e: io::Error| Error::failure(format!("adding {} to the context: {e}", entry.path));
     let mut header = tar::Header::new_gnu();
@@ -393,13 +397,34 @@ fn append_entry<W: Write>(
         EntryKind::File => {
             header.set_entry_type(tar::EntryType::Regular);
             header.set_size(entry.size);
-            let file = File::open(full).map_err(fail)?;
-            let reader = ExactReader {
-                inner: file.take(entry.size),
-                left: entry.size,
-            };
-            tar.append_data(&mut header, &entry.path, reader)
-                .map_err(fail)
+            let mut file = File::open(full).map_err(fail)?;
+            // `tar` writes the header (and a GNU long-name entry when the path needs one);
+            // the content follows here, read in pieces of up to `buf.len()` bytes, where
+            // `tar` would copy through an 8 KiB buffer (a 1 GiB context: 4,096 reads
+            // instead of 131,072, and no extra copy).
+            tar.append_data(&mut header, &entry.path, io::empty())
+                .map_err(fail)?;
+            let out = tar.get_mut();
+            let mut left = entry.size;
+            while left > 0 {
+                let want = left.min(buf.len() as u64) as usize;
+                let n = match file.read(&mut buf[..want]) {
+                    Ok(0) => {
+                        return Err(fail(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "the file shrank while it was being sent",
+                        )));
+                    }
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(fail(e)),
+                };
+                out.write_all(&buf[..n]).map_err(fail)?;
+                left -= n as u64;
+            }
+            // Padding to the next 512-byte block (growth of the file is not sent).
+            let pad = (512 - entry.size % 512) % 512;
+            out.write_all(&[0u8; 512][..pad as usize]).map_err(fail)
         }
         EntryKind::Symlink(target) => {
             header.set_entry_type(tar::EntryType::Symlink);
@@ -416,27 +441,6 @@ fn append_entry<W: Write>(
             tar.append_data(&mut header, &entry.path, io::empty())
                 .map_err(fail)
         }
-    }
-}
-
-/// Reads exactly the size announced in the tar header: a file that shrank while being sent
-/// is an error rather than a corrupt archive (growth is cut off by `take`).
-struct ExactReader<R> {
-    inner: R,
-    left: u64,
-}
-
-impl<R: Read> Read for ExactReader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        if n == 0 && self.left > 0 && !buf.is_empty() {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the file shrank while it was being sent",
-            ));
-        }
-        self.left -= n as u64;
-        Ok(n)
     }
 }
 
