@@ -260,6 +260,22 @@ fn bad_situations_say_what_and_where() {
             .is_empty()
     );
 
+    // A namespace that does not exist is named as such by every run command.
+    let mut c = e.hv(&dir);
+    c.args(["-n", "nowhere", "status", "abcde"]);
+    let o = run(c);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("namespace nowhere does not exist"),
+        "{}",
+        o.stderr
+    );
+    let mut c = e.hv(&dir);
+    c.args(["-n", "nowhere", "undeploy", "abcde"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("Nothing to delete"), "{}", o.stderr);
+
     // Unknown run id, nothing to undeploy.
     let mut c = e.hv(&dir);
     c.args(["status", "zzzzz"]);

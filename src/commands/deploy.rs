@@ -64,17 +64,8 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
     };
     let objects = backend::objects(&run, &loaded.dir, keys.as_ref())?;
     drop(keys);
-    block_on_with_cleanup(deploy(g, ui, &a, &run, &loaded.dir, &objects, unpushed))
-}
-
-/// Like [`block_on`], but Ctrl-C is handled inside `deploy` (it cleans up first).
-fn block_on_with_cleanup(f: impl std::future::Future<Output = Result<u8>>) -> Result<u8> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Error::failure(format!("cannot start the async runtime: {e}")))?;
-    rt.block_on(f)
+    // Ctrl-C is handled inside `deploy`: it cleans up before exiting.
+    super::runtime(true)?.block_on(deploy(g, ui, &a, &run, &loaded.dir, &objects, unpushed))
 }
 
 async fn deploy(

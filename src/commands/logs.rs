@@ -2,71 +2,25 @@
 //! [`crate::logs::run`].
 
 use crate::cli::{Global, LogFormat, LogsArgs};
-use crate::cluster::client::{ATTEMPTS, retry, status_code};
-use crate::cluster::runs::{self, Query};
 use crate::error::{Error, Result};
 use crate::logs::printer::{Format, Style};
 use crate::logs::{self, LogOptions};
 use crate::ui::Ui;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::Api;
 
 pub fn run(g: &Global, ui: &Ui, a: LogsArgs) -> Result<u8> {
     let opts = options(ui, &a)?;
     if let Some(r) = crate::local::cmd::find(g, a.run.as_deref())? {
         return crate::local::cmd::logs(ui, &r, opts);
     }
-    let app_file = g.app_dir.join(crate::app::load::APP_FILE);
-    let loaded = if app_file.exists() {
-        Some(crate::app::load(&g.app_dir, &[])?)
-    } else {
-        None
-    };
-    let app = loaded.as_ref().map(|l| &l.app);
-    let namespace = crate::kubeconfig::namespace(g, app.and_then(|a| a.namespace.as_deref()))?;
     // Measured (docs/benchmarks.md, "Logs"): a current-thread runtime is as fast as a
     // multi-threaded one here (the server is the bound; parsing takes a fraction of a core) and
     // uses less memory. The printer writes from its own blocking thread either way.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::failure(format!("cannot start the async runtime: {e}")))?;
-    rt.block_on(async {
-        let c = crate::cluster::connect(g).await?;
-        let q = Query {
-            arg: a.run.as_deref(),
-            app: app.map(|a| a.name.as_str()),
-            namespace: namespace.clone(),
-            app_dir: &g.app_dir,
-            namespace_flag: g.namespace.is_some(),
-        };
-        let run = match runs::resolve(&c, &q).await {
-            Ok(r) => r,
-            Err(e) => return Err(namespace_missing(&c, &namespace).await.unwrap_or(e)),
-        };
+    super::runtime(false)?.block_on(async {
+        let (c, run) = super::locate_run(g, a.run.as_deref()).await?;
         // Ctrl-C is handled inside (exit 130 at once).
         let outcome = logs::run(&c, &run, opts, ui).await?;
         Ok(outcome.exit_code())
     })
-}
-
-/// A clearer error when the namespace itself does not exist.
-async fn namespace_missing(c: &crate::cluster::Cluster, ns: &str) -> Option<Error> {
-    let api: Api<Namespace> = Api::all(c.client.clone());
-    match retry(ATTEMPTS, || api.get_opt(ns)).await {
-        Ok(None) => Some(
-            Error::input(format!(
-                "namespace {ns} does not exist (context `{}`)",
-                c.context
-            ))
-            .hint("pick the run's namespace with -n; `kubectl get namespaces` lists them"),
-        ),
-        Err(e) if status_code(&e) == Some(404) => Some(Error::input(format!(
-            "namespace {ns} does not exist (context `{}`)",
-            c.context
-        ))),
-        _ => None,
-    }
 }
 
 fn options(ui: &Ui, a: &LogsArgs) -> Result<LogOptions> {

@@ -36,17 +36,26 @@ pub fn run(cli: Cli) -> Result<u8> {
 /// Runs async work on a fresh runtime; Ctrl-C ends it at once with exit code 130 unless the
 /// command handles Ctrl-C itself (deploy cleans up first).
 pub(crate) fn block_on<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| crate::Error::failure(format!("cannot start the async runtime: {e}")))?;
-    rt.block_on(async {
+    runtime(true)?.block_on(async {
         tokio::select! {
             r = f => r,
             _ = tokio::signal::ctrl_c() => Err(crate::Error::interrupted()),
         }
     })
+}
+
+/// An async runtime: two worker threads, or (`multi` false) the current thread only.
+pub(crate) fn runtime(multi: bool) -> Result<tokio::runtime::Runtime> {
+    let mut b = if multi {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(2);
+        b
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    b.enable_all()
+        .build()
+        .map_err(|e| crate::Error::failure(format!("cannot start the async runtime: {e}")))
 }
 
 /// The cluster and the run a command is about (RUN argument, last run, or newest in cluster).
@@ -61,12 +70,31 @@ pub(crate) async fn locate_run(
     let q = crate::cluster::runs::Query {
         arg,
         app: app.as_ref().map(|a| a.name.as_str()),
-        namespace,
+        namespace: namespace.clone(),
         app_dir: &g.app_dir,
         namespace_flag: g.namespace.is_some(),
     };
-    let run = crate::cluster::runs::resolve(&cluster, &q).await?;
-    Ok((cluster, run))
+    match crate::cluster::runs::resolve(&cluster, &q).await {
+        Ok(run) => Ok((cluster, run)),
+        // "not found" is clearer when the namespace itself is missing.
+        Err(e) => Err(namespace_missing(&cluster, &namespace).await.unwrap_or(e)),
+    }
+}
+
+/// A clearer error when the namespace itself does not exist.
+async fn namespace_missing(c: &crate::cluster::Cluster, ns: &str) -> Option<crate::Error> {
+    use crate::cluster::client::{ATTEMPTS, retry};
+    let api: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(c.client.clone());
+    match retry(ATTEMPTS, || api.get_opt(ns)).await {
+        Ok(None) => Some(
+            crate::Error::input(format!(
+                "namespace {ns} does not exist (context `{}`)",
+                c.context
+            ))
+            .hint("pick the run's namespace with -n; `kubectl get namespaces` lists them"),
+        ),
+        _ => None,
+    }
 }
 
 /// The app of `-C DIR` if there is one; a broken hvdctl.yaml is still an error.

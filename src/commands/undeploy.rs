@@ -35,7 +35,9 @@ pub fn run(g: &Global, ui: &Ui, a: UndeployArgs) -> Result<u8> {
                 Ok(x) => x,
                 Err(e)
                     if e.message.contains("not found in namespace")
-                        || e.message.starts_with("no runs of app") =>
+                        || e.message.starts_with("no runs of app")
+                        || (e.message.starts_with("namespace ")
+                            && e.message.contains("does not exist")) =>
                 {
                     // Idempotent: nothing left to delete is not a failure.
                     ui.note(format!("Nothing to delete: {}", e.message));
