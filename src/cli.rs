@@ -3,6 +3,7 @@
 
 use crate::app::Backend;
 use crate::ui::ColorChoice;
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -21,13 +22,42 @@ use std::path::PathBuf;
 )]
 pub struct Cli {
     #[command(flatten)]
-    pub global: Global,
+    pub common: Common,
     #[command(subcommand)]
     pub command: Command,
 }
 
+impl Cli {
+    /// The global flags: the common ones and, for commands that talk to a cluster, the
+    /// cluster flags.
+    pub fn global(&self) -> Global {
+        let cluster = match &self.command {
+            Command::Deploy(a) => Some(&a.cluster),
+            Command::Status(a) => Some(&a.cluster),
+            Command::Events(a) => Some(&a.cluster),
+            Command::Undeploy(a) => Some(&a.cluster),
+            Command::Logs(a) => Some(&a.cluster),
+            Command::Version(a) => Some(&a.cluster),
+            _ => None,
+        };
+        let c = cluster.cloned().unwrap_or_default();
+        Global {
+            app_dir: self.common.app_dir.clone(),
+            context: c.context,
+            namespace: c.namespace,
+            kubeconfig: c.kubeconfig,
+            verbose: self.common.verbose,
+            quiet: self.common.quiet,
+            color: self.common.color,
+            no_input: self.common.no_input,
+        }
+    }
+}
+
+/// Options of every command.
 #[derive(Debug, Args, Clone)]
-pub struct Global {
+#[command(next_help_heading = "Global options")]
+pub struct Common {
     /// The app directory (holding hvdctl.yaml)
     #[arg(
         short = 'C',
@@ -37,16 +67,7 @@ pub struct Global {
         default_value = "."
     )]
     pub app_dir: PathBuf,
-    /// Kubeconfig context to use (default: the current context)
-    #[arg(long, global = true, value_name = "NAME")]
-    pub context: Option<String>,
-    /// Namespace (default: hvdctl.yaml's, then the context's, then "default")
-    #[arg(short = 'n', long, global = true, value_name = "NS")]
-    pub namespace: Option<String>,
-    /// Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)
-    #[arg(long, global = true, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-    /// More detail on stderr (repeat for more)
+    /// More detail on stderr: -v each API request (method, path, status, time)
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
     /// Only errors and requested output
@@ -58,6 +79,51 @@ pub struct Global {
     /// Never prompt (also when CI is set or stdin is not a terminal)
     #[arg(long, global = true)]
     pub no_input: bool,
+}
+
+/// Options of the commands that talk to a cluster.
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Cluster options")]
+pub struct ClusterArgs {
+    /// Kubeconfig context to use (default: the current context, or a recorded run's own)
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Namespace (default: hvdctl.yaml's, then the context's, then "default")
+    #[arg(short = 'n', long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// Every global flag, resolved for one command (cluster flags empty where a command has none).
+#[derive(Debug, Clone)]
+pub struct Global {
+    pub app_dir: PathBuf,
+    pub context: Option<String>,
+    pub namespace: Option<String>,
+    pub kubeconfig: Option<PathBuf>,
+    pub verbose: u8,
+    pub quiet: bool,
+    pub color: ColorChoice,
+    pub no_input: bool,
+}
+
+/// `--backend`: the registered backends' names (see `crate::backend`).
+fn backend_parser() -> impl clap::builder::TypedValueParser<Value = Backend> {
+    clap::builder::PossibleValuesParser::new(crate::backend::names()).map(|s| {
+        s.parse::<Backend>()
+            .expect("possible values are registered backends")
+    })
+}
+
+/// `--dry-run[=client|server]`, as kubectl has it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DryRun {
+    /// Print the complete object set; contact nothing
+    Client,
+    /// Ask the API server to validate every object without persisting anything
+    Server,
 }
 
 #[derive(Debug, Subcommand)]
@@ -82,6 +148,8 @@ pub enum Command {
     Logs(LogsArgs),
     /// Print a shell completion script
     Completions(CompletionsArgs),
+    /// Print hvdctl's version and commit, and the cluster's version when it answers
+    Version(VersionArgs),
 }
 
 #[derive(Debug, Args)]
@@ -107,6 +175,7 @@ pub struct InitArgs {
 
 #[derive(Debug, Args)]
 pub struct TemplatesArgs {
+    /// Output format: text (a table), or json
     #[arg(short, long, value_enum, default_value_t = ListFormat::Text)]
     pub output: ListFormat,
     /// A directory of your own templates instead of the built-in catalog
@@ -130,7 +199,7 @@ pub enum ManifestFormat {
 #[derive(Debug, Args, Clone)]
 pub struct AppOverrides {
     /// Job backend (default: hvdctl.yaml's `backend`)
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = backend_parser())]
     pub backend: Option<Backend>,
     /// Override a key of hvdctl.yaml (dotted path), e.g. --set workers=8 --set env.NCCL_DEBUG=INFO
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -141,10 +210,13 @@ pub struct AppOverrides {
 pub struct DeployArgs {
     #[command(flatten)]
     pub app: AppOverrides,
-    /// Print the complete object set of the run; contact no cluster or registry
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Output format of --dry-run
+    /// client (or no value): print the complete object set, contact nothing; server: ask the API server to validate every object, persist nothing
+    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, require_equals = true, default_missing_value = "client")]
+    pub dry_run: Option<DryRun>,
+    /// Same as --dry-run=server
+    #[arg(long, hide = true, conflicts_with = "dry_run")]
+    pub server_dry_run: bool,
+    /// Output format of --dry-run: yaml (a stream of documents) or json (a v1 List)
     #[arg(short, long, value_enum, default_value_t = ManifestFormat::Yaml)]
     pub output: ManifestFormat,
     /// Use this run id instead of a random one (1-5 lowercase letters or digits)
@@ -156,9 +228,6 @@ pub struct DeployArgs {
     /// Create the namespace if it does not exist
     #[arg(long)]
     pub create_namespace: bool,
-    /// Ask the API server to validate every object without persisting anything
-    #[arg(long, conflicts_with = "dry_run")]
-    pub server_dry_run: bool,
     /// Wait (with progress) until every pod runs or the job ends
     #[arg(long)]
     pub wait: bool,
@@ -168,6 +237,19 @@ pub struct DeployArgs {
     /// Do not push the image before deploying
     #[arg(long)]
     pub no_push: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+impl DeployArgs {
+    /// The dry-run mode asked for (`--server-dry-run` is `--dry-run=server`).
+    pub fn dry_run(&self) -> Option<DryRun> {
+        if self.server_dry_run {
+            Some(DryRun::Server)
+        } else {
+            self.dry_run
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -181,6 +263,7 @@ pub enum StatusFormat {
 pub struct StatusArgs {
     /// Run id or job name (default: the app's last run)
     pub run: Option<String>,
+    /// Output format: text (a summary and one row per pod), json or yaml (the same report as data)
     #[arg(short, long, value_enum, default_value_t = StatusFormat::Text)]
     pub output: StatusFormat,
     /// Print again whenever something changes (until Ctrl-C or the job ends)
@@ -189,24 +272,34 @@ pub struct StatusArgs {
     /// Wait until the job ends; exit 0 if it succeeded, 1 if it failed
     #[arg(long)]
     pub wait: bool,
-    /// List every hvdctl run in the namespace (from cluster labels)
+    /// List every hvdctl run in the namespace and on the Docker engine (from labels)
     #[arg(long, conflicts_with = "run")]
     pub all: bool,
+    /// With --all: every namespace
+    #[arg(short = 'A', long, requires = "all")]
+    pub all_namespaces: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct UndeployArgs {
     /// Run id or job name (default: the app's last run)
     pub run: Option<String>,
-    /// Remove every run of this app in the namespace
+    /// Remove every run of this app (in the namespace and on the Docker engine)
     #[arg(long, conflicts_with = "run")]
     pub all: bool,
+    /// Do not ask before --all (required without a terminal)
+    #[arg(short, long)]
+    pub yes: bool,
     /// Wait until everything is gone (the default)
     #[arg(long, overrides_with = "no_wait")]
     pub wait: bool,
     /// Return once deletion is requested
     #[arg(long)]
     pub no_wait: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 #[derive(Debug, Args)]
@@ -216,6 +309,20 @@ pub struct EventsArgs {
     /// Keep printing new events until Ctrl-C
     #[arg(short, long)]
     pub follow: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    /// Output format: text, or json (client, commit, server, mpiJobVersions)
+    #[arg(short, long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
+    /// Only the client's version; contact nothing
+    #[arg(long)]
+    pub client: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 #[derive(Debug, Args)]
@@ -249,8 +356,8 @@ pub struct LogsArgs {
     /// Only lines at or after this time (RFC 3339)
     #[arg(long, value_name = "RFC3339")]
     pub since_time: Option<String>,
-    /// Lines from the end of each container's log to start with
-    #[arg(long, value_name = "N")]
+    /// Lines from the end of each container's log to start with (-1: all, the default)
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub tail: Option<i64>,
     /// Which pods: launcher, worker or all
     #[arg(long, value_enum, default_value_t = RoleFilter::All)]
@@ -267,9 +374,11 @@ pub struct LogsArgs {
     /// Do not prefix lines with the pod name
     #[arg(long)]
     pub no_prefix: bool,
-    /// text, or json: one object per line (time, pod, container, role, message)
+    /// Output format: text, or json (one object per line: time, pod, container, role, message)
     #[arg(short, long, value_enum, default_value_t = LogFormat::Text)]
     pub output: LogFormat,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -308,6 +417,7 @@ pub struct PushArgs {
     /// Tag to push (default: the last image `hvdctl build` made)
     #[arg(long, value_name = "TAG")]
     pub tag: Option<String>,
+    /// Progress display: bars on a terminal (auto) or the daemon's lines (plain)
     #[arg(long, value_enum, default_value_t = ProgressChoice::Auto)]
     pub progress: ProgressChoice,
 }

@@ -1,5 +1,6 @@
 //! One error type for the whole tool. Every error says what failed and where; its
-//! [`Kind`] decides the exit code (2 for bad input, 1 for a failure, 130 for Ctrl-C).
+//! [`Kind`] decides the exit code (2 for bad input, 1 for a failure or something not found,
+//! 130 for Ctrl-C); callers tell errors apart by kind, never by message text.
 
 use std::fmt;
 
@@ -10,12 +11,14 @@ pub enum Kind {
     Input,
     /// Something outside failed (cluster, daemon, registry, file system) or the job failed. Exit 1.
     Failure,
+    /// What was asked for does not exist (a run, an object). Exit 1.
+    NotFound,
     /// Interrupted by the user (Ctrl-C). Exit 130.
     Interrupted,
 }
 
 /// An error for people: a message (may span lines) plus an optional hint on what to do next.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Error {
     pub kind: Kind,
     pub message: String,
@@ -35,6 +38,13 @@ impl Error {
     pub fn failure(message: impl Into<String>) -> Self {
         Error {
             kind: Kind::Failure,
+            message: message.into(),
+            hint: None,
+        }
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Error {
+            kind: Kind::NotFound,
             message: message.into(),
             hint: None,
         }
@@ -59,7 +69,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self.kind {
             Kind::Input => 2,
-            Kind::Failure => 1,
+            Kind::Failure | Kind::NotFound => 1,
             Kind::Interrupted => 130,
         }
     }

@@ -186,17 +186,55 @@ macro_rules! each_kind {
     };
 }
 
-/// (apiVersion, kind) of every kind hvdctl knows.
-pub const KNOWN_KINDS: &[(&str, &str)] = &[
-    ("v1", "ServiceAccount"),
-    ("v1", "Secret"),
-    ("v1", "ConfigMap"),
-    ("v1", "Service"),
-    ("v1", "Pod"),
-    ("apps/v1", "StatefulSet"),
-    ("batch/v1", "Job"),
-    ("kubeflow.org/v2beta1", "MPIJob"),
+/// A kind as the API serves it: what discovery, list, delete and messages need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ApiKind {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    /// The plural resource name (`pods`, `mpijobs`).
+    pub plural: &'static str,
+}
+
+impl ApiKind {
+    /// The kind of a k8s-openapi type (or [`MpiJob`]): group, version and plural come from the type.
+    pub const fn of<K: k8s_openapi::Resource>() -> ApiKind {
+        ApiKind {
+            api_version: K::API_VERSION,
+            kind: K::KIND,
+            plural: K::URL_PATH_SEGMENT,
+        }
+    }
+
+    /// (group, version): `("", "v1")`, `("batch", "v1")`.
+    pub fn group_version(&self) -> (&'static str, &'static str) {
+        self.api_version
+            .rsplit_once('/')
+            .unwrap_or(("", self.api_version))
+    }
+}
+
+impl std::fmt::Display for ApiKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.api_version, self.kind)
+    }
+}
+
+/// Every kind hvdctl creates, the one list: owners first (the order deletion uses).
+pub const KINDS: &[ApiKind] = &[
+    ApiKind::of::<MpiJob>(),
+    ApiKind::of::<Job>(),
+    ApiKind::of::<StatefulSet>(),
+    ApiKind::of::<Pod>(),
+    ApiKind::of::<Service>(),
+    ApiKind::of::<ConfigMap>(),
+    ApiKind::of::<Secret>(),
+    ApiKind::of::<ServiceAccount>(),
 ];
+
+/// The kinds that only exist where an operator serves them (found by discovery).
+pub fn is_custom(k: &ApiKind) -> bool {
+    k.api_version.contains('.')
+}
 
 impl Object {
     /// Parses a manifest of a known kind. Fields the types do not know are collected in
@@ -233,10 +271,7 @@ impl Object {
             ("kubeflow.org/v2beta1", "MPIJob") => Object::MpiJob(typed(v, unknown)?),
             ("", _) | (_, "") => return Err("every document needs apiVersion and kind".into()),
             (a, k) => {
-                let known: Vec<String> = KNOWN_KINDS
-                    .iter()
-                    .map(|(a, k)| format!("{a} {k}"))
-                    .collect();
+                let known: Vec<String> = KINDS.iter().map(ApiKind::to_string).collect();
                 return Err(format!(
                     "hvdctl does not create {a} {k}; known kinds: {}",
                     known.join(", ")
@@ -258,23 +293,26 @@ impl Object {
         Value::Object(out)
     }
 
-    pub fn type_meta(&self) -> (&'static str, &'static str) {
-        fn tm<K: k8s_openapi::Resource>(_: &K) -> (&'static str, &'static str) {
-            (K::API_VERSION, K::KIND)
+    /// The object's kind (apiVersion, kind, plural).
+    pub fn api_kind(&self) -> ApiKind {
+        fn of<K: k8s_openapi::Resource>(_: &K) -> ApiKind {
+            ApiKind::of::<K>()
         }
-        each_kind!(self, o => tm(o))
+        each_kind!(self, o => of(o))
+    }
+
+    pub fn type_meta(&self) -> (&'static str, &'static str) {
+        let k = self.api_kind();
+        (k.api_version, k.kind)
     }
 
     pub fn kind(&self) -> &'static str {
-        self.type_meta().1
+        self.api_kind().kind
     }
 
     /// The plural resource name (`pods`, `mpijobs`).
     pub fn plural(&self) -> &'static str {
-        fn p<K: k8s_openapi::Resource>(_: &K) -> &'static str {
-            K::URL_PATH_SEGMENT
-        }
-        each_kind!(self, o => p(o))
+        self.api_kind().plural
     }
 
     pub fn meta(&self) -> &ObjectMeta {

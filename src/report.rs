@@ -16,8 +16,11 @@ pub struct StatusReport {
     pub run: String,
     pub job: String,
     pub app: String,
-    pub namespace: String,
-    pub context: String,
+    pub engine: crate::engine::EngineKind,
+    /// Kubernetes only (null for Docker runs).
+    pub namespace: Option<String>,
+    /// Kubernetes only (null for Docker runs).
+    pub context: Option<String>,
     pub backend: String,
     pub state: JobState,
     pub conditions: Vec<JobCondition>,
@@ -88,9 +91,13 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> String {
         StatusFormat::Json => serde_json::to_string_pretty(r).unwrap_or_default() + "\n",
         StatusFormat::Yaml => serde_norway::to_string(r).unwrap_or_default(),
         StatusFormat::Text => {
+            let place = match (&r.namespace, &r.context) {
+                (Some(ns), Some(ctx)) => format!("Namespace:  {ns} (context {ctx})"),
+                _ => format!("Engine:     {}", r.engine),
+            };
             let mut s = format!(
-                "Run:        {} (job {}, app {})\nBackend:    {}\nNamespace:  {} (context {})\nState:      {}\n",
-                r.run, r.job, r.app, r.backend, r.namespace, r.context, r.state
+                "Run:        {} (job {}, app {})\nBackend:    {}\n{place}\nState:      {}\n",
+                r.run, r.job, r.app, r.backend, r.state
             );
             if !r.conditions.is_empty() {
                 s.push_str("Conditions:\n");

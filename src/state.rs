@@ -11,20 +11,39 @@ const IMAGE: &str = "image.json";
 /// Runs remembered per app directory.
 const KEEP: usize = 50;
 
-/// A run as `deploy` recorded it.
+/// A run as `deploy` recorded it, and where: the engine, and for Kubernetes the context and
+/// namespace it was deployed to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunRecord {
     pub run_id: String,
     pub app: String,
     pub job: String,
-    pub namespace: String,
-    /// Kube context, or `local` for Docker runs.
-    pub context: String,
+    /// Absent in records written before engines were recorded: derived from `backend`.
+    #[serde(default)]
+    pub engine: Option<crate::engine::EngineKind>,
+    /// Kubernetes only.
+    #[serde(default)]
+    pub context: Option<String>,
+    /// Kubernetes only.
+    #[serde(default)]
+    pub namespace: Option<String>,
     pub image: String,
     pub backend: String,
     /// RFC 3339.
     pub created: String,
+}
+
+impl RunRecord {
+    /// The engine the run was deployed to.
+    pub fn engine(&self) -> crate::engine::EngineKind {
+        use crate::engine::EngineKind;
+        self.engine.unwrap_or(if self.backend == crate::app::Backend::LOCAL {
+            EngineKind::Docker
+        } else {
+            EngineKind::Kubernetes
+        })
+    }
 }
 
 /// The last image `hvdctl build` made (and whether it was pushed).
@@ -64,13 +83,36 @@ fn write<T: Serialize>(p: &Path, v: &T) -> Result<()> {
         .map_err(|e| Error::failure(format!("cannot write {}: {e}", p.display())))
 }
 
-/// All recorded runs, oldest first.
-pub fn runs(app_dir: &Path) -> Result<Vec<RunRecord>> {
-    Ok(read(&path(app_dir, RUNS))?.unwrap_or_default())
+/// All recorded runs, oldest first. The records only save typing (the engines are the
+/// truth): a file that cannot be read is set aside as `runs.json.corrupt`, reported through
+/// `warn`, and taken as empty.
+pub fn runs(app_dir: &Path, warn: &dyn Fn(String)) -> Vec<RunRecord> {
+    let p = path(app_dir, RUNS);
+    match read(&p) {
+        Ok(r) => r.unwrap_or_default(),
+        Err(e) => {
+            let aside = p.with_extension("json.corrupt");
+            let moved = std::fs::rename(&p, &aside).is_ok();
+            warn(format!(
+                "ignoring the run records: {}{}",
+                e.message,
+                if moved {
+                    format!(" (moved to {})", aside.display())
+                } else {
+                    String::new()
+                }
+            ));
+            Vec::new()
+        }
+    }
+}
+
+fn runs_quiet(app_dir: &Path) -> Vec<RunRecord> {
+    runs(app_dir, &|_| {})
 }
 
 pub fn record_run(app_dir: &Path, r: &RunRecord) -> Result<()> {
-    let mut all = runs(app_dir)?;
+    let mut all = runs_quiet(app_dir);
     all.retain(|x| x.run_id != r.run_id);
     all.push(r.clone());
     let skip = all.len().saturating_sub(KEEP);
@@ -78,7 +120,7 @@ pub fn record_run(app_dir: &Path, r: &RunRecord) -> Result<()> {
 }
 
 pub fn forget_run(app_dir: &Path, run_id: &str) -> Result<()> {
-    let mut all = runs(app_dir)?;
+    let mut all = runs_quiet(app_dir);
     let before = all.len();
     all.retain(|x| x.run_id != run_id);
     if all.len() != before {
@@ -105,6 +147,26 @@ pub fn now() -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn corrupt_records_are_set_aside_not_fatal() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join(DIR)).unwrap();
+        std::fs::write(path(d.path(), RUNS), "{not json").unwrap();
+        let warned = std::cell::RefCell::new(Vec::new());
+        assert!(runs(d.path(), &|w| warned.borrow_mut().push(w)).is_empty());
+        assert_eq!(warned.borrow().len(), 1, "{:?}", warned.borrow());
+        assert!(warned.borrow()[0].contains("runs.json"));
+        assert!(path(d.path(), "runs.json.corrupt").exists());
+        // Old records (no engine) read as before.
+        std::fs::write(
+            path(d.path(), RUNS),
+            r#"[{"runId":"ab","app":"a","job":"a-ab","namespace":"local","context":"local","image":"i","backend":"local","created":"x"}]"#,
+        )
+        .unwrap();
+        let r = runs_quiet(d.path());
+        assert_eq!(r[0].engine(), crate::engine::EngineKind::Docker);
+    }
+
     use super::*;
 
     #[test]
@@ -115,18 +177,19 @@ mod tests {
                 run_id: format!("r{i}"),
                 app: "a".into(),
                 job: format!("a-r{i}"),
-                namespace: "default".into(),
-                context: "c".into(),
+                engine: None,
+                namespace: Some("default".into()),
+                context: Some("c".into()),
                 image: "i".into(),
                 backend: "native".into(),
                 created: now(),
             };
             record_run(d.path(), &r).unwrap();
         }
-        let all = runs(d.path()).unwrap();
+        let all = runs_quiet(d.path());
         assert_eq!(all.len(), KEEP);
         assert_eq!(all.last().unwrap().run_id, format!("r{}", KEEP + 2));
         forget_run(d.path(), "r10").unwrap();
-        assert!(runs(d.path()).unwrap().iter().all(|r| r.run_id != "r10"));
+        assert!(runs_quiet(d.path()).iter().all(|r| r.run_id != "r10"));
     }
 }

@@ -293,10 +293,6 @@ fn type_error(marked: &Marked, file: &str, path: &Path, msg: &str) -> Error {
         Some(i) => format!("{}, expected a mapping", &friendly[..i]),
         None => friendly,
     };
-    let friendly = match friendly.find(", expected enum Backend") {
-        Some(i) => format!("{}, expected one of mpijob, native", &friendly[..i]),
-        None => friendly,
-    };
     Error::input(format!(
         "{}: {path}: {friendly}",
         locate(marked, file, path, false)

@@ -4,37 +4,73 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Kubernetes and local job backends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
+/// Where and how a run's job is made: a Kubernetes backend (`mpijob`, `native`, or one
+/// registered through [`crate::backend::register`]) or `local` (Docker on this machine).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Backend {
-    /// `kubeflow.org/v2beta1` MPIJob for the MPI Operator.
-    #[default]
-    Mpijob,
-    /// No operator: hvdctl creates Service, Secret, ConfigMap, worker pods and a launcher Job.
-    Native,
+    Kubernetes(&'static dyn crate::backend::KubeBackend),
     /// No cluster: launcher and worker containers on a private network of the local Docker engine.
     Local,
 }
 
+impl Default for Backend {
+    /// The first built-in Kubernetes backend (`mpijob`).
+    fn default() -> Backend {
+        Backend::Kubernetes(crate::backend::BUILTIN[0])
+    }
+}
+
 impl Backend {
+    /// The name of the Docker engine's backend.
+    pub const LOCAL: &'static str = "local";
+
     /// Whether runs of this backend live in a Kubernetes cluster.
     pub fn is_kubernetes(self) -> bool {
-        self != Backend::Local
+        matches!(self, Backend::Kubernetes(_))
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
-            Backend::Mpijob => "mpijob",
-            Backend::Native => "native",
-            Backend::Local => "local",
+            Backend::Kubernetes(b) => b.name(),
+            Backend::Local => Backend::LOCAL,
         }
+    }
+
+    /// Whether an operator starts sshd and writes the hostfile (see
+    /// [`crate::backend::KubeBackend::operator_launch`]).
+    pub fn operator_launch(self) -> bool {
+        matches!(self, Backend::Kubernetes(b) if b.operator_launch())
+    }
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Backend, String> {
+        crate::backend::lookup(s).ok_or_else(|| {
+            format!(
+                "unknown backend `{s}`, expected one of {}",
+                crate::backend::names().join(", ")
+            )
+        })
     }
 }
 
 impl std::fmt::Display for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Backend {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Backend {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Backend, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
     }
 }
 

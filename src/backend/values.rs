@@ -4,7 +4,7 @@
 use super::Run;
 use super::ssh::{REDACTED, SshKeys};
 use crate::app::validate::param_env_name;
-use crate::app::{App, Backend};
+use crate::app::App;
 use crate::assets;
 use crate::render::manifests::{LABEL_ROLE, LABEL_RUN};
 use serde_json::{Map, Value, json};
@@ -279,12 +279,12 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
     if let Some(rp) = v["runPolicy"].as_object_mut() {
         rp.retain(|_, x| !x.is_null());
     }
-    match run.backend {
-        Backend::Mpijob => {
+    match run.backend.operator_launch() {
+        true => {
             v["launcher"]["command"] = json!(launch_argv(run, None));
             v["worker"]["command"] = json!(["/usr/sbin/sshd", "-De"]);
         }
-        Backend::Native | Backend::Local => {
+        false => {
             let launcher_sh = format!("{SCRIPTS_DIR}/launcher.sh");
             let mut cmd = vec!["/bin/bash".to_string(), launcher_sh];
             cmd.extend(launch_argv(run, Some(HOSTFILE)));

@@ -3,7 +3,7 @@
 
 use super::client::{ATTEMPTS, Cluster, retry, status_code};
 use crate::error::{Error, Result};
-use crate::kinds::Object;
+use crate::kinds::{ApiKind, Object};
 use crate::render::manifests::{MANAGER, apply_order};
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::Namespace;
@@ -13,17 +13,18 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchP
 pub const CONCURRENCY: usize = 16;
 
 /// The dynamic API for an object's kind in `namespace`.
-pub fn dynamic_api(
-    c: &Cluster,
-    namespace: &str,
-    api_version: &str,
-    kind: &str,
-    plural: &str,
-) -> Api<DynamicObject> {
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let gvk = GroupVersionKind::gvk(group, version, kind);
-    let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
+pub fn dynamic_api(c: &Cluster, namespace: &str, k: ApiKind) -> Api<DynamicObject> {
+    let (group, version) = k.group_version();
+    let gvk = GroupVersionKind::gvk(group, version, k.kind);
+    let ar = ApiResource::from_gvk_with_plural(&gvk, k.plural);
     Api::namespaced_with(c.client.clone(), namespace, &ar)
+}
+
+/// The dynamic API for kind `k` across every namespace.
+pub fn dynamic_api_all(c: &Cluster, k: ApiKind) -> Api<DynamicObject> {
+    let (group, version) = k.group_version();
+    let gvk = GroupVersionKind::gvk(group, version, k.kind);
+    Api::all_with(c.client.clone(), &ApiResource::from_gvk_with_plural(&gvk, k.plural))
 }
 
 /// Checks that the namespace exists; creates it when `create` is set. A 403 on reading
@@ -53,9 +54,8 @@ pub async fn ensure_namespace(c: &Cluster, namespace: &str, create: bool) -> Res
 
 /// Applies one object (server-side apply, field manager `hvdctl`).
 pub async fn apply_one(c: &Cluster, o: &Object, dry_run: bool) -> Result<()> {
-    let (api_version, kind) = o.type_meta();
     let ns = o.meta().namespace.clone().unwrap_or_default();
-    let api = dynamic_api(c, &ns, api_version, kind, o.plural());
+    let api = dynamic_api(c, &ns, o.api_kind());
     let mut pp = PatchParams::apply(MANAGER);
     if dry_run {
         pp = pp.dry_run();
@@ -66,7 +66,12 @@ pub async fn apply_one(c: &Cluster, o: &Object, dry_run: bool) -> Result<()> {
     retry(ATTEMPTS, || api.patch(&name, &pp, &patch))
         .await
         .map(|_| ())
-        .map_err(|e| c.error(&format!("apply {kind} {name} in namespace {ns}"), &e))
+        .map_err(|e| {
+            c.error(
+                &format!("apply {} {name} in namespace {ns}", o.kind()),
+                &e,
+            )
+        })
 }
 
 /// Applies every object: groups in [`apply_order`], each group concurrently (bounded).

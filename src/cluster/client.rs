@@ -1,11 +1,14 @@
 //! The connection to a cluster: kubeconfig → `kube::Client`, errors turned into sentences that
 //! name the context, server and object, and retries for the failures worth retrying.
 
-use crate::cli::Global;
 use crate::error::{Error, Result};
 use crate::kubeconfig;
 use kube::config::Config;
+use crate::kinds::ApiKind;
+use std::collections::HashMap;
 use std::future::Future;
+use std::sync::Arc;
+use tokio::sync::Mutex;
 use std::time::Duration;
 
 /// A connected cluster and how we got there (for messages).
@@ -16,6 +19,8 @@ pub struct Cluster {
     pub context: String,
     /// API server URL.
     pub server: String,
+    /// Discovery answers of this command, per group/version: the plurals served (asked once).
+    served: Arc<Mutex<HashMap<&'static str, Vec<String>>>>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -27,28 +32,34 @@ impl std::fmt::Debug for Cluster {
     }
 }
 
-/// Connects using `--kubeconfig`/`KUBECONFIG`/`~/.kube/config` and `--context`, like kubectl.
+/// Connects to context `context` (or the current one) of the kubeconfig, like kubectl.
 /// Nothing is sent yet.
-pub async fn connect(g: &Global) -> Result<Cluster> {
-    let Some(kc) = kubeconfig::load(g)? else {
-        return Err(Error::input("no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config)")
-            .hint("point --kubeconfig or KUBECONFIG at your cluster's kubeconfig, or use `--dry-run` / `--backend local`"));
+pub async fn connect(kc: &kubeconfig::Loaded, context: Option<&str>) -> Result<Cluster> {
+    let kc = match kc {
+        kubeconfig::Loaded::Found(k) => k.as_ref().clone(),
+        kubeconfig::Loaded::Missing(looked) => {
+            return Err(Error::input(format!("no kubeconfig: {looked}"))
+                .hint("point --kubeconfig or KUBECONFIG at your cluster's kubeconfig, or use `--dry-run` / `--backend local`"));
+        }
     };
-    let options = kubeconfig::options(g);
-    let context = g
-        .context
-        .clone()
+    let context = context
+        .map(str::to_owned)
         .or(kc.current_context.clone())
         .unwrap_or_default();
-    if let Some(name) = &g.context
-        && !kc.contexts.iter().any(|c| &c.name == name)
-    {
+    if !kc.contexts.iter().any(|c| c.name == context) {
         let known: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
-        return Err(Error::input(format!(
-            "--context {name}: no such context in the kubeconfig"
-        ))
-        .hint(format!("known contexts: {}", known.join(", "))));
+        let what = if context.is_empty() {
+            "the kubeconfig has no current context".to_string()
+        } else {
+            format!("context `{context}` is not in the kubeconfig")
+        };
+        return Err(Error::input(what).hint(if known.is_empty() {
+            "the kubeconfig defines no contexts".to_string()
+        } else {
+            format!("pick one with --context: {}", known.join(", "))
+        }));
     }
+    let options = kubeconfig::options(Some(context.clone()));
     let config = Config::from_custom_kubeconfig(kc, &options)
         .await
         .map_err(|e| Error::input(format!("kubeconfig context `{context}`: {e}")))?;
@@ -62,14 +73,39 @@ pub async fn connect(g: &Global) -> Result<Cluster> {
             "cannot set up a client for {server} (context `{context}`): {e}"
         ))
     })?;
-    Ok(Cluster {
-        client,
-        context,
-        server,
-    })
+    Ok(Cluster::new(client, context, server))
 }
 
 impl Cluster {
+    pub fn new(client: kube::Client, context: String, server: String) -> Cluster {
+        Cluster {
+            client,
+            context,
+            server,
+            served: Default::default(),
+        }
+    }
+
+    /// Whether the cluster serves kind `k`. Core kinds always are; custom kinds are looked up
+    /// by discovery, once per group/version per command.
+    pub async fn serves(&self, k: ApiKind) -> Result<bool> {
+        if !crate::kinds::is_custom(&k) {
+            return Ok(true);
+        }
+        let mut served = self.served.lock().await;
+        if let Some(plurals) = served.get(k.api_version) {
+            return Ok(plurals.iter().any(|p| p == k.plural));
+        }
+        let plurals = match retry(ATTEMPTS, || self.client.list_api_group_resources(k.api_version)).await {
+            Ok(list) => list.resources.into_iter().map(|r| r.name).collect(),
+            Err(e) if status_code(&e) == Some(404) => vec![],
+            Err(e) => return Err(self.error(&format!("discover {}", k.api_version), &e)),
+        };
+        let yes = plurals.iter().any(|p| p == k.plural);
+        served.insert(k.api_version, plurals);
+        Ok(yes)
+    }
+
     /// Turns a kube error into one for people. `what` says what was being done
     /// ("create Job mnist-abcde in namespace ml").
     pub fn error(&self, what: &str, e: &kube::Error) -> Error {

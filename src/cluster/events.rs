@@ -34,12 +34,14 @@ pub async fn run_objects(c: &Cluster, run: &RunRef) -> Result<BTreeSet<(String, 
         .into_iter()
         .map(|d| (d.kind.to_string(), d.name))
         .collect();
-    let op = format!("training.kubeflow.org/job-name={}", run.job);
-    for d in undeploy::find(c, &run.namespace, &op).await? {
-        set.insert((d.kind.to_string(), d.name));
+    if let Some(op) = run.backend.operator_selector(&run.job) {
+        for d in undeploy::find(c, &run.namespace, &op).await? {
+            set.insert((d.kind.to_string(), d.name));
+        }
     }
-    // The operator's launcher Job and service are named after the job.
-    set.insert(("MPIJob".into(), run.job.clone()));
+    // The job object even once it is gone (its events outlive it).
+    let (kind, name) = run.backend.job_object(&run.job);
+    set.insert((kind.kind.into(), name));
     Ok(set)
 }
 
@@ -99,4 +101,52 @@ pub async fn list(c: &Cluster, run: &RunRef) -> Result<Vec<RunEvent>> {
         .collect();
     out.sort_by(|a, b| a.time.cmp(&b.time));
     Ok(out)
+}
+
+/// Prints the run's events as they come (`events -f`) until Ctrl-C. kube's watcher resumes a
+/// dropped watch and relists an expired one (with backoff), so a broken connection does not
+/// end it; events already printed are not printed again.
+pub async fn follow(
+    c: &Cluster,
+    run: &RunRef,
+    seen: &mut std::collections::HashSet<(String, i32)>,
+    print: &mut dyn FnMut(&RunEvent),
+) -> Result<()> {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::runtime::{WatchStreamExt, watcher};
+    let api: Api<Event> = Api::namespaced(c.client.clone(), &run.namespace);
+    let mut objects = run_objects(c, run).await?;
+    let mut stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .boxed();
+    let prefix = format!("{}-", run.job);
+    loop {
+        let e = match stream.try_next().await {
+            Ok(Some(e)) => e,
+            Ok(None) => return Ok(()),
+            Err(watcher::Error::InitialListFailed(k) | watcher::Error::WatchStartFailed(k))
+                if !super::client::is_transient(&k) =>
+            {
+                return Err(c.error(&format!("watch events in namespace {}", run.namespace), &k));
+            }
+            // Transient: the backoff above has waited; the watcher resumes.
+            Err(_) => continue,
+        };
+        if !concerns(&e, &objects) {
+            // A pod created since we looked (late workers, restarted launcher)?
+            let name = e.involved_object.name.clone().unwrap_or_default();
+            if !name.starts_with(&prefix) {
+                continue;
+            }
+            objects = run_objects(c, run).await?;
+            if !concerns(&e, &objects) {
+                continue;
+            }
+        }
+        let f = flatten(&e);
+        if seen.insert((f.uid.clone(), f.count)) {
+            print(&f);
+        }
+    }
 }

@@ -2,11 +2,9 @@
 
 use super::client::{ATTEMPTS, Cluster, retry, status_code};
 use super::runs::RunRef;
-use crate::app::Backend;
 use crate::error::{Error, Result};
-use crate::kinds::{JobCondition, MpiJob};
+use crate::kinds::JobCondition;
 use crate::render::manifests::LABEL_ROLE;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use serde::Serialize;
@@ -18,6 +16,8 @@ pub enum JobState {
     Running,
     Succeeded,
     Failed,
+    /// The job object is gone, or the engine cannot tell.
+    Unknown,
 }
 
 impl JobState {
@@ -36,89 +36,34 @@ impl std::fmt::Display for JobState {
     }
 }
 
-fn is_true(conds: &[JobCondition], t: &str) -> bool {
-    conds.iter().any(|c| c.type_ == t && c.status == "True")
-}
-
-/// The job's state and its conditions (normalised to the MPIJob shape).
-pub async fn job_state(c: &Cluster, run: &RunRef) -> Result<(JobState, Vec<JobCondition>)> {
-    match run.backend {
-        Backend::Mpijob => {
-            let api: Api<MpiJob> = Api::namespaced(c.client.clone(), &run.namespace);
-            let what = format!("get MPIJob {} in namespace {}", run.job, run.namespace);
-            let m = retry(ATTEMPTS, || api.get_opt(&run.job))
-                .await
-                .map_err(|e| c.error(&what, &e))?;
-            let m = m.ok_or_else(|| {
-                Error::failure(format!(
-                    "MPIJob {} is gone from namespace {}",
-                    run.job, run.namespace
-                ))
-            })?;
-            let conds = m.status.map(|s| s.conditions).unwrap_or_default();
-            let state = if is_true(&conds, "Succeeded") {
-                JobState::Succeeded
-            } else if is_true(&conds, "Failed") {
-                JobState::Failed
-            } else if is_true(&conds, "Running") {
-                JobState::Running
-            } else {
-                JobState::Pending
-            };
-            Ok((state, conds))
-        }
-        Backend::Local => Err(Error::input(format!(
-            "run {} is a local (Docker) run, not a cluster run",
-            run.run_id
-        ))),
-        Backend::Native => {
-            let name = format!("{}-launcher", run.job);
-            let api: Api<Job> = Api::namespaced(c.client.clone(), &run.namespace);
-            let what = format!("get Job {name} in namespace {}", run.namespace);
-            let j = match retry(ATTEMPTS, || api.get_opt(&name)).await {
-                Ok(j) => j,
-                Err(e) if status_code(&e) == Some(404) => None,
-                Err(e) => return Err(c.error(&what, &e)),
-            };
-            let j = j.ok_or_else(|| {
-                Error::failure(format!(
-                    "Job {name} is gone from namespace {}",
-                    run.namespace
-                ))
-            })?;
-            let status = j.status.unwrap_or_default();
-            let conds: Vec<JobCondition> = status
-                .conditions
-                .unwrap_or_default()
-                .into_iter()
-                .map(|c| JobCondition {
-                    type_: c.type_,
-                    status: c.status,
-                    reason: c.reason,
-                    message: c.message,
-                    last_transition_time: c.last_transition_time.map(|t| t.0.to_string()),
-                })
-                .collect();
-            let state = if is_true(&conds, "Complete") {
-                JobState::Succeeded
-            } else if is_true(&conds, "Failed") {
-                JobState::Failed
-            } else if status.active.unwrap_or(0) > 0 && launcher_running(c, run).await? {
-                JobState::Running
-            } else {
-                JobState::Pending
-            };
-            Ok((state, conds))
-        }
-    }
-}
-
-async fn launcher_running(c: &Cluster, run: &RunRef) -> Result<bool> {
+/// The run's state and conditions, as its backend reads them from its job object and pods;
+/// `JobState::Unknown` when the job object is gone (half undeployed).
+pub async fn observe(c: &Cluster, run: &RunRef) -> Result<(JobState, Vec<JobCondition>)> {
+    let (kind, name) = run.backend.job_object(&run.job);
+    let api = super::apply::dynamic_api(c, &run.namespace, kind);
+    let what = format!("get {} {name} in namespace {}", kind.kind, run.namespace);
+    let job = match retry(ATTEMPTS, || api.get_opt(&name)).await {
+        Ok(j) => j,
+        Err(e) if status_code(&e) == Some(404) => None,
+        Err(e) => return Err(c.error(&what, &e)),
+    };
+    let job = job.map(|j| serde_json::to_value(j).unwrap_or_default());
     let pods = run_pods(c, run).await?;
-    Ok(pods.iter().any(|p| {
-        role_of(p) == "launcher"
-            && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-    }))
+    Ok(run.backend.state(job.as_ref(), &pods))
+}
+
+/// The job's state and its conditions (normalised to the MPIJob shape); an error when the
+/// job object is gone.
+pub async fn job_state(c: &Cluster, run: &RunRef) -> Result<(JobState, Vec<JobCondition>)> {
+    let (state, conds) = observe(c, run).await?;
+    if state == JobState::Unknown {
+        let (kind, name) = run.backend.job_object(&run.job);
+        return Err(Error::not_found(format!(
+            "{} {name} is gone from namespace {}",
+            kind.kind, run.namespace
+        )));
+    }
+    Ok((state, conds))
 }
 
 /// Every pod of the run (hvdctl's labels are on every pod template, so operator-made pods

@@ -3,23 +3,13 @@
 
 use super::apply::dynamic_api;
 use super::client::{ATTEMPTS, Cluster, retry, status_code};
-use super::runs::mpijob_served;
 use crate::error::{Error, Result};
+use crate::kinds::{ApiKind, KINDS};
 use futures::{StreamExt, TryStreamExt, stream};
 use kube::api::{DeleteParams, ListParams};
-use std::time::{Duration, Instant};
-
-/// (apiVersion, kind, plural) of everything a run can own, owners first.
-const KINDS: &[(&str, &str, &str)] = &[
-    ("kubeflow.org/v2beta1", "MPIJob", "mpijobs"),
-    ("batch/v1", "Job", "jobs"),
-    ("apps/v1", "StatefulSet", "statefulsets"),
-    ("v1", "Pod", "pods"),
-    ("v1", "Service", "services"),
-    ("v1", "ConfigMap", "configmaps"),
-    ("v1", "Secret", "secrets"),
-    ("v1", "ServiceAccount", "serviceaccounts"),
-];
+use kube::runtime::{WatchStreamExt, watcher};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 /// One object that was (or is being) deleted.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -28,28 +18,30 @@ pub struct Deleted {
     pub name: String,
 }
 
-async fn kinds(c: &Cluster) -> Result<Vec<(&'static str, &'static str, &'static str)>> {
-    let served = mpijob_served(c).await?;
-    Ok(KINDS
-        .iter()
-        .copied()
-        .filter(|(_, k, _)| served || *k != "MPIJob")
-        .collect())
+/// The kinds a run may own that this cluster serves, owners first.
+async fn kinds(c: &Cluster) -> Result<Vec<ApiKind>> {
+    let mut out = Vec::with_capacity(KINDS.len());
+    for k in KINDS {
+        if c.serves(*k).await? {
+            out.push(*k);
+        }
+    }
+    Ok(out)
 }
 
 /// Every object matching `selector` in `namespace`, by kind.
 pub async fn find(c: &Cluster, namespace: &str, selector: &str) -> Result<Vec<Deleted>> {
     let mut out = Vec::new();
     let lp = ListParams::default().labels(selector);
-    for (av, kind, plural) in kinds(c).await? {
-        let api = dynamic_api(c, namespace, av, kind, plural);
+    for k in kinds(c).await? {
+        let api = dynamic_api(c, namespace, k);
         let list = retry(ATTEMPTS, || api.list(&lp))
             .await
-            .map_err(|e| c.error(&format!("list {plural} in namespace {namespace}"), &e))?;
+            .map_err(|e| c.error(&format!("list {} in namespace {namespace}", k.plural), &e))?;
         for o in list.items {
             // Objects already being deleted still count until they are gone.
             out.push(Deleted {
-                kind,
+                kind: k.kind,
                 name: o.metadata.name.unwrap_or_default(),
             });
         }
@@ -61,22 +53,21 @@ pub async fn find(c: &Cluster, namespace: &str, selector: &str) -> Result<Vec<De
 /// after what it owns). Returns what was deleted; 404s are fine (already gone).
 pub async fn delete(c: &Cluster, namespace: &str, selector: &str) -> Result<Vec<Deleted>> {
     let found = find(c, namespace, selector).await?;
-    let all = kinds(c).await?;
     let dp = DeleteParams::foreground();
     stream::iter(found.iter())
         .map(|d| {
-            let (av, kind, plural) = *all
+            let k = *KINDS
                 .iter()
-                .find(|(_, k, _)| *k == d.kind)
+                .find(|k| k.kind == d.kind)
                 .expect("found kinds are known");
-            let api = dynamic_api(c, namespace, av, kind, plural);
+            let api = dynamic_api(c, namespace, k);
             let dp = dp.clone();
             async move {
                 match retry(ATTEMPTS, || api.delete(&d.name, &dp)).await {
                     Ok(_) => Ok(()),
                     Err(e) if status_code(&e) == Some(404) => Ok(()),
                     Err(e) => Err(c.error(
-                        &format!("delete {kind} {} in namespace {namespace}", d.name),
+                        &format!("delete {} {} in namespace {namespace}", d.kind, d.name),
                         &e,
                     )),
                 }
@@ -88,7 +79,9 @@ pub async fn delete(c: &Cluster, namespace: &str, selector: &str) -> Result<Vec<
     Ok(found)
 }
 
-/// Waits until nothing matches `selector`; `progress(left)` is called after each look.
+/// Waits until nothing matches `selector`, watching every kind (kube's watcher, with its
+/// backoff: a dropped watch is resumed, an expired one relisted). `progress(left)` is called
+/// whenever the count changes.
 pub async fn wait_gone(
     c: &Cluster,
     namespace: &str,
@@ -96,20 +89,79 @@ pub async fn wait_gone(
     timeout: Duration,
     progress: &dyn Fn(usize),
 ) -> Result<()> {
-    let started = Instant::now();
-    loop {
-        let left = find(c, namespace, selector).await?;
-        progress(left.len());
-        if left.is_empty() {
-            return Ok(());
+    let kinds = kinds(c).await?;
+    let streams = kinds.iter().map(|k| {
+        let api = dynamic_api(c, namespace, *k);
+        let kind = k.kind;
+        watcher(api, watcher::Config::default().labels(selector))
+            .default_backoff()
+            .map(move |ev| (kind, ev))
+            .boxed()
+    });
+    let mut events = stream::select_all(streams);
+    // Per kind: the names present, and whether the kind's initial list has been seen.
+    let mut present: BTreeMap<&'static str, BTreeSet<String>> = BTreeMap::new();
+    let mut listing: BTreeMap<&'static str, BTreeSet<String>> = BTreeMap::new();
+    let mut listed: BTreeSet<&'static str> = BTreeSet::new();
+    let mut last = usize::MAX;
+    let watch = async {
+        while let Some((kind, ev)) = events.next().await {
+            let name = |o: &kube::api::DynamicObject| o.metadata.name.clone().unwrap_or_default();
+            match ev {
+                Ok(watcher::Event::Init) => {
+                    listing.insert(kind, BTreeSet::new());
+                }
+                Ok(watcher::Event::InitApply(o)) => {
+                    listing.entry(kind).or_default().insert(name(&o));
+                }
+                Ok(watcher::Event::InitDone) => {
+                    present.insert(kind, listing.remove(kind).unwrap_or_default());
+                    listed.insert(kind);
+                }
+                Ok(watcher::Event::Apply(o)) => {
+                    present.entry(kind).or_default().insert(name(&o));
+                }
+                Ok(watcher::Event::Delete(o)) => {
+                    present.entry(kind).or_default().remove(&name(&o));
+                }
+                // The watcher retries with backoff; a lasting failure ends in the timeout.
+                Err(e) => {
+                    if let watcher::Error::InitialListFailed(k)
+                    | watcher::Error::WatchStartFailed(k) = &e
+                        && !super::client::is_transient(k)
+                    {
+                        return Err(c.error(&format!("watch {kind} objects in namespace {namespace}"), k));
+                    }
+                    continue;
+                }
+            }
+            if listed.len() < kinds.len() {
+                continue;
+            }
+            let left: usize = present.values().map(BTreeSet::len).sum();
+            if left != last {
+                progress(left);
+                last = left;
+            }
+            if left == 0 {
+                return Ok(());
+            }
         }
-        if started.elapsed() > timeout {
+        Err(Error::failure("watching the run's objects stopped"))
+    };
+    match tokio::time::timeout(timeout, watch).await {
+        Ok(r) => r,
+        Err(_) => {
+            let left = find(c, namespace, selector).await?;
+            if left.is_empty() {
+                return Ok(());
+            }
             let names: Vec<String> = left
                 .iter()
                 .take(5)
                 .map(|d| format!("{} {}", d.kind, d.name))
                 .collect();
-            return Err(Error::failure(format!(
+            Err(Error::failure(format!(
                 "{} object(s) still present after {}s in namespace {namespace}: {}",
                 left.len(),
                 timeout.as_secs(),
@@ -117,8 +169,7 @@ pub async fn wait_gone(
             ))
             .hint(
                 "a finalizer may be holding them; `kubectl get <kind> <name> -o yaml` shows which",
-            ));
+            ))
         }
-        tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }

@@ -4,7 +4,7 @@ use super::block_on;
 use crate::app;
 use crate::cli::{BuildArgs, Global, ProgressChoice, PushArgs};
 use crate::error::{Error, Result};
-use crate::image::{self, BuildContext, BuildRequest, DockerClient, ProgressMode, PushRequest};
+use crate::image::{self, BuildContext, BuildRequest, DockerClient, ProgressMode};
 use crate::state::{self, ImageRecord};
 use crate::ui::Ui;
 use std::collections::BTreeMap;
@@ -62,7 +62,7 @@ pub fn run(g: &Global, ui: &Ui, a: BuildArgs) -> Result<u8> {
             short_id(&built.id)
         ));
         if a.push {
-            push_image(&docker, &built.reference, req.progress, ui).await?;
+            image::push_reference(&docker, &built.reference, req.progress, ui).await?;
             state::record_image(
                 &loaded.dir,
                 &ImageRecord {
@@ -82,22 +82,6 @@ fn short_id(id: &str) -> &str {
 }
 
 /// Pushes `reference` with the credentials Docker would use for its registry.
-pub async fn push_image(
-    docker: &DockerClient,
-    reference: &str,
-    mode: ProgressMode,
-    ui: &Ui,
-) -> Result<()> {
-    let (repo, tag) = image::tag::split_reference(reference);
-    let tag = tag.ok_or_else(|| Error::input(format!("{reference}: no tag to push")))?;
-    let creds = image::auth::credentials_for_repo(repo)?;
-    let mut req = PushRequest::new(repo, tag);
-    req.progress = mode;
-    let pushed = image::push(docker, &req, creds.as_ref(), &mut std::io::stderr()).await?;
-    ui.note(format!("Pushed {} ({})", pushed.reference, pushed.digest));
-    Ok(())
-}
-
 pub fn push_cmd(g: &Global, ui: &Ui, a: PushArgs) -> Result<u8> {
     let recorded = state::image(&g.app_dir)?;
     let reference = match (&a.tag, &recorded) {
@@ -116,7 +100,7 @@ pub fn push_cmd(g: &Global, ui: &Ui, a: PushArgs) -> Result<u8> {
     };
     block_on(async {
         let docker = DockerClient::connect().await?;
-        push_image(&docker, &reference, progress(a.progress), ui).await?;
+        image::push_reference(&docker, &reference, progress(a.progress), ui).await?;
         if recorded.as_ref().is_some_and(|r| r.image == reference) {
             state::record_image(
                 &g.app_dir,

@@ -1,59 +1,21 @@
-use super::{block_on, locate_run};
+//! `hvdctl events [-f]`: the run's events, as kubectl prints them, on every engine.
+
+use super::block_on;
 use crate::cli::{EventsArgs, Global};
-use crate::cluster::events::{self, RunEvent, concerns, flatten, run_objects};
+use crate::cluster::events::RunEvent;
+use crate::engine::Env;
 use crate::error::Result;
 use crate::ui::Ui;
-use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::Event;
-use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
-use std::collections::HashSet;
 
-pub fn run(g: &Global, _ui: &Ui, a: EventsArgs) -> Result<u8> {
-    if let Some(r) = crate::local::cmd::find(g, a.run.as_deref())? {
-        return crate::local::cmd::events(&r, a.follow, &mut |e| print_event(e));
-    }
+pub fn run(g: &Global, ui: &Ui, a: EventsArgs) -> Result<u8> {
+    let env = Env::new(g, ui)?;
     block_on(async {
-        let (c, run) = locate_run(g, a.run.as_deref()).await?;
-        let now = events::list(&c, &run).await?;
+        let run = env.run(a.run.as_deref()).await?;
         println!(
             "{:<25} {:<8} {:<20} {:<40} MESSAGE",
             "TIME", "TYPE", "REASON", "OBJECT"
         );
-        let mut seen: HashSet<(String, i32)> = HashSet::new();
-        for e in &now {
-            print_event(e);
-            seen.insert((e.uid.clone(), e.count));
-        }
-        if !a.follow {
-            return Ok(0);
-        }
-        let api: Api<Event> = Api::namespaced(c.client.clone(), &run.namespace);
-        let mut objects = run_objects(&c, &run).await?;
-        let mut stream = watcher(api, watcher::Config::default())
-            .applied_objects()
-            .boxed();
-        while let Some(e) = stream
-            .try_next()
-            .await
-            .map_err(|e| crate::Error::failure(format!("watching events: {e}")))?
-        {
-            if !concerns(&e, &objects) {
-                // A pod created since we looked (late workers, restarted launcher)?
-                let name = e.involved_object.name.clone().unwrap_or_default();
-                if !name.starts_with(&format!("{}-", run.job)) {
-                    continue;
-                }
-                objects = run_objects(&c, &run).await?;
-                if !concerns(&e, &objects) {
-                    continue;
-                }
-            }
-            let f = flatten(&e);
-            if seen.insert((f.uid.clone(), f.count)) {
-                print_event(&f);
-            }
-        }
+        run.events(a.follow, &mut print_event).await?;
         Ok(0)
     })
 }

@@ -4,21 +4,19 @@
 use crate::cli::{Global, LogFormat, LogsArgs};
 use crate::error::{Error, Result};
 use crate::logs::printer::{Format, Style};
-use crate::logs::{self, LogOptions};
+use crate::logs::LogOptions;
 use crate::ui::Ui;
 
 pub fn run(g: &Global, ui: &Ui, a: LogsArgs) -> Result<u8> {
     let opts = options(ui, &a)?;
-    if let Some(r) = crate::local::cmd::find(g, a.run.as_deref())? {
-        return crate::local::cmd::logs(ui, &r, opts);
-    }
+    let env = crate::engine::Env::new(g, ui)?;
     // Measured (docs/benchmarks.md, "Logs"): a current-thread runtime is as fast as a
     // multi-threaded one here (the server is the bound; parsing takes a fraction of a core) and
     // uses less memory. The printer writes from its own blocking thread either way.
     super::runtime(false)?.block_on(async {
-        let (c, run) = super::locate_run(g, a.run.as_deref()).await?;
+        let run = env.run(a.run.as_deref()).await?;
         // Ctrl-C is handled inside (exit 130 at once).
-        let outcome = logs::run(&c, &run, opts, ui).await?;
+        let outcome = run.logs(opts, ui).await?;
         Ok(outcome.exit_code())
     })
 }
@@ -35,11 +33,16 @@ fn options(ui: &Ui, a: &LogsArgs) -> Result<LogOptions> {
             })
         })
         .transpose()?;
-    if let Some(t) = a.tail
-        && t < 0
-    {
-        return Err(Error::input(format!("--tail {t}: must be 0 or more")));
-    }
+    // kubectl's --tail=-1: everything (the default).
+    let tail = match a.tail {
+        Some(-1) | None => None,
+        Some(t) if t < 0 => {
+            return Err(Error::input(format!(
+                "--tail {t}: must be 0 or more, or -1 for every line"
+            )));
+        }
+        Some(t) => Some(t),
+    };
     let pod = a
         .pod
         .as_deref()
@@ -56,7 +59,7 @@ fn options(ui: &Ui, a: &LogsArgs) -> Result<LogOptions> {
         follow: a.follow,
         since_seconds,
         since_time,
-        tail: a.tail,
+        tail,
         role: a.role,
         pod,
         container: a.container.clone(),

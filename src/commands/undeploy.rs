@@ -1,103 +1,138 @@
-use super::{block_on, locate_run, optional_app};
+//! `hvdctl undeploy`: delete everything a run created (or, with `--all`, every run of the
+//! app) on whichever engine holds it, and wait until it is gone.
+
+use super::block_on;
 use crate::cli::{Global, UndeployArgs};
-use crate::cluster::undeploy::{self, Deleted};
+use crate::engine::{Env, Lookup, Removed, Run};
 use crate::error::{Error, Result};
-use crate::render::manifests::{LABEL_APP, LABEL_MANAGED_BY, MANAGER};
 use crate::state;
 use crate::ui::Ui;
-use std::time::Duration;
 
 pub fn run(g: &Global, ui: &Ui, a: UndeployArgs) -> Result<u8> {
-    if !a.all
-        && let Some(r) = crate::local::cmd::find(g, a.run.as_deref())?
-    {
-        return crate::local::cmd::undeploy(ui, &g.app_dir, &r);
-    }
+    let env = Env::new(g, ui)?;
     let wait = !a.no_wait;
+    if a.all {
+        return block_on(all(&env, &a, wait));
+    }
     block_on(async {
-        let (c, namespace, selector, what, run_ids) = if a.all {
-            let app = optional_app(g)?.ok_or_else(|| {
-                Error::input("--all removes every run of an app: run it in the app directory (or pass -C DIR)")
-            })?;
-            let ns = crate::kubeconfig::namespace(g, app.namespace.as_deref())?;
-            let c = crate::cluster::connect(g).await?;
-            let runs = crate::cluster::runs::list(&c, &ns, Some(&app.name), None).await?;
-            let ids: Vec<String> = runs.iter().map(|s| s.run.run_id.clone()).collect();
-            (
-                c,
-                ns,
-                format!("{LABEL_MANAGED_BY}={MANAGER},{LABEL_APP}={}", app.name),
-                format!("every run of app {}", app.name),
-                ids,
-            )
-        } else {
-            let (c, run) = match locate_run(g, a.run.as_deref()).await {
-                Ok(x) => x,
-                Err(e)
-                    if e.message.contains("not found in namespace")
-                        || e.message.starts_with("no runs of app")
-                        || (e.message.starts_with("namespace ")
-                            && e.message.contains("does not exist")) =>
-                {
-                    // Idempotent: nothing left to delete is not a failure.
-                    ui.note(format!("Nothing to delete: {}", e.message));
-                    if let Some(arg) = &a.run {
-                        state::forget_run(&g.app_dir, arg)?;
-                    }
-                    return Ok(0);
-                }
-                Err(e) => return Err(e),
-            };
-            let ns = run.namespace.clone();
-            (
-                c,
-                ns,
-                run.selector(),
-                format!("run {} ({})", run.run_id, run.job),
-                vec![run.run_id.clone()],
-            )
-        };
-        let deleted = undeploy::delete(&c, &namespace, &selector).await?;
-        if deleted.is_empty() {
-            ui.note(format!(
-                "Nothing to delete for {what} in namespace {namespace}"
-            ));
-        } else {
-            summarize(ui, &deleted, &what, &namespace);
-            if wait {
-                let bar = ui.spinner(format!("waiting for {} objects to go", deleted.len()));
-                let progress = |left: usize| bar.set_message(format!("{left} object(s) left"));
-                let r = undeploy::wait_gone(
-                    &c,
-                    &namespace,
-                    &selector,
-                    Duration::from_secs(300),
-                    &progress,
-                )
-                .await;
-                bar.finish_and_clear();
-                r?;
-                ui.note("All gone.");
+        match env.locate(a.run.as_deref()).await? {
+            Lookup::Found(run) => {
+                remove(&env, &run, wait).await?;
+                Ok(0)
             }
+            // Idempotent, but only when every engine that could hold the run was asked:
+            // otherwise nobody can say it is gone.
+            Lookup::Missing(m) if m.complete() => {
+                ui.note(format!(
+                    "Nothing to delete: {} not found in {}",
+                    m.what,
+                    m.looked.join(" or ")
+                ));
+                if let Some(arg) = &a.run {
+                    state::forget_run(&g.app_dir, arg)?;
+                }
+                Ok(0)
+            }
+            Lookup::Missing(m) => Err(m.into_error()),
         }
-        for id in run_ids {
-            state::forget_run(&g.app_dir, &id)?;
-        }
-        Ok(0)
     })
 }
 
-fn summarize(ui: &Ui, deleted: &[Deleted], what: &str, ns: &str) {
-    let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
-    for d in deleted {
-        *counts.entry(d.kind).or_default() += 1;
+async fn remove(env: &Env<'_>, run: &Run, wait: bool) -> Result<Removed> {
+    let info = run.info();
+    let removed = run.undeploy(wait, env.ui).await?;
+    if removed.is_empty() {
+        env.ui.note(format!(
+            "Nothing left of run {} ({}) in {}",
+            info.run_id, info.job, info.place
+        ));
+    } else {
+        env.ui.note(format!(
+            "Deleted run {} ({}) from {}: {}",
+            info.run_id,
+            info.job,
+            info.place,
+            removed.summary()
+        ));
+        for (kind, name) in &removed.items {
+            env.ui.debug(format!("  {kind} {name}"));
+        }
+        if wait {
+            env.ui.note("All gone.");
+        }
     }
-    let parts: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
-    ui.note(format!(
-        "Deleting {what} in namespace {ns}: {}",
-        parts.join(", ")
-    ));
-    for d in deleted {
-        ui.debug(format!("  {} {}", d.kind, d.name));
+    state::forget_run(&env.g.app_dir, &info.run_id)?;
+    Ok(removed)
+}
+
+/// `--all`: every run of the app on every engine, after a confirmation (a prompt on a
+/// terminal, `--yes` otherwise).
+async fn all(env: &Env<'_>, a: &UndeployArgs, wait: bool) -> Result<u8> {
+    let app = env.app.as_ref().ok_or_else(|| {
+        Error::input(
+            "--all removes every run of an app: run it in the app directory (or pass -C DIR)",
+        )
+    })?;
+    let mut runs: Vec<Run> = Vec::new();
+    let mut unreached: Vec<(String, Error)> = Vec::new();
+    let mut looked = Vec::new();
+    for (name, engine) in env.engines(false).await {
+        let listed = match engine {
+            Ok(e) => {
+                looked.push(e.describe());
+                e.list(Some(&app.name)).await
+            }
+            Err(e) => Err(e),
+        };
+        match listed {
+            Ok(r) => runs.extend(r),
+            Err(e) => unreached.push((name, e)),
+        }
     }
+    if runs.is_empty() {
+        if let Some((name, e)) = unreached.into_iter().next() {
+            return Err(e.context(format!("{name} could not be asked")));
+        }
+        env.ui.note(format!(
+            "Nothing to delete: no runs of app {} in {}",
+            app.name,
+            looked.join(" or ")
+        ));
+        return Ok(0);
+    }
+    let names: Vec<String> = runs
+        .iter()
+        .map(|r| format!("{} ({})", r.info().job, r.info().place))
+        .collect();
+    if !a.yes {
+        if !env.ui.interactive {
+            return Err(Error::input(format!(
+                "--all would delete {} run(s) of app {}: {}",
+                runs.len(),
+                app.name,
+                names.join(", ")
+            ))
+            .hint("add --yes to confirm (no terminal to ask on)"));
+        }
+        let ok = crate::ui::confirm(&format!(
+            "Delete {} run(s) of app {}: {}?",
+            runs.len(),
+            app.name,
+            names.join(", ")
+        ))?;
+        if !ok {
+            env.ui.note("Nothing deleted.");
+            return Ok(1);
+        }
+    }
+    for r in &runs {
+        remove(env, r, wait).await?;
+    }
+    if let Some((name, e)) = unreached.into_iter().next() {
+        return Err(Error::failure(format!(
+            "{name} could not be asked, so runs of app {} there (if any) remain: {}",
+            app.name, e.message
+        )));
+    }
+    Ok(0)
 }

@@ -40,3 +40,22 @@ fn futures_are_send(
     is_send(&push(docker, push_req, None, log));
     is_send(&tag_exists(docker, "r", "t", None));
 }
+
+/// Pushes `reference` (which must carry a tag) with the user's registry credentials and
+/// says so on stderr.
+pub async fn push_reference(
+    docker: &DockerClient,
+    reference: &str,
+    mode: ProgressMode,
+    ui: &crate::ui::Ui,
+) -> crate::Result<()> {
+    let (repo, tag) = tag::split_reference(reference);
+    let tag = tag.ok_or_else(|| crate::Error::input(format!("{reference}: no tag to push")))?;
+    let creds = auth::credentials_for_repo(repo)?;
+    let mut req = PushRequest::new(repo, tag);
+    req.progress = mode;
+    let pushed = push(docker, &req, creds.as_ref(), &mut std::io::stderr()).await?;
+    ui.note(format!("Pushed {} ({})", pushed.reference, pushed.digest));
+    Ok(())
+}
+

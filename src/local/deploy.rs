@@ -26,7 +26,7 @@ pub struct LocalRun {
 }
 
 /// Creates and starts the run `run_id` of `app` with `image` on the local Docker engine and
-/// records it in `<app_dir>/.hvdctl/runs.json` (context and namespace `local`). Returns once
+/// records it in `<app_dir>/.hvdctl/runs.json`. Returns once
 /// every container has started; `logs`/`status` follow it from there.
 ///
 /// Bad input (PVC/NFS volumes, bad quantities, `runAsNonRoot` with a root image) fails before
@@ -61,8 +61,9 @@ pub async fn deploy(
         run_id: run_id.to_string(),
         app: app.name.clone(),
         job: r.job.clone(),
-        namespace: super::NAMESPACE.into(),
-        context: super::CONTEXT.into(),
+        engine: Some(crate::engine::EngineKind::Docker),
+        namespace: None,
+        context: None,
         image: image.to_string(),
         backend: Backend::Local.to_string(),
         created: state::now(),
@@ -73,7 +74,7 @@ pub async fn deploy(
         app,
         backend: Backend::Local,
         run_id: run_id.to_string(),
-        namespace: super::NAMESPACE.into(),
+        namespace: String::new(),
         image: image.to_string(),
     };
     let bar = ui.spinner(format!("creating the containers of {}", r.job));

@@ -14,9 +14,9 @@
 //! * [`logs`]: every container's log, multiplexed with the same printer as Kubernetes runs.
 //! * [`events`]: container lifecycle from inspect state and the Docker events API.
 //! * [`undeploy`]: remove containers, network and temp dir; idempotent.
-//! * [`cmd`]: the entry points `hvdctl deploy|status|logs|events|undeploy` call for local runs.
+//!
+//! `crate::engine::docker` presents these as the Docker engine's verbs.
 
-pub mod cmd;
 pub mod deploy;
 pub mod events;
 pub mod logs;
@@ -28,21 +28,15 @@ pub mod undeploy;
 use crate::error::{Error, Result};
 use crate::image::docker::{DockerClient, describe_bollard};
 use crate::render::manifests::{LABEL_MANAGED_BY, LABEL_RUN, MANAGER};
-use crate::state;
-use bollard::query_parameters::ListContainersOptions;
 use std::collections::HashMap;
-use std::path::Path;
 
 pub use deploy::{LocalRun, deploy};
 
-/// The kube "context" and "namespace" recorded for local runs.
-pub const CONTEXT: &str = "local";
-pub const NAMESPACE: &str = "local";
 /// Label holding the run's private directory (so `undeploy` removes it).
 pub const LABEL_DIR: &str = "hvdctl.io/local-dir";
-/// Label holding the job name and the backend.
+/// Label holding the job name.
 pub const LABEL_JOB: &str = "hvdctl.io/job";
-pub const LABEL_BACKEND: &str = "hvdctl.io/backend";
+pub use crate::render::manifests::LABEL_BACKEND;
 
 /// A local run, as found in `.hvdctl/runs.json` or from container labels.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,60 +106,4 @@ pub(crate) fn is_not_found(e: &bollard::errors::Error) -> bool {
             ..
         }
     )
-}
-
-/// Finds the local run `arg` names (run id or job name), or — without `arg` — the app's last
-/// run when that one is local. Looks in `.hvdctl/runs.json` only: no daemon is contacted, so
-/// Kubernetes commands pay nothing for this check. See [`find_by_label`] for the rest.
-pub fn resolve_recorded(app_dir: &Path, arg: Option<&str>) -> Result<Option<LocalRef>> {
-    let runs = state::runs(app_dir)?;
-    let local = |r: &state::RunRecord| r.context == CONTEXT && r.backend == "local";
-    let found = match arg {
-        Some(a) => runs
-            .iter()
-            .rev()
-            .find(|r| r.run_id == a || r.job == a)
-            .filter(|r| local(r)),
-        None => runs.last().filter(|r| local(r)),
-    };
-    Ok(found.map(|r| LocalRef {
-        run_id: r.run_id.clone(),
-        app: r.app.clone(),
-        job: r.job.clone(),
-    }))
-}
-
-/// Finds a local run from container labels alone (run id or job name), e.g. from another
-/// directory. `None` when no container of that run exists.
-pub async fn find_by_label(docker: &DockerClient, arg: &str) -> Result<Option<LocalRef>> {
-    let key = if arg.contains('-') {
-        LABEL_JOB
-    } else {
-        LABEL_RUN
-    };
-    let filters = HashMap::from([(
-        "label".to_string(),
-        vec![
-            format!("{LABEL_MANAGED_BY}={MANAGER}"),
-            format!("{LABEL_BACKEND}=local"),
-            format!("{key}={arg}"),
-        ],
-    )]);
-    let list = docker
-        .bollard()
-        .list_containers(Some(ListContainersOptions {
-            all: true,
-            filters: Some(filters),
-            ..Default::default()
-        }))
-        .await
-        .map_err(|e| docker_error("listing hvdctl's containers", &e))?;
-    Ok(list.iter().find_map(|c| {
-        let l = c.labels.as_ref()?;
-        Some(LocalRef {
-            run_id: l.get(LABEL_RUN)?.clone(),
-            app: l.get(crate::render::manifests::LABEL_APP)?.clone(),
-            job: l.get(LABEL_JOB)?.clone(),
-        })
-    }))
 }

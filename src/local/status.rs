@@ -257,7 +257,7 @@ pub fn row(c: &Container) -> PodRow {
 pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport> {
     let cs = containers(docker, r).await?;
     if cs.is_empty() {
-        return Err(Error::failure(format!(
+        return Err(Error::not_found(format!(
             "local run {} ({}) has no containers on this Docker engine",
             r.run_id, r.job
         ))
@@ -268,9 +268,10 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
         run: r.run_id.clone(),
         job: r.job.clone(),
         app: r.app.clone(),
-        namespace: super::NAMESPACE.into(),
-        context: super::CONTEXT.into(),
-        backend: "local".into(),
+        engine: crate::engine::EngineKind::Docker,
+        namespace: None,
+        context: None,
+        backend: crate::app::Backend::LOCAL.into(),
         state,
         conditions,
         pods: cs.iter().map(row).collect(),

@@ -11,6 +11,8 @@ pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 pub const LABEL_APP: &str = "hvdctl.io/app";
 pub const LABEL_RUN: &str = "hvdctl.io/run";
 pub const LABEL_ROLE: &str = "hvdctl.io/role";
+/// The backend that made a run (`mpijob`, `native`, `local`, ...).
+pub const LABEL_BACKEND: &str = "hvdctl.io/backend";
 pub const MANAGER: &str = "hvdctl";
 
 /// Parses every YAML document of `text` (rendered from `source`) into a typed object.
@@ -147,6 +149,7 @@ pub struct Stamp<'a> {
     pub app: &'a str,
     pub run_id: &'a str,
     pub namespace: &'a str,
+    pub backend: &'a str,
 }
 
 /// Adds hvdctl's labels to every object and pod template and sets the namespace. Labels are
@@ -157,6 +160,7 @@ pub fn stamp(objects: &mut [Object], s: &Stamp) {
         l.insert(LABEL_MANAGED_BY.into(), MANAGER.into());
         l.insert(LABEL_APP.into(), s.app.into());
         l.insert(LABEL_RUN.into(), s.run_id.into());
+        l.insert(LABEL_BACKEND.into(), s.backend.into());
     };
     for o in objects.iter_mut() {
         let meta = o.meta_mut();

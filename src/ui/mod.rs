@@ -90,3 +90,13 @@ impl Ui {
         pb
     }
 }
+
+/// Asks a yes/no question on the terminal (default no). Esc or Ctrl-C answer no.
+pub fn confirm(question: &str) -> crate::Result<bool> {
+    dialoguer::Confirm::new()
+        .with_prompt(question)
+        .default(false)
+        .interact_opt()
+        .map(|a| a.unwrap_or(false))
+        .map_err(|e| crate::Error::input(format!("prompt failed: {e}")))
+}

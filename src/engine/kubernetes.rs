@@ -1,0 +1,445 @@
+//! The Kubernetes engine: runs are labelled objects in a namespace of a kube context; what
+//! differs between backends (mpijob, native, ...) is asked of their [`KubeBackend`].
+
+use super::{DeployOptions, Env, Plan, Place, Removed, RunInfo};
+use crate::backend::{self, KubeBackend, SshKeys};
+use crate::cli::ManifestFormat;
+use crate::cluster::events::{self, RunEvent};
+use crate::cluster::runs::{self, Filter, RunRef};
+use crate::cluster::status::{JobState, observe, role_of, run_pods, worker_index};
+use crate::cluster::{Cluster, apply, undeploy};
+use crate::error::{Error, Result};
+use crate::kinds::Object;
+use crate::kubeconfig;
+use crate::render::manifests;
+use crate::report::{PodRow, StatusReport};
+use crate::state::{self, RunRecord};
+use crate::ui::Ui;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// A kube context, looking in one namespace (or every namespace).
+pub struct Kube {
+    pub cluster: Cluster,
+    pub namespace: Option<String>,
+}
+
+/// A run in a cluster.
+pub struct KubeRun {
+    pub cluster: Cluster,
+    pub run: RunRef,
+    pub info: RunInfo,
+}
+
+impl Kube {
+    pub async fn connect(
+        kc: &kubeconfig::Loaded,
+        context: Option<&str>,
+        namespace: Option<String>,
+    ) -> Result<Kube> {
+        Ok(Kube {
+            cluster: crate::cluster::connect(kc, context).await?,
+            namespace,
+        })
+    }
+
+    pub fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("namespace {ns} (context `{}`)", self.cluster.context),
+            None => format!("every namespace (context `{}`)", self.cluster.context),
+        }
+    }
+
+    fn run(&self, seen: runs::Seen) -> KubeRun {
+        KubeRun::new(self.cluster.clone(), seen.run, seen.created)
+    }
+
+    pub async fn find(&self, run_id: &str, app: Option<&str>) -> Result<Option<KubeRun>> {
+        let f = Filter {
+            namespace: self.namespace.as_deref(),
+            app,
+            run_id: Some(run_id),
+        };
+        Ok(runs::list(&self.cluster, &f).await?.pop().map(|s| self.run(s)))
+    }
+
+    pub async fn list(&self, app: Option<&str>) -> Result<Vec<KubeRun>> {
+        let f = Filter {
+            namespace: self.namespace.as_deref(),
+            app,
+            run_id: None,
+        };
+        let seen = runs::list(&self.cluster, &f).await?;
+        Ok(seen.into_iter().map(|s| self.run(s)).collect())
+    }
+
+    /// The namespace looked in, when it does not exist.
+    pub async fn namespace_missing(&self) -> Option<&str> {
+        use crate::cluster::client::{ATTEMPTS, retry};
+        let ns = self.namespace.as_deref()?;
+        let api: Api<Namespace> = Api::all(self.cluster.client.clone());
+        match retry(ATTEMPTS, || api.get_opt(ns)).await {
+            Ok(None) => Some(ns),
+            _ => None,
+        }
+    }
+}
+
+impl KubeRun {
+    pub fn new(cluster: Cluster, run: RunRef, created: String) -> KubeRun {
+        let info = RunInfo {
+            run_id: run.run_id.clone(),
+            app: run.app.clone(),
+            job: run.job.clone(),
+            backend: run.backend.name().to_string(),
+            place: Place::Kubernetes {
+                context: cluster.context.clone(),
+                namespace: run.namespace.clone(),
+            },
+            created,
+        };
+        KubeRun { cluster, run, info }
+    }
+
+    pub async fn status(&self) -> Result<StatusReport> {
+        let (state, conditions) = observe(&self.cluster, &self.run).await?;
+        let pods = run_pods(&self.cluster, &self.run).await?;
+        Ok(StatusReport {
+            run: self.run.run_id.clone(),
+            job: self.run.job.clone(),
+            app: self.run.app.clone(),
+            engine: super::EngineKind::Kubernetes,
+            namespace: Some(self.run.namespace.clone()),
+            context: Some(self.cluster.context.clone()),
+            backend: self.info.backend.clone(),
+            state,
+            conditions,
+            pods: pods.iter().map(row).collect(),
+        })
+    }
+
+    pub async fn events(&self, follow: bool, print: &mut dyn FnMut(&RunEvent)) -> Result<()> {
+        let now = events::list(&self.cluster, &self.run).await?;
+        let mut seen: HashSet<(String, i32)> = HashSet::new();
+        for e in &now {
+            print(e);
+            seen.insert((e.uid.clone(), e.count));
+        }
+        if follow {
+            events::follow(&self.cluster, &self.run, &mut seen, print).await?;
+        }
+        Ok(())
+    }
+
+    pub async fn undeploy(&self, wait: bool, ui: &Ui) -> Result<Removed> {
+        let (c, ns, sel) = (&self.cluster, &self.run.namespace, self.run.selector());
+        let deleted = undeploy::delete(c, ns, &sel).await?;
+        let removed = Removed {
+            items: deleted
+                .iter()
+                .map(|d| (d.kind.to_string(), d.name.clone()))
+                .collect(),
+        };
+        if wait && !deleted.is_empty() {
+            let bar = ui.spinner(format!("waiting for {} objects to go", deleted.len()));
+            let progress = |left: usize| bar.set_message(format!("{left} object(s) left"));
+            let r = undeploy::wait_gone(c, ns, &sel, Duration::from_secs(300), &progress).await;
+            bar.finish_and_clear();
+            r?;
+        }
+        Ok(removed)
+    }
+
+    /// Waits on a watch of the run's pods (kube's watcher, with backoff); the job's state is
+    /// read again on each change of the pods, and every few seconds for changes of the job
+    /// object alone.
+    pub async fn wait_running(&self, ui: &Ui) -> Result<JobState> {
+        let bar = ui.spinner(format!("waiting for the pods of {}", self.run.job));
+        let api: Api<Pod> = Api::namespaced(self.cluster.client.clone(), &self.run.namespace);
+        let mut pods = watcher(api, watcher::Config::default().labels(&self.run.selector()))
+            .default_backoff()
+            .boxed();
+        let mut tick = tokio::time::interval(Duration::from_secs(2));
+        loop {
+            let r = self.status().await?;
+            if super::wait_done(&r, &bar, ui) {
+                return Ok(r.state);
+            }
+            if r.state == JobState::Unknown {
+                bar.finish_and_clear();
+                return Err(Error::not_found(format!(
+                    "the job object of {} is gone from namespace {}",
+                    self.run.job, self.run.namespace
+                )));
+            }
+            tokio::select! {
+                ev = pods.next() => if ev.is_none() {
+                    return Err(Error::failure("watching the run's pods stopped"));
+                },
+                _ = tick.tick() => {}
+            }
+        }
+    }
+}
+
+/// One pod as a status row.
+fn row(p: &Pod) -> PodRow {
+    let name = p.metadata.name.clone().unwrap_or_default();
+    let status = p.status.clone().unwrap_or_default();
+    let cs = status.container_statuses.unwrap_or_default();
+    let ready = cs.iter().filter(|c| c.ready).count();
+    let total = p.spec.as_ref().map_or(cs.len(), |s| s.containers.len());
+    let last_termination = cs.iter().find_map(|c| {
+        let t = c
+            .last_state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .or_else(|| c.state.as_ref().and_then(|s| s.terminated.as_ref()))?;
+        Some(format!(
+            "{} (exit {})",
+            t.reason.clone().unwrap_or_else(|| "Terminated".into()),
+            t.exit_code
+        ))
+    });
+    let waiting = cs
+        .iter()
+        .find_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
+    let phase = status.phase.clone().unwrap_or_else(|| "Unknown".into());
+    PodRow {
+        index: worker_index(&name),
+        role: role_of(p).to_string(),
+        phase: match (phase.as_str(), waiting) {
+            ("Pending" | "Running", Some(w)) => w,
+            _ => phase,
+        },
+        ready: format!("{ready}/{total}"),
+        restarts: cs.iter().map(|c| c.restart_count).sum(),
+        node: p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_else(|| "-".into()),
+        created: p
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.to_string())
+            .unwrap_or_default(),
+        last_termination,
+        name,
+    }
+}
+
+fn backend_run<'a>(plan: &'a Plan, namespace: String) -> backend::Run<'a> {
+    backend::Run {
+        app: plan.app,
+        backend: plan.backend,
+        run_id: plan.run_id.clone(),
+        namespace,
+        image: plan.image.clone(),
+    }
+}
+
+/// `deploy --dry-run`: the objects, with a placeholder where the ssh key would be.
+pub fn dry_run(env: &Env, plan: &Plan, format: ManifestFormat) -> Result<String> {
+    let run = backend_run(plan, env.namespace()?);
+    let objects = backend::objects(&run, plan.dir, None)?;
+    Ok(match format {
+        ManifestFormat::Yaml => manifests::to_yaml_stream(&objects),
+        ManifestFormat::Json => manifests::to_json_list(&objects),
+    })
+}
+
+/// Renders, checks and applies the run; on failure or Ctrl-C removes what was created.
+pub async fn deploy(
+    env: &Env<'_>,
+    plan: &Plan<'_>,
+    b: &'static dyn KubeBackend,
+    o: DeployOptions,
+) -> Result<Option<KubeRun>> {
+    let ui = env.ui;
+    let run = backend_run(plan, env.namespace()?);
+    // Render before contacting anything: a template error must not cost a round trip.
+    let keys = if b.needs_ssh_keys() {
+        Some(SshKeys::generate(&format!("hvdctl-{}", run.job_name()))?)
+    } else {
+        None
+    };
+    let objects = backend::objects(&run, plan.dir, keys.as_ref())?;
+    drop(keys);
+    let k = env.kube(Some(run.namespace.clone())).await?;
+    let c = &k.cluster;
+    push_if_needed(plan, c, o, ui).await?;
+    if let Some(req) = b.requires()
+        && !c.serves(req.kind).await?
+    {
+        return Err(Error::failure(format!(
+            "{} is not installed in context `{}` ({}): {} is not served",
+            req.provider, c.context, c.server, req.kind
+        ))
+        .hint(req.hint));
+    }
+    apply::ensure_namespace(c, &run.namespace, o.create_namespace && !o.server_dry_run).await?;
+    let job = run.job_name();
+    if o.server_dry_run {
+        apply::apply_all(c, &objects, true, &|_| {}).await?;
+        ui.note(format!(
+            "Server dry run: the API server accepted all {} objects of {job}; nothing was created",
+            objects.len()
+        ));
+        return Ok(None);
+    }
+    // Recorded first: if hvdctl is killed half way, `hvdctl undeploy` still finds the run.
+    state::record_run(
+        plan.dir,
+        &RunRecord {
+            run_id: run.run_id.clone(),
+            app: run.app.name.clone(),
+            job: job.clone(),
+            engine: Some(super::EngineKind::Kubernetes),
+            context: Some(c.context.clone()),
+            namespace: Some(run.namespace.clone()),
+            image: run.image.clone(),
+            backend: b.name().to_string(),
+            created: state::now(),
+        },
+    )?;
+    let bar = ui.spinner(format!("applying {} objects of {job}", objects.len()));
+    let done = AtomicUsize::new(0);
+    let on_applied = |o: &Object| {
+        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+        bar.set_message(format!(
+            "applied {n}/{} ({} {})",
+            objects.len(),
+            o.kind(),
+            o.name()
+        ));
+    };
+    let applied = tokio::select! {
+        r = apply::apply_all(c, &objects, false, &on_applied) => r,
+        _ = tokio::signal::ctrl_c() => Err(Error::interrupted()),
+    };
+    bar.finish_and_clear();
+    let kr = KubeRun::new(
+        c.clone(),
+        RunRef {
+            run_id: run.run_id.clone(),
+            app: run.app.name.clone(),
+            job: job.clone(),
+            namespace: run.namespace.clone(),
+            backend: b,
+        },
+        state::now(),
+    );
+    if let Err(e) = applied {
+        ui.note(format!("deploy of {job} failed; removing what was created"));
+        // Not cancellable: a second Ctrl-C must not stop the cleanup half way.
+        return match rollback(&kr).await {
+            Ok(()) => {
+                state::forget_run(plan.dir, &run.run_id)?;
+                Err(e)
+            }
+            Err(ce) => Err(e.context(format!(
+                "deploy failed and cleanup also failed ({ce}); run `hvdctl undeploy {}` to finish it",
+                run.run_id
+            ))),
+        };
+    }
+    ui.note(format!(
+        "Deployed {job} (run {}, backend {}, namespace {}, context {}, {} objects)",
+        run.run_id,
+        b.name(),
+        run.namespace,
+        c.context,
+        objects.len()
+    ));
+    Ok(Some(kr))
+}
+
+/// An image built here and never pushed must reach a registry before a cluster can run it;
+/// with `--no-push` that is refused unless the API server is on this machine.
+async fn push_if_needed(plan: &Plan<'_>, c: &Cluster, o: DeployOptions, ui: &Ui) -> Result<()> {
+    let Some(image) = plan.unpushed.clone() else {
+        return Ok(());
+    };
+    if o.no_push || o.server_dry_run {
+        if !is_local_server(&c.server) && !o.server_dry_run {
+            return Err(Error::input(format!(
+                "image {image} was built on this machine and never pushed, and the cluster of context `{}` ({}) is remote: it cannot pull it",
+                c.context, c.server
+            ))
+            .hint("run `hvdctl push` (or drop --no-push), or pass --image with an image the cluster can pull"));
+        }
+        return Ok(());
+    }
+    let docker = crate::image::DockerClient::connect().await?;
+    crate::image::push_reference(&docker, &image, crate::image::ProgressMode::Auto, ui).await?;
+    state::record_image(
+        plan.dir,
+        &state::ImageRecord {
+            image,
+            pushed: true,
+            built: state::now(),
+        },
+    )
+}
+
+/// Whether an API server URL points at this machine (a kind/minikube-style or test cluster
+/// can use images that exist only in the local daemon).
+fn is_local_server(server: &str) -> bool {
+    let host = server.split("://").nth(1).unwrap_or(server);
+    let host = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.split([':', '/']).next().unwrap_or("")
+    };
+    matches!(host, "localhost" | "::1") || host.starts_with("127.")
+}
+
+/// Removes everything of a run that failed to deploy, including objects whose create was in
+/// flight when it failed (looked for again until two looks agree nothing is left).
+async fn rollback(run: &KubeRun) -> Result<()> {
+    let (c, ns, sel) = (&run.cluster, &run.run.namespace, run.run.selector());
+    let mut quiet_looks = 0;
+    for _ in 0..20 {
+        let deleted = undeploy::delete(c, ns, &sel).await?;
+        if deleted.is_empty() {
+            quiet_looks += 1;
+            if quiet_looks == 2 {
+                return Ok(());
+            }
+        } else {
+            undeploy::wait_gone(c, ns, &sel, Duration::from_secs(120), &|_| {}).await?;
+            quiet_looks = 0;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    Err(Error::failure("objects kept appearing while cleaning up"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn local_servers() {
+        for s in [
+            "http://127.0.0.1:6443",
+            "https://localhost",
+            "https://[::1]:6443/",
+            "http://127.1.2.3",
+        ] {
+            assert!(super::is_local_server(s), "{s}");
+        }
+        for s in [
+            "https://k8s.example.com:6443",
+            "https://10.0.0.1",
+            "https://[2001:db8::1]:443",
+        ] {
+            assert!(!super::is_local_server(s), "{s}");
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! Where runs execute: the seam between "what runs" and "where it runs".
+//!
+//! A run is resolved once ([`resolve`]: RUN argument, the app's record, or labels) into a
+//! [`Run`] on its engine — Kubernetes ([`kubernetes`], with its backends in
+//! `crate::backend`) or the Docker engine ([`docker`], the `local` backend). Commands call
+//! the verbs of [`Run`] and [`Engine`]; this module is the only place that matches on the
+//! engine (like ripgrep's `search.rs` over the searcher it chose once).
+
+pub mod docker;
+pub mod kubernetes;
+pub mod resolve;
+
+use crate::app::{App, Backend};
+use crate::cli::ManifestFormat;
+use crate::cluster::events::RunEvent;
+use crate::cluster::status::JobState;
+use crate::error::{Error, Result};
+use crate::logs::{LogOptions, LogsOutcome};
+use crate::report::StatusReport;
+use crate::ui::Ui;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+pub use resolve::{Env, Lookup, Missing};
+
+/// The two engines runs execute on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    Kubernetes,
+    Docker,
+}
+
+impl std::fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EngineKind::Kubernetes => "kubernetes",
+            EngineKind::Docker => "docker",
+        })
+    }
+}
+
+/// Where a run lives (for messages, records and reports).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    Kubernetes { context: String, namespace: String },
+    Docker { host: String },
+}
+
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Place::Kubernetes { context, namespace } => {
+                write!(f, "namespace {namespace} (context `{context}`)")
+            }
+            Place::Docker { host } => write!(f, "the Docker engine at {host}"),
+        }
+    }
+}
+
+/// What identifies a run, wherever it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunInfo {
+    pub run_id: String,
+    pub app: String,
+    pub job: String,
+    pub backend: String,
+    pub place: Place,
+    /// RFC 3339: when its newest object or container was created (empty when unknown).
+    pub created: String,
+}
+
+/// A run on its engine: every verb a command needs.
+pub enum Run {
+    Kubernetes(kubernetes::KubeRun),
+    Docker(docker::DockerRun),
+}
+
+/// What `undeploy` removed: (kind, name), e.g. `("Pod", "mnist-ab1-worker-0")`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Removed {
+    pub items: Vec<(String, String)>,
+}
+
+impl Removed {
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// `1 Job, 2 Pod, 1 Service`.
+    pub fn summary(&self) -> String {
+        let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+        for (k, _) in &self.items {
+            *counts.entry(k.as_str()).or_default() += 1;
+        }
+        let parts: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        parts.join(", ")
+    }
+}
+
+impl Run {
+    pub fn info(&self) -> &RunInfo {
+        match self {
+            Run::Kubernetes(r) => &r.info,
+            Run::Docker(r) => &r.info,
+        }
+    }
+
+    /// The run's state, conditions and one row per pod/container.
+    pub async fn status(&self) -> Result<StatusReport> {
+        match self {
+            Run::Kubernetes(r) => r.status().await,
+            Run::Docker(r) => r.status().await,
+        }
+    }
+
+    /// Prints the logs of every pod/container (see [`crate::logs`]).
+    pub async fn logs(&self, opts: LogOptions, ui: &Ui) -> Result<LogsOutcome> {
+        match self {
+            Run::Kubernetes(r) => crate::logs::run(&r.cluster, &r.run, opts, ui).await,
+            Run::Docker(r) => crate::local::logs::run(&r.docker, &r.run, opts, ui).await,
+        }
+    }
+
+    /// Calls `print` for each event of the run, oldest first; with `follow`, then for each new
+    /// one until Ctrl-C.
+    pub async fn events(&self, follow: bool, print: &mut dyn FnMut(&RunEvent)) -> Result<()> {
+        match self {
+            Run::Kubernetes(r) => r.events(follow, print).await,
+            Run::Docker(r) => crate::local::events::run(&r.docker, &r.run, follow, print).await,
+        }
+    }
+
+    /// Deletes everything of the run; with `wait`, returns once it is gone.
+    pub async fn undeploy(&self, wait: bool, ui: &Ui) -> Result<Removed> {
+        match self {
+            Run::Kubernetes(r) => r.undeploy(wait, ui).await,
+            Run::Docker(r) => r.undeploy().await,
+        }
+    }
+
+    /// Waits until every pod/container runs or the job has ended.
+    pub async fn wait_running(&self, ui: &Ui) -> Result<JobState> {
+        match self {
+            Run::Kubernetes(r) => r.wait_running(ui).await,
+            Run::Docker(r) => r.wait_running(ui).await,
+        }
+    }
+}
+
+/// A connected engine (runs not chosen yet).
+pub enum Engine {
+    Kubernetes(kubernetes::Kube),
+    Docker(docker::Docker),
+}
+
+impl Engine {
+    /// Where this engine looks, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Engine::Kubernetes(k) => k.describe(),
+            Engine::Docker(d) => d.describe(),
+        }
+    }
+
+    /// The run `run_id` (of `app`, when given), if this engine has it.
+    pub async fn find(&self, run_id: &str, app: Option<&str>) -> Result<Option<Run>> {
+        Ok(match self {
+            Engine::Kubernetes(k) => k.find(run_id, app).await?.map(Run::Kubernetes),
+            Engine::Docker(d) => d.find(run_id, app).await?.map(Run::Docker),
+        })
+    }
+
+    /// Every run (of `app`, when given), oldest first.
+    pub async fn list(&self, app: Option<&str>) -> Result<Vec<Run>> {
+        Ok(match self {
+            Engine::Kubernetes(k) => k.list(app).await?.into_iter().map(Run::Kubernetes).collect(),
+            Engine::Docker(d) => d.list(app).await?.into_iter().map(Run::Docker).collect(),
+        })
+    }
+}
+
+/// What `deploy` makes: a validated app, its backend, the run id and the image.
+pub struct Plan<'a> {
+    pub app: &'a App,
+    /// The app directory (manifest templates, `.hvdctl/`).
+    pub dir: &'a Path,
+    pub backend: Backend,
+    pub run_id: String,
+    pub image: String,
+    /// An image built here and not pushed yet.
+    pub unpushed: Option<String>,
+}
+
+/// How `deploy` was asked to go about it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeployOptions {
+    pub create_namespace: bool,
+    /// Ask the API server to validate without persisting.
+    pub server_dry_run: bool,
+    pub no_push: bool,
+}
+
+/// The complete object set (or container plan) of a run, contacting nothing.
+pub fn dry_run(env: &Env, plan: &Plan, format: ManifestFormat) -> Result<String> {
+    match plan.backend {
+        Backend::Kubernetes(_) => kubernetes::dry_run(env, plan, format),
+        Backend::Local => docker::dry_run(plan, format),
+    }
+}
+
+/// Deploys the run on the engine its backend names. `Ok(None)` after a server dry run.
+pub async fn deploy(env: &Env<'_>, plan: &Plan<'_>, o: DeployOptions) -> Result<Option<Run>> {
+    match plan.backend {
+        Backend::Kubernetes(b) => {
+            Ok(kubernetes::deploy(env, plan, b, o).await?.map(Run::Kubernetes))
+        }
+        Backend::Local if o.server_dry_run => Err(Error::input(
+            "--dry-run=server asks a Kubernetes API server; the local backend has none",
+        )
+        .hint("use --dry-run to see the containers a local run would get")),
+        Backend::Local => Ok(Some(Run::Docker(docker::deploy(env, plan).await?))),
+    }
+}
+
+/// After a deploy, for every engine: follow the logs (`--logs`, exit code = the job's), wait
+/// until everything runs (`--wait`), or print what to do next.
+pub async fn after_deploy(run: &Run, logs: bool, wait: bool, ui: &Ui) -> Result<u8> {
+    if logs {
+        let outcome = tokio::select! {
+            r = run.logs(LogOptions::follow_all(ui), ui) => r?,
+            _ = tokio::signal::ctrl_c() => return Err(Error::interrupted()),
+        };
+        return Ok(outcome.exit_code());
+    }
+    if wait {
+        let state = tokio::select! {
+            r = run.wait_running(ui) => r?,
+            _ = tokio::signal::ctrl_c() => return Err(Error::interrupted()),
+        };
+        return Ok(state.exit_code());
+    }
+    if !ui.quiet {
+        eprintln!(
+            "Next: hvdctl status {0} · hvdctl logs -f {0} · hvdctl undeploy {0}",
+            run.info().run_id
+        );
+    }
+    Ok(0)
+}
+
+/// Prints the wait's progress line and decides whether waiting is over: every pod/container
+/// running, or the job ended. Shared by both engines' `wait_running`.
+pub(crate) fn wait_done(r: &StatusReport, bar: &indicatif::ProgressBar, ui: &Ui) -> bool {
+    let running = r.pods.iter().filter(|p| p.phase == "Running").count();
+    let total = r.pods.len();
+    bar.set_message(format!(
+        "{}: {}, {running}/{} running",
+        r.job,
+        r.state,
+        total.max(1)
+    ));
+    let done = r.state.is_finished()
+        || (r.state == JobState::Running && running == total && running > 0);
+    if done {
+        bar.finish_and_clear();
+        ui.note(format!("{}: {} ({running}/{total} running)", r.job, r.state));
+    }
+    done
+}

@@ -1,0 +1,363 @@
+//! Finding the run a command is about, once: the RUN argument (an exact job name is tried
+//! before a run id), else the app's last recorded run, else the app's newest run on any
+//! engine — and when it is nowhere, saying every place that was looked at and every engine
+//! that could not be asked.
+
+use super::docker::Docker;
+use super::kubernetes::Kube;
+use super::{Engine, EngineKind, Place, Run};
+use crate::app::App;
+use crate::cli::Global;
+use crate::error::{Error, Result};
+use crate::kubeconfig;
+use crate::state::{self, RunRecord};
+use crate::ui::Ui;
+
+/// What a command knows before it asks any engine: flags, the app (if the directory has
+/// one), the run records and the kubeconfig — each read once.
+pub struct Env<'a> {
+    pub g: &'a Global,
+    pub ui: &'a Ui,
+    pub app: Option<App>,
+    records: Vec<RunRecord>,
+    kubeconfig: std::result::Result<kubeconfig::Loaded, Error>,
+}
+
+/// A RUN argument, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RunArg<'s> {
+    text: &'s str,
+    run_id: &'s str,
+    /// The app, when the argument is a job name (`<app>-<run id>`).
+    app: Option<&'s str>,
+}
+
+/// Checks a RUN argument before any lookup: a run id (`abcde`) or a job name (`mnist-abcde`).
+fn parse_arg(arg: &str) -> Result<RunArg<'_>> {
+    if crate::backend::check_run_id(arg).is_ok() {
+        return Ok(RunArg {
+            text: arg,
+            run_id: arg,
+            app: None,
+        });
+    }
+    if let Some((app, id)) = arg.rsplit_once('-')
+        && crate::backend::check_run_id(id).is_ok()
+        && crate::app::validate::is_dns1123_label(app)
+    {
+        return Ok(RunArg {
+            text: arg,
+            run_id: id,
+            app: Some(app),
+        });
+    }
+    Err(Error::input(format!(
+        "`{arg}` is not a run id or job name (a run id is 1-5 lowercase letters or digits, a job name `<app>-<run id>`, e.g. `abcde` or `mnist-abcde`)"
+    )))
+}
+
+/// The result of a lookup.
+pub enum Lookup {
+    Found(Run),
+    Missing(Missing),
+}
+
+/// A run found nowhere: what was looked for, where, and which engines could not be asked.
+#[derive(Debug)]
+pub struct Missing {
+    pub what: String,
+    pub looked: Vec<String>,
+    pub unreached: Vec<(String, Error)>,
+}
+
+impl Missing {
+    /// Whether every engine that could hold the run was asked.
+    pub fn complete(&self) -> bool {
+        self.unreached.is_empty()
+    }
+
+    /// The error for commands that need the run: not found (exit 1), naming every place;
+    /// when nothing at all could be asked, the reason it could not.
+    pub fn into_error(mut self) -> Error {
+        if self.looked.is_empty() && self.unreached.len() == 1 {
+            let (_, e) = self.unreached.remove(0);
+            return e;
+        }
+        let mut msg = format!("{} not found", self.what);
+        if !self.looked.is_empty() {
+            msg.push_str(&format!(": looked in {}", self.looked.join(" and ")));
+        }
+        for (engine, e) in &self.unreached {
+            msg.push_str(&format!("\n  {engine} could not be asked: {}", e.message));
+        }
+        let hint = if self.unreached.is_empty() {
+            "it may have been undeployed; `hvdctl status --all` lists the runs (-A: every namespace)"
+        } else {
+            "make the engine above reachable (kubeconfig, context, Docker daemon) and try again"
+        };
+        Error::not_found(msg).hint(hint)
+    }
+}
+
+/// Whether a Docker engine is configured here (DOCKER_HOST set, or the default socket exists).
+fn docker_configured() -> bool {
+    std::env::var("DOCKER_HOST").is_ok_and(|v| !v.trim().is_empty())
+        || std::path::Path::new(
+            crate::image::docker::DEFAULT_DOCKER_HOST.trim_start_matches("unix://"),
+        )
+        .exists()
+}
+
+impl<'a> Env<'a> {
+    /// Reads the app (a broken hvdctl.yaml is an error), the records (a broken file is a
+    /// warning) and the kubeconfig (its errors are kept for when a cluster is needed).
+    pub fn new(g: &'a Global, ui: &'a Ui) -> Result<Env<'a>> {
+        let app = if g.app_dir.join(crate::app::APP_FILE).exists() {
+            Some(crate::app::load(&g.app_dir, &[])?.app)
+        } else {
+            None
+        };
+        Ok(Env::with_app(g, ui, app))
+    }
+
+    /// As [`Env::new`], with the app already loaded.
+    pub fn with_app(g: &'a Global, ui: &'a Ui, app: Option<App>) -> Env<'a> {
+        let records = state::runs(&g.app_dir, &|w| ui.note(format!("warning: {w}")));
+        Env {
+            g,
+            ui,
+            app,
+            records,
+            kubeconfig: kubeconfig::load(g),
+        }
+    }
+
+    pub fn kubeconfig(&self) -> Result<&kubeconfig::Loaded> {
+        self.kubeconfig.as_ref().map_err(Clone::clone)
+    }
+
+    /// The namespace of a Kubernetes run: `-n`, the app's, the context's, `default`.
+    pub fn namespace(&self) -> Result<String> {
+        self.kubeconfig()?
+            .namespace(self.g, self.app.as_ref().and_then(|a| a.namespace.as_deref()))
+    }
+
+    /// The Kubernetes engine of the flags' context, looking in `namespace` (`None`: every
+    /// namespace).
+    pub async fn kube(&self, namespace: Option<String>) -> Result<Kube> {
+        Kube::connect(self.kubeconfig()?, self.g.context.as_deref(), namespace).await
+    }
+
+    /// The Docker engine (`DOCKER_HOST`, else the default socket).
+    pub async fn docker(&self) -> Result<Docker> {
+        Docker::connect().await
+    }
+
+    /// Every engine that could hold runs here: `Ok` when connected (for Kubernetes: when the
+    /// kubeconfig names a usable context), `Err` with why not. A machine with no Docker
+    /// engine configured is not asked at all.
+    pub async fn engines(&self, all_namespaces: bool) -> Vec<(String, Result<Engine>)> {
+        let kube = async {
+            let ns = if all_namespaces {
+                None
+            } else {
+                match self.namespace() {
+                    Ok(n) => Some(n),
+                    Err(e) => return Err(e),
+                }
+            };
+            self.kube(ns).await.map(Engine::Kubernetes)
+        };
+        let docker = async {
+            if docker_configured() {
+                Some(self.docker().await.map(Engine::Docker))
+            } else {
+                None
+            }
+        };
+        let (k, d) = tokio::join!(kube, docker);
+        let mut out = vec![("Kubernetes".to_string(), k)];
+        if let Some(d) = d {
+            out.push(("the Docker engine".to_string(), d));
+        }
+        out
+    }
+
+    /// The record a RUN argument (or, without one, the app's last run) names, if it fits the
+    /// flags (`--context`, `-n` given explicitly must match).
+    fn record(&self, arg: Option<&RunArg>) -> Option<&RunRecord> {
+        let fits = |r: &&RunRecord| {
+            r.engine() == EngineKind::Docker
+                || (self.g.context.as_ref().is_none_or(|c| r.context.as_ref() == Some(c))
+                    && self
+                        .g
+                        .namespace
+                        .as_ref()
+                        .is_none_or(|n| r.namespace.as_ref() == Some(n)))
+        };
+        let recs = self.records.iter().rev();
+        match arg {
+            Some(a) => {
+                let found = self.records.iter().rev().find(|r| r.job == a.text);
+                found
+                    .or_else(|| recs.clone().find(|r| r.run_id == a.text))
+                    .filter(fits)
+            }
+            None => {
+                let app = self.app.as_ref()?;
+                recs.filter(|r| r.app == app.name).find(fits)
+            }
+        }
+    }
+
+    /// Finds the run `arg` names (or the app's last/newest run).
+    pub async fn locate(&self, arg: Option<&str>) -> Result<Lookup> {
+        let arg = arg.map(parse_arg).transpose()?;
+        if let Some(rec) = self.record(arg.as_ref()) {
+            return self.at_record(rec).await;
+        }
+        let app_name = self.app.as_ref().map(|a| a.name.clone());
+        let (what, run_id, app) = match &arg {
+            Some(a) => (format!("run `{}`", a.text), Some(a.run_id), a.app.map(str::to_owned)),
+            None => {
+                let Some(app) = app_name else {
+                    return Err(Error::input(
+                        "which run? pass a RUN (run id or job name), or run this in an app directory",
+                    ));
+                };
+                (format!("no runs of app `{app}`: a run"), None, Some(app))
+            }
+        };
+        let mut missing = Missing {
+            what,
+            looked: vec![],
+            unreached: vec![],
+        };
+        let mut found: Vec<Run> = Vec::new();
+        for (name, engine) in self.engines(false).await {
+            let engine = match engine {
+                Ok(e) => e,
+                Err(e) => {
+                    missing.unreached.push((name, e));
+                    continue;
+                }
+            };
+            let got = match run_id {
+                Some(id) => engine.find(id, app.as_deref()).await.map(|r| r.into_iter().collect()),
+                None => engine.list(app.as_deref()).await,
+            };
+            match got {
+                Ok(runs) if runs.is_empty() => missing.looked.push(where_(&engine).await),
+                Ok(runs) => found.extend(runs),
+                Err(e) => missing.unreached.push((engine.describe(), e)),
+            }
+        }
+        // Newest last; several engines holding the same id is unlikely but possible.
+        found.sort_by(|a, b| a.info().created.cmp(&b.info().created));
+        match found.pop() {
+            Some(run) => {
+                if arg.is_some()
+                    && let Some(other) = found.last()
+                {
+                    self.ui.note(format!(
+                        "warning: {} also exists in {}; using the one in {}",
+                        run.info().job,
+                        other.info().place,
+                        run.info().place
+                    ));
+                }
+                Ok(Lookup::Found(run))
+            }
+            None => Ok(Lookup::Missing(missing)),
+        }
+    }
+
+    /// The run a record names, asked of its own engine at its own place (the recorded
+    /// context, named, rather than the current one).
+    async fn at_record(&self, rec: &RunRecord) -> Result<Lookup> {
+        let what = format!("run `{}` ({})", rec.run_id, rec.job);
+        let engine = match rec.engine() {
+            EngineKind::Docker => self.docker().await.map(Engine::Docker),
+            EngineKind::Kubernetes => {
+                let ns = match rec.namespace.clone() {
+                    Some(n) => n,
+                    None => self.namespace()?,
+                };
+                let ctx = self.g.context.clone().or(rec.context.clone());
+                Kube::connect(self.kubeconfig()?, ctx.as_deref(), Some(ns))
+                    .await
+                    .map(Engine::Kubernetes)
+            }
+        };
+        let mut missing = Missing {
+            what,
+            looked: vec![],
+            unreached: vec![],
+        };
+        let engine = match engine {
+            Ok(e) => e,
+            Err(e) => {
+                missing.unreached.push((rec.engine().to_string(), e));
+                return Ok(Lookup::Missing(missing));
+            }
+        };
+        match engine.find(&rec.run_id, Some(&rec.app)).await {
+            Ok(Some(run)) => Ok(Lookup::Found(run)),
+            Ok(None) => {
+                missing.looked.push(where_(&engine).await);
+                Ok(Lookup::Missing(missing))
+            }
+            Err(e) => {
+                missing.unreached.push((engine.describe(), e));
+                Ok(Lookup::Missing(missing))
+            }
+        }
+    }
+
+    /// The run a command needs: found, or an error naming every place looked.
+    pub async fn run(&self, arg: Option<&str>) -> Result<Run> {
+        match self.locate(arg).await? {
+            Lookup::Found(r) => Ok(r),
+            Lookup::Missing(m) => Err(m.into_error()),
+        }
+    }
+}
+
+/// Where an engine looked, with a note when a Kubernetes namespace does not exist at all.
+async fn where_(e: &Engine) -> String {
+    match e {
+        Engine::Kubernetes(k) => match k.namespace_missing().await {
+            Some(ns) => format!("{} (namespace {ns} does not exist)", k.describe()),
+            None => k.describe(),
+        },
+        Engine::Docker(_) => e.describe(),
+    }
+}
+
+impl Place {
+    /// The engine of this place.
+    pub fn engine(&self) -> EngineKind {
+        match self {
+            Place::Kubernetes { .. } => EngineKind::Kubernetes,
+            Place::Docker { .. } => EngineKind::Docker,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_arguments_are_checked_before_any_lookup() {
+        assert_eq!(parse_arg("abcde").unwrap().run_id, "abcde");
+        let j = parse_arg("my-app-x2z9q").unwrap();
+        assert_eq!((j.app, j.run_id), (Some("my-app"), "x2z9q"));
+        let j = parse_arg("resnet50-ab1").unwrap();
+        assert_eq!((j.app, j.run_id), (Some("resnet50"), "ab1"));
+        for bad in ["", "-", "mnist-", "Mnist-abc", "abcdef", "a b", "mnist-abcdef", "-abc"] {
+            let e = parse_arg(bad).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{bad}");
+        }
+    }
+}
