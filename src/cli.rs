@@ -23,6 +23,9 @@ use std::path::PathBuf;
 pub struct Cli {
     #[command(flatten)]
     pub common: Common,
+    /// Cluster flags written before the subcommand (`hvdctl -n ml status`), as kubectl allows.
+    #[command(flatten)]
+    pub cluster: LeadingClusterArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -41,11 +44,12 @@ impl Cli {
             _ => None,
         };
         let c = cluster.cloned().unwrap_or_default();
+        let lead = &self.cluster;
         Global {
             app_dir: self.common.app_dir.clone(),
-            context: c.context,
-            namespace: c.namespace,
-            kubeconfig: c.kubeconfig,
+            context: c.context.or(lead.context.clone()),
+            namespace: c.namespace.or(lead.namespace.clone()),
+            kubeconfig: c.kubeconfig.or(lead.kubeconfig.clone()),
             verbose: self.common.verbose,
             quiet: self.common.quiet,
             color: self.common.color,
@@ -93,6 +97,18 @@ pub struct ClusterArgs {
     pub namespace: Option<String>,
     /// Kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)
     #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// [`ClusterArgs`] before the subcommand: accepted, not shown (each command that talks to a
+/// cluster lists them in its own help).
+#[derive(Debug, Args, Clone, Default)]
+pub struct LeadingClusterArgs {
+    #[arg(long, value_name = "NAME", hide = true)]
+    pub context: Option<String>,
+    #[arg(short = 'n', long, value_name = "NS", hide = true)]
+    pub namespace: Option<String>,
+    #[arg(long, value_name = "FILE", hide = true)]
     pub kubeconfig: Option<PathBuf>,
 }
 

@@ -38,11 +38,12 @@ impl RunRecord {
     /// The engine the run was deployed to.
     pub fn engine(&self) -> crate::engine::EngineKind {
         use crate::engine::EngineKind;
-        self.engine.unwrap_or(if self.backend == crate::app::Backend::LOCAL {
-            EngineKind::Docker
-        } else {
-            EngineKind::Kubernetes
-        })
+        self.engine
+            .unwrap_or(if self.backend == crate::app::Backend::LOCAL {
+                EngineKind::Docker
+            } else {
+                EngineKind::Kubernetes
+            })
     }
 }
 

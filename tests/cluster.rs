@@ -264,7 +264,7 @@ fn bad_situations_say_what_and_where() {
     let mut c = e.hv(&dir);
     c.args(["-n", "nowhere", "status", "abcde"]);
     let o = run(c);
-    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert_eq!(o.code, 1, "not found: {}", o.stderr);
     assert!(
         o.stderr.contains("namespace nowhere does not exist"),
         "{}",
@@ -280,10 +280,11 @@ fn bad_situations_say_what_and_where() {
     let mut c = e.hv(&dir);
     c.args(["status", "zzzzz"]);
     let o = run(c);
-    assert_eq!(o.code, 2);
+    assert_eq!(o.code, 1);
     assert!(
-        o.stderr
-            .contains("run `zzzzz` not found in namespace default"),
+        o.stderr.contains(
+            "run `zzzzz` not found: looked in namespace default (context `fake-cluster`)"
+        ),
         "{}",
         o.stderr
     );
@@ -380,7 +381,7 @@ fn undeploy_deletes_exactly_the_run() {
         "an unlabelled pod with the same prefix survives"
     );
     let mut c = e.hv(&dir);
-    c.args(["undeploy", "--all"]);
+    c.args(["undeploy", "--all", "--yes"]);
     assert_eq!(run(c).code, 0);
     assert!(e.ours("app.kubernetes.io/managed-by=hvdctl").is_empty());
 }
@@ -414,7 +415,7 @@ fn faults_do_not_break_the_lifecycle() {
         assert_eq!(o.code, 0, "status {id}: {}", o.stderr);
     }
     let mut c = e.hv(&dir);
-    c.args(["undeploy", "--all"]);
+    c.args(["undeploy", "--all", "--yes"]);
     let o = run(c);
     assert_eq!(o.code, 0, "{}", o.stderr);
     e.fc.set_faults(Faults::default());
@@ -460,7 +461,7 @@ fn interrupted_deploys_leave_no_orphans() {
     );
     e.fc.set_faults(Faults::default());
     let mut c = e.hv(&dir);
-    c.args(["undeploy", "--all"]);
+    c.args(["undeploy", "--all", "--yes"]);
     let o = run(c);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(

@@ -233,10 +233,16 @@ fn undeploy_and_check(docker: &DockerClient, dir: &Path, id: &str) {
         (0, 0, 0),
         "undeploy left something behind"
     );
+    // Gone from Docker, but these tests have no kubeconfig: nobody can say the run is not
+    // on a cluster, so a second undeploy does not claim success.
     let again = run(dir, &["undeploy", id]);
-    assert_eq!(again.code, 0, "second undeploy: {}", again.stderr);
+    assert_eq!(again.code, 1, "second undeploy: {}", again.stderr);
     assert!(
-        again.stderr.contains("Nothing to delete"),
+        again.stderr.contains(&format!(
+            "run `{id}` not found: looked in the Docker engine"
+        )) && again
+            .stderr
+            .contains("Kubernetes could not be asked: no kubeconfig"),
         "{}",
         again.stderr
     );
@@ -331,7 +337,9 @@ fn mpi_hello_runs_two_workers_by_two_slots_and_leaves_nothing_behind() {
     let v: Value = serde_json::from_str(&s.stdout).unwrap();
     assert_eq!(v["run"], id.as_str());
     assert_eq!(v["job"], job.as_str());
-    assert_eq!(v["namespace"], "local");
+    assert_eq!(v["engine"], "docker");
+    assert_eq!(v["namespace"], Value::Null);
+    assert_eq!(v["context"], Value::Null);
     assert_eq!(v["backend"], "local");
     assert_eq!(v["state"], "Succeeded");
     let pods = v["pods"].as_array().unwrap();

@@ -73,7 +73,10 @@ fn same_but_value(base: &Value, got: &Value, v: &str, path: &str) -> Result<usiz
 }
 
 fn check(v: &str) -> Result<(), TestCaseError> {
-    for backend in [Backend::Mpijob, Backend::Native] {
+    for backend in hvdctl::backend::BUILTIN
+        .iter()
+        .map(|b| Backend::Kubernetes(*b))
+    {
         let base = render(&app_text(PLACEHOLDER), &[], backend);
         // Through hvdctl.yaml.
         let got = render(&app_text(v), &[], backend);

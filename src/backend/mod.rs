@@ -60,9 +60,8 @@ pub trait KubeBackend: Send + Sync + 'static {
     /// The built-in manifest template (an app's own `k8s/<name>.yaml.hbs` wins over it).
     fn builtin_template(&self) -> std::borrow::Cow<'static, str> {
         let rel = format!("k8s/{}.yaml.hbs", self.name());
-        crate::assets::text(&rel).unwrap_or_else(|| {
-            panic!("backend {}: no built-in template {rel}", self.name())
-        })
+        crate::assets::text(&rel)
+            .unwrap_or_else(|| panic!("backend {}: no built-in template {rel}", self.name()))
     }
     /// A last pass over the rendered objects (before labels are stamped).
     fn finish(&self, objects: Vec<Object>, _app: &App) -> Vec<Object> {
@@ -76,7 +75,8 @@ pub trait KubeBackend: Send + Sync + 'static {
     /// The object whose status decides the run's state, for job `job`.
     fn job_object(&self, job: &str) -> (ApiKind, String);
     /// The run's state from that object (`None`: it does not exist) and the run's pods.
-    fn state(&self, job: Option<&serde_json::Value>, pods: &[Pod]) -> (JobState, Vec<JobCondition>);
+    fn state(&self, job: Option<&serde_json::Value>, pods: &[Pod])
+    -> (JobState, Vec<JobCondition>);
 }
 
 impl std::fmt::Debug for dyn KubeBackend {
@@ -191,9 +191,10 @@ pub fn manifest_template(app_dir: &Path, backend: Backend) -> Result<(String, St
     let path = app_dir.join(&rel);
     match std::fs::read_to_string(&path) {
         Ok(text) => Ok((path.display().to_string(), text)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Ok((format!("(built-in) {rel}"), kb.builtin_template().into_owned()))
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((
+            format!("(built-in) {rel}"),
+            kb.builtin_template().into_owned(),
+        )),
         Err(e) => Err(e).input_with(|| format!("cannot read {}", path.display())),
     }
 }
@@ -220,4 +221,3 @@ pub fn objects(run: &Run, app_dir: &Path, ssh: Option<&SshKeys>) -> Result<Vec<O
     objs.sort_by_key(manifests::apply_order);
     Ok(objs)
 }
-

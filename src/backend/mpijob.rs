@@ -37,7 +37,11 @@ impl KubeBackend for MpiJobBackend {
         (ApiKind::of::<MpiJob>(), job.to_string())
     }
 
-    fn state(&self, job: Option<&serde_json::Value>, _pods: &[Pod]) -> (JobState, Vec<JobCondition>) {
+    fn state(
+        &self,
+        job: Option<&serde_json::Value>,
+        _pods: &[Pod],
+    ) -> (JobState, Vec<JobCondition>) {
         let Some(job) = job else {
             return (JobState::Unknown, vec![]);
         };

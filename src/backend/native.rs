@@ -33,7 +33,11 @@ impl KubeBackend for NativeBackend {
         (ApiKind::of::<Job>(), format!("{job}-launcher"))
     }
 
-    fn state(&self, job: Option<&serde_json::Value>, pods: &[Pod]) -> (JobState, Vec<JobCondition>) {
+    fn state(
+        &self,
+        job: Option<&serde_json::Value>,
+        pods: &[Pod],
+    ) -> (JobState, Vec<JobCondition>) {
         let Some(job) = job else {
             return (JobState::Unknown, vec![]);
         };

@@ -3,8 +3,8 @@
 
 use super::Run;
 use super::ssh::{REDACTED, SshKeys};
-use crate::app::validate::param_env_name;
 use crate::app::App;
+use crate::app::validate::param_env_name;
 use crate::assets;
 use crate::render::manifests::{LABEL_ROLE, LABEL_RUN};
 use serde_json::{Map, Value, json};

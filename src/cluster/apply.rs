@@ -24,7 +24,10 @@ pub fn dynamic_api(c: &Cluster, namespace: &str, k: ApiKind) -> Api<DynamicObjec
 pub fn dynamic_api_all(c: &Cluster, k: ApiKind) -> Api<DynamicObject> {
     let (group, version) = k.group_version();
     let gvk = GroupVersionKind::gvk(group, version, k.kind);
-    Api::all_with(c.client.clone(), &ApiResource::from_gvk_with_plural(&gvk, k.plural))
+    Api::all_with(
+        c.client.clone(),
+        &ApiResource::from_gvk_with_plural(&gvk, k.plural),
+    )
 }
 
 /// Checks that the namespace exists; creates it when `create` is set. A 403 on reading
@@ -66,12 +69,7 @@ pub async fn apply_one(c: &Cluster, o: &Object, dry_run: bool) -> Result<()> {
     retry(ATTEMPTS, || api.patch(&name, &pp, &patch))
         .await
         .map(|_| ())
-        .map_err(|e| {
-            c.error(
-                &format!("apply {} {name} in namespace {ns}", o.kind()),
-                &e,
-            )
-        })
+        .map_err(|e| c.error(&format!("apply {} {name} in namespace {ns}", o.kind()), &e))
 }
 
 /// Applies every object: groups in [`apply_order`], each group concurrently (bounded).

@@ -2,14 +2,14 @@
 //! name the context, server and object, and retries for the failures worth retrying.
 
 use crate::error::{Error, Result};
+use crate::kinds::ApiKind;
 use crate::kubeconfig;
 use kube::config::Config;
-use crate::kinds::ApiKind;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
-use tokio::sync::Mutex;
 use std::time::Duration;
+use tokio::sync::Mutex;
 
 /// A connected cluster and how we got there (for messages).
 #[derive(Clone)]
@@ -96,7 +96,11 @@ impl Cluster {
         if let Some(plurals) = served.get(k.api_version) {
             return Ok(plurals.iter().any(|p| p == k.plural));
         }
-        let plurals = match retry(ATTEMPTS, || self.client.list_api_group_resources(k.api_version)).await {
+        let plurals = match retry(ATTEMPTS, || {
+            self.client.list_api_group_resources(k.api_version)
+        })
+        .await
+        {
             Ok(list) => list.resources.into_iter().map(|r| r.name).collect(),
             Err(e) if status_code(&e) == Some(404) => vec![],
             Err(e) => return Err(self.error(&format!("discover {}", k.api_version), &e)),

@@ -89,7 +89,9 @@ pub async fn list(c: &Cluster, f: &Filter<'_>) -> Result<Vec<Seen>> {
             Some(ns) => super::apply::dynamic_api(c, ns, kind),
             None => super::apply::dynamic_api_all(c, kind),
         };
-        let where_ = f.namespace.map_or("every namespace".to_string(), |n| format!("namespace {n}"));
+        let where_ = f
+            .namespace
+            .map_or("every namespace".to_string(), |n| format!("namespace {n}"));
         let l = retry(ATTEMPTS, || api.list(&lp))
             .await
             .map_err(|e| c.error(&format!("list {} in {where_}", kind.plural), &e))?;
@@ -103,16 +105,18 @@ pub async fn list(c: &Cluster, f: &Filter<'_>) -> Result<Vec<Seen>> {
             let labelled = l
                 .get(LABEL_BACKEND)
                 .and_then(|n| kube_backends().into_iter().find(|b| b.name() == n));
-            let e = runs.entry((ns.clone(), id.clone())).or_insert_with(|| Seen {
-                run: RunRef {
-                    run_id: id.clone(),
-                    app: app.clone(),
-                    job: job_name(app, id),
-                    namespace: ns,
-                    backend: labelled.or(kind_backend).unwrap_or(fallback),
-                },
-                created: String::new(),
-            });
+            let e = runs
+                .entry((ns.clone(), id.clone()))
+                .or_insert_with(|| Seen {
+                    run: RunRef {
+                        run_id: id.clone(),
+                        app: app.clone(),
+                        job: job_name(app, id),
+                        namespace: ns,
+                        backend: labelled.or(kind_backend).unwrap_or(fallback),
+                    },
+                    created: String::new(),
+                });
             if let Some(b) = labelled.or(kind_backend) {
                 e.run.backend = b;
             }

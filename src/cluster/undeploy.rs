@@ -130,7 +130,9 @@ pub async fn wait_gone(
                     | watcher::Error::WatchStartFailed(k) = &e
                         && !super::client::is_transient(k)
                     {
-                        return Err(c.error(&format!("watch {kind} objects in namespace {namespace}"), k));
+                        return Err(
+                            c.error(&format!("watch {kind} objects in namespace {namespace}"), k)
+                        );
                     }
                     continue;
                 }

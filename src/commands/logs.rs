@@ -3,8 +3,8 @@
 
 use crate::cli::{Global, LogFormat, LogsArgs};
 use crate::error::{Error, Result};
-use crate::logs::printer::{Format, Style};
 use crate::logs::LogOptions;
+use crate::logs::printer::{Format, Style};
 use crate::ui::Ui;
 
 pub fn run(g: &Global, ui: &Ui, a: LogsArgs) -> Result<u8> {

@@ -41,7 +41,8 @@ async fn list_all(env: &Env<'_>, a: &StatusArgs) -> Result<u8> {
                 }
             }
             Err(e) => {
-                env.ui.note(format!("warning: {name} could not be asked: {}", e.message));
+                env.ui
+                    .note(format!("warning: {name} could not be asked: {}", e.message));
                 last_err = Some(e);
             }
         }

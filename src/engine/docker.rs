@@ -90,8 +90,12 @@ impl Docker {
     }
 
     pub async fn list(&self, app: Option<&str>) -> Result<Vec<DockerRun>> {
-        self.runs(app.map(|a| format!("{LABEL_APP}={a}")).into_iter().collect())
-            .await
+        self.runs(
+            app.map(|a| format!("{LABEL_APP}={a}"))
+                .into_iter()
+                .collect(),
+        )
+        .await
     }
 }
 

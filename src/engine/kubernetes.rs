@@ -1,7 +1,7 @@
 //! The Kubernetes engine: runs are labelled objects in a namespace of a kube context; what
 //! differs between backends (mpijob, native, ...) is asked of their [`KubeBackend`].
 
-use super::{DeployOptions, Env, Plan, Place, Removed, RunInfo};
+use super::{DeployOptions, Env, Place, Plan, Removed, RunInfo};
 use crate::backend::{self, KubeBackend, SshKeys};
 use crate::cli::ManifestFormat;
 use crate::cluster::events::{self, RunEvent};
@@ -65,7 +65,10 @@ impl Kube {
             app,
             run_id: Some(run_id),
         };
-        Ok(runs::list(&self.cluster, &f).await?.pop().map(|s| self.run(s)))
+        Ok(runs::list(&self.cluster, &f)
+            .await?
+            .pop()
+            .map(|s| self.run(s)))
     }
 
     pub async fn list(&self, app: Option<&str>) -> Result<Vec<KubeRun>> {

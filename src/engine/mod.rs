@@ -174,7 +174,12 @@ impl Engine {
     /// Every run (of `app`, when given), oldest first.
     pub async fn list(&self, app: Option<&str>) -> Result<Vec<Run>> {
         Ok(match self {
-            Engine::Kubernetes(k) => k.list(app).await?.into_iter().map(Run::Kubernetes).collect(),
+            Engine::Kubernetes(k) => k
+                .list(app)
+                .await?
+                .into_iter()
+                .map(Run::Kubernetes)
+                .collect(),
             Engine::Docker(d) => d.list(app).await?.into_iter().map(Run::Docker).collect(),
         })
     }
@@ -212,9 +217,9 @@ pub fn dry_run(env: &Env, plan: &Plan, format: ManifestFormat) -> Result<String>
 /// Deploys the run on the engine its backend names. `Ok(None)` after a server dry run.
 pub async fn deploy(env: &Env<'_>, plan: &Plan<'_>, o: DeployOptions) -> Result<Option<Run>> {
     match plan.backend {
-        Backend::Kubernetes(b) => {
-            Ok(kubernetes::deploy(env, plan, b, o).await?.map(Run::Kubernetes))
-        }
+        Backend::Kubernetes(b) => Ok(kubernetes::deploy(env, plan, b, o)
+            .await?
+            .map(Run::Kubernetes)),
         Backend::Local if o.server_dry_run => Err(Error::input(
             "--dry-run=server asks a Kubernetes API server; the local backend has none",
         )
@@ -260,11 +265,14 @@ pub(crate) fn wait_done(r: &StatusReport, bar: &indicatif::ProgressBar, ui: &Ui)
         r.state,
         total.max(1)
     ));
-    let done = r.state.is_finished()
-        || (r.state == JobState::Running && running == total && running > 0);
+    let done =
+        r.state.is_finished() || (r.state == JobState::Running && running == total && running > 0);
     if done {
         bar.finish_and_clear();
-        ui.note(format!("{}: {} ({running}/{total} running)", r.job, r.state));
+        ui.note(format!(
+            "{}: {} ({running}/{total} running)",
+            r.job, r.state
+        ));
     }
     done
 }

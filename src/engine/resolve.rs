@@ -138,8 +138,10 @@ impl<'a> Env<'a> {
 
     /// The namespace of a Kubernetes run: `-n`, the app's, the context's, `default`.
     pub fn namespace(&self) -> Result<String> {
-        self.kubeconfig()?
-            .namespace(self.g, self.app.as_ref().and_then(|a| a.namespace.as_deref()))
+        self.kubeconfig()?.namespace(
+            self.g,
+            self.app.as_ref().and_then(|a| a.namespace.as_deref()),
+        )
     }
 
     /// The Kubernetes engine of the flags' context, looking in `namespace` (`None`: every
@@ -188,7 +190,11 @@ impl<'a> Env<'a> {
     fn record(&self, arg: Option<&RunArg>) -> Option<&RunRecord> {
         let fits = |r: &&RunRecord| {
             r.engine() == EngineKind::Docker
-                || (self.g.context.as_ref().is_none_or(|c| r.context.as_ref() == Some(c))
+                || (self
+                    .g
+                    .context
+                    .as_ref()
+                    .is_none_or(|c| r.context.as_ref() == Some(c))
                     && self
                         .g
                         .namespace
@@ -218,7 +224,11 @@ impl<'a> Env<'a> {
         }
         let app_name = self.app.as_ref().map(|a| a.name.clone());
         let (what, run_id, app) = match &arg {
-            Some(a) => (format!("run `{}`", a.text), Some(a.run_id), a.app.map(str::to_owned)),
+            Some(a) => (
+                format!("run `{}`", a.text),
+                Some(a.run_id),
+                a.app.map(str::to_owned),
+            ),
             None => {
                 let Some(app) = app_name else {
                     return Err(Error::input(
@@ -243,7 +253,10 @@ impl<'a> Env<'a> {
                 }
             };
             let got = match run_id {
-                Some(id) => engine.find(id, app.as_deref()).await.map(|r| r.into_iter().collect()),
+                Some(id) => engine
+                    .find(id, app.as_deref())
+                    .await
+                    .map(|r| r.into_iter().collect()),
                 None => engine.list(app.as_deref()).await,
             };
             match got {
@@ -355,7 +368,16 @@ mod tests {
         assert_eq!((j.app, j.run_id), (Some("my-app"), "x2z9q"));
         let j = parse_arg("resnet50-ab1").unwrap();
         assert_eq!((j.app, j.run_id), (Some("resnet50"), "ab1"));
-        for bad in ["", "-", "mnist-", "Mnist-abc", "abcdef", "a b", "mnist-abcdef", "-abc"] {
+        for bad in [
+            "",
+            "-",
+            "mnist-",
+            "Mnist-abc",
+            "abcdef",
+            "a b",
+            "mnist-abcdef",
+            "-abc",
+        ] {
             let e = parse_arg(bad).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{bad}");
         }

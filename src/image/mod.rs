@@ -58,4 +58,3 @@ pub async fn push_reference(
     ui.note(format!("Pushed {} ({})", pushed.reference, pushed.digest));
     Ok(())
 }
-

@@ -228,9 +228,11 @@ mod tests {
                 app: "a",
                 run_id: "r1",
                 namespace: "ns",
+                backend: "native",
             },
         );
         let v = objs[0].to_value();
+        assert_eq!(v["metadata"]["labels"]["hvdctl.io/backend"], "native");
         assert_eq!(v["metadata"]["namespace"], "ns");
         assert_eq!(v["metadata"]["labels"]["hvdctl.io/run"], "r1");
         assert_eq!(
