@@ -547,3 +547,147 @@ fn an_unpushed_local_image_is_refused_for_a_remote_cluster() {
         "demo:abc1234"
     );
 }
+
+/// A backend that exists only in this test: one Job running the command, no MPI. Adding it
+/// took this module and one `register` call — the recipe `docs/architecture.md` gives.
+mod jobonly {
+    use hvdctl::backend::KubeBackend;
+    use hvdctl::cluster::status::JobState;
+    use hvdctl::kinds::{ApiKind, JobCondition};
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::core::v1::Pod;
+
+    pub struct JobOnly;
+
+    const TEMPLATE: &str = "apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{job.name}}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: launcher
+        image: {{image}}
+        command: [\"/bin/sh\", \"-c\", \"echo one rank\"]
+        env: {{json env}}
+";
+
+    impl KubeBackend for JobOnly {
+        fn name(&self) -> &'static str {
+            "jobonly"
+        }
+        fn about(&self) -> &'static str {
+            "one Job, no MPI (test only)"
+        }
+        fn builtin_template(&self) -> std::borrow::Cow<'static, str> {
+            TEMPLATE.into()
+        }
+        fn job_object(&self, job: &str) -> (ApiKind, String) {
+            (ApiKind::of::<Job>(), job.to_string())
+        }
+        fn state(
+            &self,
+            job: Option<&serde_json::Value>,
+            _pods: &[Pod],
+        ) -> (JobState, Vec<JobCondition>) {
+            let Some(job) = job else {
+                return (JobState::Unknown, vec![]);
+            };
+            let conds: Vec<JobCondition> = job
+                .pointer("/status/conditions")
+                .and_then(|c| serde_json::from_value(c.clone()).ok())
+                .unwrap_or_default();
+            let is = |t: &str| conds.iter().any(|c| c.type_ == t && c.status == "True");
+            let state = if is("Complete") {
+                JobState::Succeeded
+            } else if is("Failed") {
+                JobState::Failed
+            } else {
+                JobState::Running
+            };
+            (state, conds)
+        }
+    }
+
+    pub fn register() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| hvdctl::backend::register(&JobOnly).expect("jobonly registers"));
+    }
+}
+
+#[test]
+fn a_backend_added_by_registration_deploys_reports_and_undeploys() {
+    use clap::Parser;
+    jobonly::register();
+    let e = env(false);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    let kc = e.kubeconfig.display().to_string();
+    let d = dir.display().to_string();
+    let cmd = |args: &[&str]| {
+        let mut all = vec!["hvdctl", "-C", &d];
+        all.extend_from_slice(args);
+        hvdctl::commands::run(hvdctl::cli::Cli::try_parse_from(all).expect("parses"))
+    };
+    // --backend offers it, hvdctl.yaml's `backend:` too; deploy makes exactly its objects.
+    assert_eq!(
+        cmd(&[
+            "deploy",
+            "--kubeconfig",
+            &kc,
+            "--backend",
+            "jobonly",
+            "--run-id",
+            "jo1",
+            "--set",
+            "env.FAKE_KUBELET_LINES=3",
+        ])
+        .unwrap(),
+        0
+    );
+    let jobs = e.fc.list("jobs", Some("default"), "hvdctl.io/run=jo1");
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(
+        jobs[0]["metadata"]["labels"]["hvdctl.io/backend"],
+        "jobonly"
+    );
+    assert!(
+        e.fc.list("services", Some("default"), "hvdctl.io/run=jo1")
+            .is_empty()
+    );
+    // Found from labels alone (another directory, no record), state read by the backend.
+    let other = e.root.join("elsewhere");
+    std::fs::create_dir_all(&other).unwrap();
+    let g = hvdctl::cli::Global {
+        app_dir: other,
+        context: None,
+        namespace: None,
+        kubeconfig: Some(e.kubeconfig.clone()),
+        verbose: 0,
+        quiet: true,
+        color: hvdctl::ui::ColorChoice::Never,
+        no_input: true,
+    };
+    let ui = hvdctl::ui::Ui::plain();
+    let env = hvdctl::engine::Env::new(&g, &ui).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let report = rt.block_on(async {
+        let run = env.run(Some("demo-jo1")).await.unwrap();
+        assert_eq!(run.info().backend, "jobonly");
+        for _ in 0..300 {
+            let r = run.status().await.unwrap();
+            if r.state.is_finished() {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the jobonly run did not finish within 30 s");
+    });
+    assert_eq!(report.backend, "jobonly");
+    assert_eq!(report.state, hvdctl::cluster::status::JobState::Succeeded);
+    assert_eq!(report.pods.len(), 1, "{report:?}");
+    assert_eq!(cmd(&["undeploy", "--kubeconfig", &kc, "jo1"]).unwrap(), 0);
+    assert!(e.ours("hvdctl.io/run=jo1").is_empty());
+}

@@ -100,7 +100,7 @@ fn namespace_that_does_not_exist() {
         &["logs", "abcde", "-n", "nowhere"],
         Duration::from_secs(30),
     );
-    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(code, Some(1), "not found: {err}");
     assert!(err.contains("namespace nowhere does not exist"), "{err}");
     assert!(took < Duration::from_secs(10), "{took:?}");
 }
@@ -112,9 +112,9 @@ fn unknown_run_id() {
         .create(launcher_job("mnist", "there", quick(), false))
         .unwrap();
     let (code, _, err, _) = run(&env, &["logs", "zzzzz", "-f"], Duration::from_secs(30));
-    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(code, Some(1), "not found: {err}");
     assert!(
-        err.contains("run `zzzzz` not found in namespace default"),
+        err.contains("run `zzzzz` not found: looked in namespace default"),
         "{err}"
     );
     assert!(

@@ -68,6 +68,8 @@ pub struct Missing {
     pub what: String,
     pub looked: Vec<String>,
     pub unreached: Vec<(String, Error)>,
+    /// Jobs of other runs seen where it was looked for (newest first, a few).
+    pub others: Vec<String>,
 }
 
 impl Missing {
@@ -90,10 +92,14 @@ impl Missing {
         for (engine, e) in &self.unreached {
             msg.push_str(&format!("\n  {engine} could not be asked: {}", e.message));
         }
-        let hint = if self.unreached.is_empty() {
-            "it may have been undeployed; `hvdctl status --all` lists the runs (-A: every namespace)"
-        } else {
+        let hint = if !self.unreached.is_empty() {
             "make the engine above reachable (kubeconfig, context, Docker daemon) and try again"
+                .to_string()
+        } else if !self.others.is_empty() {
+            format!("runs there: {}", self.others.join(", "))
+        } else {
+            "it may have been undeployed; `hvdctl status --all` lists the runs (-A: every namespace)"
+                .to_string()
         };
         Error::not_found(msg).hint(hint)
     }
@@ -242,6 +248,7 @@ impl<'a> Env<'a> {
             what,
             looked: vec![],
             unreached: vec![],
+            others: vec![],
         };
         let mut found: Vec<Run> = Vec::new();
         for (name, engine) in self.engines(false).await {
@@ -260,7 +267,16 @@ impl<'a> Env<'a> {
                 None => engine.list(app.as_deref()).await,
             };
             match got {
-                Ok(runs) if runs.is_empty() => missing.looked.push(where_(&engine).await),
+                Ok(runs) if runs.is_empty() => {
+                    missing.looked.push(where_(&engine).await);
+                    if run_id.is_some()
+                        && let Ok(others) = engine.list(None).await
+                    {
+                        missing
+                            .others
+                            .extend(others.iter().rev().take(5).map(|r| r.info().job.clone()));
+                    }
+                }
                 Ok(runs) => found.extend(runs),
                 Err(e) => missing.unreached.push((engine.describe(), e)),
             }
@@ -306,6 +322,7 @@ impl<'a> Env<'a> {
             what,
             looked: vec![],
             unreached: vec![],
+            others: vec![],
         };
         let engine = match engine {
             Ok(e) => e,
