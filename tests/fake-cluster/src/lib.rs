@@ -485,7 +485,7 @@ async fn serve(
                 tokio::spawn(async move {
                     let svc = hyper::service::service_fn(move |req| server::handle(inner.clone(), req));
                     let io = hyper_util::rt::TokioIo::new(stream);
-                    let _ = hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(io, svc).await;
+                    let _ = hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(io, svc).with_upgrades().await;
                 });
             }
         }

@@ -74,7 +74,7 @@ fn stream_response(
         .expect("valid response")
 }
 
-fn percent_decode(s: &str) -> String {
+pub(crate) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -667,6 +667,20 @@ async fn resource_request(
                 200,
                 &list_object(res_id, &arcs, store.resource_version()),
             ))
+        }
+        (&Method::GET | &Method::POST, Some(n), Some(sub @ ("exec" | "portforward")))
+            if res_id == PODS =>
+        {
+            let Some(k) = &inner.docker else {
+                return Err(ApiError::bad_request(format!(
+                    "pods/{sub} needs real containers: start fake-cluster with --kubelet docker"
+                )));
+            };
+            if sub == "exec" {
+                crate::docker::stream::exec(k, store, req, &ns_str, n)
+            } else {
+                crate::docker::stream::portforward(k, store, req, &ns_str, n)
+            }
         }
         (_, Some(_), Some(s)) if s != "status" && s != "log" => Err(ApiError::path_not_found()),
         _ => Err(ApiError::method_not_allowed()),

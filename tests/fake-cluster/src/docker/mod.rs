@@ -9,6 +9,7 @@
 
 pub mod logs;
 pub mod spec;
+pub mod stream;
 mod volumes;
 
 use bollard::Docker;
