@@ -275,7 +275,10 @@ impl DockerKubelet {
             let _ = h.stop.send(Some(0));
         }
         let d = &self.docker;
-        for _ in 0..2 {
+        for round in 0..5 {
+            if round > 0 {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
             if let Ok(cs) = d
                 .list_containers(Some(ListContainersOptions {
                     all: true,
@@ -298,17 +301,22 @@ impl DockerKubelet {
                 });
                 futures_util::future::join_all(rm).await;
             }
-        }
-        if let Ok(vs) = d
-            .list_volumes(Some(ListVolumesOptions {
-                filters: Self::filter(format!("{LABEL_ID}={}", self.id)),
-            }))
-            .await
-        {
-            for v in vs.volumes.unwrap_or_default() {
-                let _ = d
-                    .remove_volume(&v.name, Some(RemoveVolumeOptions { force: true }))
-                    .await;
+            let mut left = false;
+            if let Ok(vs) = d
+                .list_volumes(Some(ListVolumesOptions {
+                    filters: Self::filter(format!("{LABEL_ID}={}", self.id)),
+                }))
+                .await
+            {
+                for v in vs.volumes.unwrap_or_default() {
+                    left |= d
+                        .remove_volume(&v.name, Some(RemoveVolumeOptions { force: true }))
+                        .await
+                        .is_err();
+                }
+            }
+            if !left {
+                break;
             }
         }
         let _ = d.remove_network(&self.network).await;
@@ -953,6 +961,21 @@ impl DockerKubelet {
                 .as_ref()
                 .and_then(|i| i.state.clone())
                 .unwrap_or_default();
+            // Docker may record the cgroup's OOM event just after the exit: look again.
+            let st = if st.exit_code == Some(137)
+                && st.oom_killed != Some(true)
+                && c.pointer("/resources/limits/memory").is_some()
+            {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                self.docker
+                    .inspect_container(&id, None::<InspectContainerOptions>)
+                    .await
+                    .ok()
+                    .and_then(|i| i.state)
+                    .unwrap_or(st)
+            } else {
+                st
+            };
             let exit = st.exit_code.unwrap_or(0) as i32;
             let oom = st.oom_killed == Some(true);
             let finished = st
@@ -1504,15 +1527,14 @@ fn pod_status(h: &PodH, st: &PodState) -> Value {
         .containers
         .iter()
         .any(|c| c.state.get("running").is_some());
-    let phase = if all_done && !st.containers.is_empty() {
-        if any_failed { "Failed" } else { "Succeeded" }
-    } else if st.stopping
-        && !any_running
-        && st
-            .containers
-            .iter()
-            .all(|c| c.state.get("terminated").is_some())
-    {
+    let finished = (all_done && !st.containers.is_empty())
+        || (st.stopping
+            && !any_running
+            && st
+                .containers
+                .iter()
+                .all(|c| c.state.get("terminated").is_some()));
+    let phase = if finished {
         if any_failed { "Failed" } else { "Succeeded" }
     } else if all_started && st.started_at.is_some() {
         "Running"

@@ -46,7 +46,7 @@ pub fn parse_nano_cpus(q: &str) -> Option<i64> {
 }
 
 /// The quantity at `pointer` as a string (quantities may be JSON numbers).
-pub fn quantity<'a>(v: &'a Value, pointer: &str) -> Option<String> {
+pub fn quantity(v: &Value, pointer: &str) -> Option<String> {
     match v.pointer(pointer)? {
         Value::String(s) => Some(s.clone()),
         Value::Number(n) => Some(n.to_string()),

@@ -241,13 +241,11 @@ pub async fn prepare(
                 "DirectoryOrCreate" => {
                     std::fs::create_dir_all(path).map_err(|e| fail(e.to_string()))?;
                 }
-                "FileOrCreate" => {
-                    if !path.exists() {
-                        if let Some(p) = path.parent() {
-                            let _ = std::fs::create_dir_all(p);
-                        }
-                        std::fs::write(path, b"").map_err(|e| fail(e.to_string()))?;
+                "FileOrCreate" if !path.exists() => {
+                    if let Some(p) = path.parent() {
+                        let _ = std::fs::create_dir_all(p);
                     }
+                    std::fs::write(path, b"").map_err(|e| fail(e.to_string()))?;
                 }
                 "Directory" if !path.is_dir() => {
                     return Err(fail(format!(
