@@ -125,6 +125,8 @@ fn pod_from_template(
 pub struct Controllers {
     pub store: Arc<Store>,
     pub kubelet: Arc<Kubelet>,
+    /// Run the synthetic kubelet (off when the Docker kubelet runs pods).
+    pub synthetic: bool,
 }
 
 impl Controllers {
@@ -147,8 +149,36 @@ impl Controllers {
         }
         soon(self.jobs(now));
         self.statefulsets();
-        soon(self.kubelet.sync(&self.store, now));
+        self.claims();
+        if self.synthetic {
+            soon(self.kubelet.sync(&self.store, now));
+        }
         next
+    }
+
+    /// PersistentVolumeClaims are bound at once (no provisioner, no PersistentVolumes).
+    fn claims(&self) {
+        let (ls, fs) = all();
+        let (claims, _) = self.store.list(crate::resources::PVCS, None, &ls, &fs);
+        for c in claims {
+            if s(&c, "/status/phase") == Some("Bound") {
+                continue;
+            }
+            let uid = crate::util::uid_of(&c).to_string();
+            self.store
+                .mutate(crate::resources::PVCS, crate::util::ns_of(&c), name_of(&c), |p| {
+                    let storage = p
+                        .pointer("/spec/resources/requests/storage")
+                        .cloned()
+                        .unwrap_or_else(|| json!("1Gi"));
+                    let modes = p
+                        .pointer("/spec/accessModes")
+                        .cloned()
+                        .unwrap_or_else(|| json!(["ReadWriteOnce"]));
+                    p["spec"]["volumeName"] = json!(format!("pvc-{uid}"));
+                    p["status"] = json!({"phase": "Bound", "accessModes": modes, "capacity": {"storage": storage}});
+                });
+        }
     }
 
     fn create(&self, res_id: usize, ns: &str, obj: Value, owner: &Value, what: &str) {

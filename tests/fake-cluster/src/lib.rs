@@ -11,6 +11,7 @@
 //! See README.md for the served API, the kubelet's env protocol and the control endpoints.
 
 pub mod controllers;
+pub mod docker;
 pub mod error;
 pub mod kubelet;
 pub mod logs;
@@ -56,9 +57,24 @@ pub struct Faults {
     pub forbid: Vec<String>,
 }
 
+/// Which kubelet runs the pods.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum KubeletMode {
+    /// Containers are simulated; their behaviour and logs come from `FAKE_KUBELET_*` env.
+    #[default]
+    Synthetic,
+    /// Pods become real containers on the Docker engine named by `DOCKER_HOST`.
+    Docker,
+}
+
 /// How to start the fake cluster.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// Which kubelet runs pods (synthetic by default).
+    pub kubelet: KubeletMode,
+    /// Docker kubelet: the image of each pod's sandbox container (it runs `sleep`); default
+    /// `$FAKE_CLUSTER_PAUSE_IMAGE`, else `$HVDCTL_TEST_BUSYBOX_IMAGE`, else `busybox:latest`.
+    pub pause_image: Option<String>,
     /// Where to listen; port 0 picks a free one.
     pub listen: SocketAddr,
     /// Serve `kubeflow.org/v2beta1` MPIJobs and run the MPI Operator.
@@ -77,6 +93,8 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
+            kubelet: KubeletMode::Synthetic,
+            pause_image: None,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             mpi_operator: false,
             faults: Faults::default(),
@@ -117,6 +135,8 @@ impl Stats {
 pub struct Inner {
     pub store: Arc<Store>,
     pub kubelet: Arc<kubelet::Kubelet>,
+    /// The Docker kubelet, when pods run as real containers.
+    pub docker: Option<Arc<docker::DockerKubelet>>,
     faults: Mutex<Faults>,
     pub stats: Stats,
     pub addr: String,
@@ -165,9 +185,32 @@ impl FakeCluster {
             opts.kubelet_delay.as_nanos() as i64,
             opts.restart_backoff.as_nanos() as i64,
         ));
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .thread_name("fake-cluster")
+            .build()?;
+        let docker = match opts.kubelet {
+            KubeletMode::Synthetic => None,
+            KubeletMode::Docker => {
+                let image = opts
+                    .pause_image
+                    .clone()
+                    .or_else(|| std::env::var("FAKE_CLUSTER_PAUSE_IMAGE").ok())
+                    .or_else(|| std::env::var("HVDCTL_TEST_BUSYBOX_IMAGE").ok())
+                    .filter(|i| !i.is_empty())
+                    .unwrap_or_else(|| "busybox:latest".into());
+                let k = rt.block_on(docker::DockerKubelet::start(image, opts.restart_backoff))?;
+                store
+                    .graceful_pods
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                Some(k)
+            }
+        };
         let inner = Arc::new(Inner {
             store,
             kubelet,
+            docker: docker.clone(),
             faults: Mutex::new(Faults::default()),
             stats: Stats::default(),
             addr: addr.to_string(),
@@ -175,11 +218,6 @@ impl FakeCluster {
             bookmark_interval: opts.bookmark_interval,
         });
         inner.set_faults(opts.faults.clone());
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .thread_name("fake-cluster")
-            .build()?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let inner2 = inner.clone();
         let thread = std::thread::Builder::new()
@@ -194,7 +232,13 @@ impl FakeCluster {
                         }
                     };
                     tokio::spawn(control_loop(inner2.clone()));
+                    if let Some(k) = &docker {
+                        tokio::spawn(k.clone().run(inner2.store.clone()));
+                    }
                     serve(listener, inner2, rx).await;
+                    if let Some(k) = &docker {
+                        k.shutdown().await;
+                    }
                 });
                 rt.shutdown_timeout(Duration::from_millis(100));
             })?;
@@ -204,6 +248,17 @@ impl FakeCluster {
             shutdown: Some(tx),
             thread: Some(thread),
         })
+    }
+
+    /// Docker kubelet: this cluster's id (the value of the label
+    /// `io.hvdctl.fake-cluster.id` on every container, network and volume it creates).
+    pub fn docker_id(&self) -> Option<&str> {
+        self.inner.docker.as_deref().map(|k| k.id.as_str())
+    }
+
+    /// Docker kubelet: the Docker network every pod is attached to.
+    pub fn docker_network(&self) -> Option<&str> {
+        self.inner.docker.as_deref().map(|k| k.network.as_str())
     }
 
     /// `http://127.0.0.1:PORT`
@@ -394,6 +449,7 @@ async fn control_loop(inner: Arc<Inner>) {
     let ctl = controllers::Controllers {
         store: inner.store.clone(),
         kubelet: inner.kubelet.clone(),
+        synthetic: inner.docker.is_none(),
     };
     let mut rx = inner.store.subscribe();
     loop {
@@ -429,7 +485,7 @@ async fn serve(
                 tokio::spawn(async move {
                     let svc = hyper::service::service_fn(move |req| server::handle(inner.clone(), req));
                     let io = hyper_util::rt::TokioIo::new(stream);
-                    let _ = hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(io, svc).await;
+                    let _ = hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(io, svc).with_upgrades().await;
                 });
             }
         }

@@ -5,9 +5,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use fake_cluster::{FakeCluster, Faults, Options};
+use fake_cluster::{FakeCluster, Faults, KubeletMode, Options};
 
 const USAGE: &str = "usage: fake-cluster [--listen ADDR] [--kubeconfig FILE] [--mpi-operator]
+  [--kubelet synthetic|docker] [--pause-image IMAGE]
   [--cut-logs-every N] [--fail-rate F] [--log-fail-rate F] [--watch-expire-secs S]
   [--delay-ms MS] [--forbid VERB:RESOURCE]... [--kubelet-delay-ms MS]
   [--restart-backoff-ms MS] [--history-limit N] [--bookmark-interval-ms MS]";
@@ -46,6 +47,18 @@ fn run() -> Result<(), String> {
             "--listen" => opts.listen = num(&flag, value()?)?,
             "--kubeconfig" => kubeconfig = Some(PathBuf::from(value()?)),
             "--mpi-operator" => opts.mpi_operator = true,
+            "--kubelet" => {
+                opts.kubelet = match value()?.as_str() {
+                    "synthetic" => KubeletMode::Synthetic,
+                    "docker" => KubeletMode::Docker,
+                    other => {
+                        return Err(format!(
+                            "--kubelet: {other:?} is neither \"synthetic\" nor \"docker\""
+                        ));
+                    }
+                }
+            }
+            "--pause-image" => opts.pause_image = Some(value()?),
             "--cut-logs-every" => faults.cut_logs_every = num(&flag, value()?)?,
             "--fail-rate" => faults.fail_rate = num(&flag, value()?)?,
             "--log-fail-rate" => faults.log_fail_rate = num(&flag, value()?)?,
@@ -90,7 +103,23 @@ fn run() -> Result<(), String> {
         out.flush().map_err(|e| e.to_string())?;
     }
     eprintln!("fake-cluster: serving on {}", fc.url());
-    loop {
-        std::thread::park();
-    }
+    // SIGTERM/SIGINT stop the server and (Docker kubelet) remove every container, volume
+    // and network this fake cluster created.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+        let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        Ok::<(), String>(())
+    })?;
+    eprintln!("fake-cluster: stopping");
+    drop(fc);
+    Ok(())
 }

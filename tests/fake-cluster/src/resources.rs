@@ -159,6 +159,17 @@ pub static RESOURCES: &[ResourceDef] = &[
         status_sub: true,
         mpi: true,
     },
+    ResourceDef {
+        group: "",
+        version: "v1",
+        kind: "PersistentVolumeClaim",
+        plural: "persistentvolumeclaims",
+        singular: "persistentvolumeclaim",
+        namespaced: true,
+        short_names: &["pvc"],
+        status_sub: true,
+        mpi: false,
+    },
 ];
 
 /// Index of a resource in [`RESOURCES`].
@@ -196,6 +207,7 @@ pub const EVENTS: ResId = 5;
 pub const JOBS: ResId = 7;
 pub const STATEFULSETS: ResId = 8;
 pub const MPIJOBS: ResId = 9;
+pub const PVCS: ResId = 10;
 
 fn categories(r: &ResourceDef) -> Vec<&'static str> {
     match r.plural {

@@ -74,7 +74,7 @@ fn stream_response(
         .expect("valid response")
 }
 
-fn percent_decode(s: &str) -> String {
+pub(crate) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -552,6 +552,10 @@ async fn resource_request(
         }
         (&Method::GET, Some(n), Some("log")) if res_id == PODS => {
             let p = log_params(&query)?;
+            if let Some(k) = &inner.docker {
+                let rx = crate::docker::logs::open(k, store, &ns_str, n, &p)?;
+                return Ok(stream_response("text/plain", rx));
+            }
             let cut = (faults.cut_logs_every > 0).then_some(faults.cut_logs_every);
             let rx = logs::open(
                 store,
@@ -631,13 +635,18 @@ async fn resource_request(
             };
             let policy = propagation(&query, body.as_ref())?;
             let dry = dry_run(&query, body.as_ref())?;
-            let (obj, pending) = store.delete(
+            let grace = match body.as_ref().and_then(|b| b.get("gracePeriodSeconds")) {
+                Some(g) => g.as_i64(),
+                None => query.get("gracePeriodSeconds").and_then(|g| g.parse().ok()),
+            };
+            let (obj, pending) = store.delete_grace(
                 res_id,
                 &ns_str,
                 n,
                 policy.as_deref(),
                 body.as_ref().and_then(|b| b.get("preconditions")),
                 dry,
+                grace,
             )?;
             Ok(json_response(if pending { 202 } else { 200 }, &obj))
         }
@@ -658,6 +667,20 @@ async fn resource_request(
                 200,
                 &list_object(res_id, &arcs, store.resource_version()),
             ))
+        }
+        (&Method::GET | &Method::POST, Some(n), Some(sub @ ("exec" | "portforward")))
+            if res_id == PODS =>
+        {
+            let Some(k) = &inner.docker else {
+                return Err(ApiError::bad_request(format!(
+                    "pods/{sub} needs real containers: start fake-cluster with --kubelet docker"
+                )));
+            };
+            if sub == "exec" {
+                crate::docker::stream::exec(k, store, req, &ns_str, n)
+            } else {
+                crate::docker::stream::portforward(k, store, req, &ns_str, n)
+            }
         }
         (_, Some(_), Some(s)) if s != "status" && s != "log" => Err(ApiError::path_not_found()),
         _ => Err(ApiError::method_not_allowed()),

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use crate::error::{ApiError, ApiResult};
 use crate::objects;
 use crate::patch;
-use crate::resources::{self, NAMESPACES, RESOURCES, ResId, res};
+use crate::resources::{self, NAMESPACES, PODS, RESOURCES, ResId, res};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::util::{self, name_of, now_ns};
 
@@ -77,6 +77,8 @@ pub struct Store {
     history_limit: usize,
     /// Events older than this are dropped from the history (`--watch-expire-secs`).
     pub history_max_age: Mutex<Option<Duration>>,
+    /// Pods are deleted gracefully (marked, then removed by the kubelet): the Docker kubelet.
+    pub graceful_pods: std::sync::atomic::AtomicBool,
 }
 
 fn key(ns: &str, name: &str) -> Key {
@@ -130,6 +132,38 @@ impl State {
             .enumerate()
             .flat_map(|(i, m)| m.values().map(move |v| (i, v)))
     }
+}
+
+/// Graceful deletion of a pod: `Some(marked pod)` when it must wait for its kubelet, `None`
+/// to delete at once (grace 0, never scheduled, or already terminal).
+fn pod_grace_mark(old: &Value, grace: Option<i64>) -> Option<Value> {
+    let scheduled = util::s(old, "/spec/nodeName").is_some_and(|n| !n.is_empty());
+    let terminal = matches!(util::s(old, "/status/phase"), Some("Succeeded" | "Failed"));
+    let grace = grace
+        .or_else(|| {
+            old.pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(Value::as_i64)
+        })
+        .unwrap_or(30)
+        .max(0);
+    if grace == 0 || !scheduled || terminal {
+        return None;
+    }
+    let now = now_ns();
+    let mut marked = old.clone();
+    let deadline = now + grace * 1_000_000_000;
+    let current = old
+        .pointer("/metadata/deletionTimestamp")
+        .and_then(Value::as_str)
+        .and_then(util::parse_time);
+    // A second delete may only shorten the grace period.
+    if current.is_some_and(|c| c <= deadline) {
+        return Some(marked);
+    }
+    marked["metadata"]["deletionTimestamp"] =
+        json!(util::fmt_time(deadline - deadline % 1_000_000_000));
+    marked["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+    Some(marked)
 }
 
 fn owner_uids(v: &Value) -> Vec<&str> {
@@ -187,6 +221,7 @@ impl Store {
             mpi,
             history_limit: history_limit.max(16),
             history_max_age: Mutex::new(None),
+            graceful_pods: std::sync::atomic::AtomicBool::new(false),
         };
         for ns in ["default", "kube-system", "kube-public"] {
             let _ = store.create(
@@ -643,6 +678,24 @@ impl Store {
         preconditions: Option<&Value>,
         dry_run: bool,
     ) -> ApiResult<(Value, bool)> {
+        self.delete_grace(res_id, ns, name, policy, preconditions, dry_run, None)
+    }
+
+    /// DELETE with DeleteOptions' `gracePeriodSeconds`. With graceful pod deletion on (the
+    /// Docker kubelet), a scheduled, non-terminal pod is only marked (`deletionTimestamp` =
+    /// now + grace, `deletionGracePeriodSeconds`); the kubelet removes it once its containers
+    /// are stopped.
+    #[allow(clippy::too_many_arguments)]
+    pub fn delete_grace(
+        &self,
+        res_id: ResId,
+        ns: &str,
+        name: &str,
+        policy: Option<&str>,
+        preconditions: Option<&Value>,
+        dry_run: bool,
+        grace: Option<i64>,
+    ) -> ApiResult<(Value, bool)> {
         let def = res(res_id);
         let mut st = self.lock();
         let ns_key = if def.namespaced { ns } else { "" };
@@ -687,7 +740,7 @@ impl Store {
         if dry_run {
             return Ok(((*old).clone(), false));
         }
-        let out = self.delete_locked(&mut st, res_id, &old, policy);
+        let out = self.delete_locked(&mut st, res_id, &old, policy, grace);
         let rv = st.rv;
         drop(st);
         self.notify(rv);
@@ -700,8 +753,27 @@ impl Store {
         res_id: ResId,
         old: &Arc<Value>,
         policy: &str,
+        grace: Option<i64>,
     ) -> (Value, bool) {
         let uid = util::uid_of(old).to_string();
+        if res_id == PODS
+            && self
+                .graceful_pods
+                .load(std::sync::atomic::Ordering::Relaxed)
+            && let Some(marked) = pod_grace_mark(old, grace)
+        {
+            if marked == **old {
+                return (marked, false);
+            }
+            let arc = st.commit(
+                res_id,
+                EventType::Modified,
+                marked,
+                Some(old.clone()),
+                self.history_limit,
+            );
+            return ((*arc).clone(), false);
+        }
         if res_id == NAMESPACES {
             let ns = name_of(old).to_string();
             for r in 0..RESOURCES.len() {
@@ -836,6 +908,13 @@ impl Store {
         Some((*arc).clone())
     }
 
+    /// The kubelet's final delete of a pod whose containers are stopped (grace 0), if the
+    /// stored pod is still the one with `uid`.
+    pub fn finish_pod_deletion(&self, ns: &str, name: &str, uid: &str) {
+        let pre = json!({"uid": uid});
+        let _ = self.delete_grace(PODS, ns, name, None, Some(&pre), false, Some(0));
+    }
+
     /// Internal delete with a propagation policy; `None` when already gone.
     pub fn remove(&self, res_id: ResId, ns: &str, name: &str, policy: &str) -> Option<Value> {
         self.delete(res_id, ns, name, Some(policy), None, false)
@@ -918,7 +997,7 @@ impl Store {
             if let Some(cur) = st.get(r, util::ns_of(&v), name_of(&v)).cloned()
                 && cur.pointer("/metadata/deletionTimestamp").is_none()
             {
-                self.delete_locked(&mut st, r, &cur, "Background");
+                self.delete_locked(&mut st, r, &cur, "Background", None);
             }
         }
         for (r, owner) in fg_owners {
@@ -946,7 +1025,7 @@ impl Store {
             } else {
                 for (dr, d) in deps {
                     if d.pointer("/metadata/deletionTimestamp").is_none() {
-                        self.delete_locked(&mut st, dr, &d, "Foreground");
+                        self.delete_locked(&mut st, dr, &d, "Foreground", None);
                     }
                 }
             }

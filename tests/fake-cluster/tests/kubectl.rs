@@ -342,3 +342,559 @@ fn kubectl_without_mpi_operator_and_client_side_apply() {
         "namespace \"team\" deleted"
     );
 }
+
+/// The Docker kubelet, through the real `kubectl` (exec, logs, delete) and the library.
+mod docker {
+    use super::*;
+    use fake_cluster::KubeletMode;
+    use serde_json::{Value, json};
+    use std::time::Instant;
+
+    const BUSYBOX: &str = "hvdctl-test/busybox:latest";
+    const DEBIAN: &str = "hvdctl-test/debian:bookworm";
+
+    fn image(env: &str, default: &str) -> String {
+        std::env::var(env)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .unwrap_or_else(|| default.to_string())
+    }
+
+    pub fn busybox() -> String {
+        image("HVDCTL_TEST_BUSYBOX_IMAGE", BUSYBOX)
+    }
+
+    fn debian() -> String {
+        image("HVDCTL_TEST_DEBIAN_IMAGE", DEBIAN)
+    }
+
+    /// A fake cluster with the Docker kubelet; `None` (skipped, with a note) when no daemon
+    /// answers, unless `CI` is set: then the test fails.
+    pub fn cluster() -> Option<FakeCluster> {
+        match FakeCluster::start(Options {
+            kubelet: KubeletMode::Docker,
+            pause_image: Some(busybox()),
+            restart_backoff: Duration::from_millis(300),
+            ..Default::default()
+        }) {
+            Ok(fc) => Some(fc),
+            Err(e) => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "the Docker kubelet needs a Docker daemon in CI: {e}"
+                );
+                eprintln!("SKIPPED: no Docker daemon answers ({e})");
+                None
+            }
+        }
+    }
+
+    fn ready(fc: &FakeCluster, name: &str) -> Value {
+        match fc.wait_for("pods", "default", name, Duration::from_secs(30), |p| {
+            p.and_then(|p| p.pointer("/status/conditions"))
+                .and_then(Value::as_array)
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                })
+        }) {
+            Ok(p) => p.unwrap(),
+            Err(p) => panic!("pod {name} not ready: {p:#?}"),
+        }
+    }
+
+    fn exec(k: &Kubectl, pod: &str, container: &str, script: &str) -> String {
+        k.ok(&["exec", pod, "-c", container, "--", "sh", "-c", script])
+    }
+
+    fn docker_cli(args: &[&str]) -> Option<String> {
+        let o = Command::new("docker").args(args).output().ok()?;
+        assert!(
+            o.status.success(),
+            "docker {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        Some(String::from_utf8_lossy(&o.stdout).into_owned())
+    }
+
+    /// What carries this cluster's id label: containers, networks, volumes (one name a line).
+    fn owned(id: &str) -> Option<String> {
+        let f = format!("label=io.hvdctl.fake-cluster.id={id}");
+        let mut out = String::new();
+        for what in [
+            ["ps", "-a"].as_slice(),
+            &["network", "ls"],
+            &["volume", "ls"],
+        ] {
+            let mut args = what.to_vec();
+            args.extend(["--filter", &f, "-q"]);
+            out.push_str(&docker_cli(&args)?);
+        }
+        Some(out)
+    }
+
+    #[test]
+    fn docker_pod_spec_semantics_through_kubectl_exec() {
+        let Some(fc) = cluster() else { return };
+        let Some(k) = Kubectl::new(&fc) else { return };
+        let t0 = Instant::now();
+        let yaml = format!(
+            r#"apiVersion: v1
+kind: ConfigMap
+metadata: {{name: cfg}}
+data: {{a: alpha, b: beta}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {{name: sec}}
+stringData: {{key: s3cret}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: spec}}
+spec:
+  securityContext: {{runAsUser: 1000, runAsGroup: 3000, fsGroup: 2000}}
+  volumes:
+  - {{name: cfg, configMap: {{name: cfg, defaultMode: 0400, items: [{{key: a, path: dir/a.txt, mode: 0600}}, {{key: b, path: b}}]}}}}
+  - {{name: sec, secret: {{secretName: sec, defaultMode: 0600}}}}
+  - {{name: shared, emptyDir: {{}}}}
+  - {{name: mem, emptyDir: {{medium: Memory, sizeLimit: 8Mi}}}}
+  containers:
+  - name: main
+    image: {bb}
+    command: [sh, -c]
+    args: ['echo "$GREETING"; exec sleep 3600']
+    workingDir: /tmp
+    env:
+    - {{name: POD, valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}}}
+    - {{name: NS, valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}}}
+    - {{name: IP, valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}}}
+    - {{name: GREETING, value: "hello $(POD)"}}
+    volumeMounts:
+    - {{name: cfg, mountPath: /etc/cfg}}
+    - {{name: sec, mountPath: /etc/sec}}
+    - {{name: shared, mountPath: /shared}}
+    - {{name: mem, mountPath: /mem}}
+  - name: sidecar
+    image: {bb}
+    command: [sh, -c, 'echo from-sidecar > /shared/note; exec httpd -f -p 8080 -h /shared']
+    securityContext: {{runAsUser: 1001}}
+    volumeMounts: [{{name: shared, mountPath: /shared}}]
+"#,
+            bb = busybox()
+        );
+        let file = k.write("spec.yaml", &yaml);
+        k.ok(&["apply", "-f", &file]);
+        let pod = ready(&fc, "spec");
+        eprintln!(
+            "2-container busybox pod Running+Ready after {:?}",
+            t0.elapsed()
+        );
+        let ip = pod["status"]["podIP"].as_str().unwrap().to_string();
+        assert!(!ip.is_empty() && !ip.starts_with("10.244."), "{ip}");
+        // Modes (items' own mode, defaultMode; fsGroup adds group read), ownership, user.
+        let out = exec(
+            &k,
+            "spec",
+            "main",
+            "stat -c '%a %g' /etc/cfg/dir/a.txt /etc/cfg/b /etc/sec/key; id -u; id -g; id -G; pwd",
+        );
+        let l: Vec<&str> = out.lines().collect();
+        assert_eq!(l[0..3], ["640 2000", "440 2000", "640 2000"], "{out}");
+        assert_eq!(l[3], "1000", "{out}");
+        assert_eq!(l[4], "3000", "{out}");
+        assert!(
+            l[5].split(' ').any(|g| g == "2000"),
+            "fsGroup is a supplementary group: {out}"
+        );
+        assert_eq!(l[6], "/tmp", "{out}");
+        assert_eq!(exec(&k, "spec", "sidecar", "id -u").trim(), "1001");
+        assert_eq!(exec(&k, "spec", "main", "cat /etc/sec/key"), "s3cret");
+        // Env: values with $(VAR) expansion, fieldRefs.
+        let env = exec(&k, "spec", "main", "echo $POD $NS $IP");
+        assert_eq!(env.trim(), format!("spec default {ip}"));
+        let logs = k.ok(&["logs", "spec", "-c", "main"]);
+        assert_eq!(logs.trim(), "hello spec");
+        // One network namespace: the sidecar's server answers on localhost; the emptyDir
+        // is shared.
+        let got = exec(
+            &k,
+            "spec",
+            "main",
+            "wget -q -O - http://127.0.0.1:8080/note",
+        );
+        assert_eq!(got.trim(), "from-sidecar");
+        assert_eq!(exec(&k, "spec", "main", "hostname -i").trim(), ip);
+        // emptyDir medium Memory: a tmpfs of the size limit, shared.
+        let df = exec(&k, "spec", "main", "df -k /mem | tail -1");
+        assert!(df.starts_with("tmpfs") && df.contains(" 8192 "), "{df}");
+        // A ConfigMap changed through the API reaches the running container.
+        let t = Instant::now();
+        k.ok(&[
+            "patch",
+            "configmap",
+            "cfg",
+            "-p",
+            r#"{"data":{"b":"BETA2"}}"#,
+        ]);
+        wait_until("configmap update visible", Duration::from_secs(5), || {
+            (exec(&k, "spec", "main", "cat /etc/cfg/b") == "BETA2").then_some(())
+        });
+        eprintln!(
+            "ConfigMap change visible in the container after {:?}",
+            t.elapsed()
+        );
+        // Exec round trip.
+        let t = Instant::now();
+        for _ in 0..5 {
+            exec(&k, "spec", "main", "true");
+        }
+        eprintln!("kubectl exec round trip: {:?}", t.elapsed() / 5);
+        // A non-zero exit reaches kubectl.
+        let o = k.run(&["exec", "spec", "-c", "main", "--", "sh", "-c", "exit 7"]);
+        assert_eq!(o.status.code(), Some(7));
+        // stdin.
+        let mut c = k.cmd(&[
+            "exec",
+            "-i",
+            "spec",
+            "-c",
+            "main",
+            "--",
+            "sh",
+            "-c",
+            "tr a-z A-Z",
+        ]);
+        c.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        {
+            use std::io::Write;
+            let mut si = child.stdin.take().unwrap();
+            si.write_all(b"shout\n").unwrap();
+        }
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "SHOUT\n");
+    }
+
+    #[test]
+    fn docker_hostnames_and_headless_services_resolve() {
+        let Some(fc) = cluster() else { return };
+        let Some(k) = Kubectl::new(&fc) else { return };
+        let pod = |i: u32| {
+            format!(
+                r#"apiVersion: v1
+kind: Pod
+metadata: {{name: w{i}, labels: {{app: dns}}}}
+spec:
+  hostname: h{i}
+  subdomain: grp
+  terminationGracePeriodSeconds: 0
+  containers:
+  - {{name: c, image: {img}, command: [sleep, "3600"]}}
+"#,
+                img = debian()
+            )
+        };
+        let svc = "apiVersion: v1\nkind: Service\nmetadata: {name: grp}\nspec: {clusterIP: None, selector: {app: dns}}\n";
+        let file = k.write("dns.yaml", &format!("{svc}---\n{}---\n{}", pod(0), pod(1)));
+        k.ok(&["apply", "-f", &file]);
+        let ip0 = ready(&fc, "w0")["status"]["podIP"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let ip1 = ready(&fc, "w1")["status"]["podIP"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let q = |name: &str| {
+            exec(
+                &k,
+                "w0",
+                "c",
+                &format!("getent hosts {name} | cut -d' ' -f1"),
+            )
+        };
+        assert_eq!(q("h1.grp.default.svc").trim(), ip1);
+        assert_eq!(q("h1.grp.default.svc.cluster.local").trim(), ip1);
+        assert_eq!(q("h1.grp").trim(), ip1);
+        assert_eq!(q("h0.grp.default.svc").trim(), ip0);
+        let all = exec(
+            &k,
+            "w0",
+            "c",
+            "getent ahostsv4 grp.default.svc | awk '{print $1}' | sort -u",
+        );
+        let mut want = vec![ip0.clone(), ip1.clone()];
+        want.sort();
+        assert_eq!(all.lines().collect::<Vec<_>>(), want, "{all}");
+        // Kept current as pods come and go.
+        k.ok(&["apply", "-f", &k.write("w2.yaml", &pod(2))]);
+        let ip2 = ready(&fc, "w2")["status"]["podIP"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        wait_until("w2 resolvable from w0", Duration::from_secs(5), || {
+            (q("h2.grp.default.svc").trim() == ip2).then_some(())
+        });
+        k.ok(&["delete", "pod", "w2"]);
+        wait_until("w2 gone from w0's hosts", Duration::from_secs(5), || {
+            q("h2.grp.default.svc").trim().is_empty().then_some(())
+        });
+    }
+
+    #[test]
+    fn docker_restarts_oom_logs_and_pull_policy() {
+        let Some(fc) = cluster() else { return };
+        let Some(k) = Kubectl::new(&fc) else { return };
+        let yaml = format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: flaky}}
+spec:
+  restartPolicy: OnFailure
+  volumes: [{{name: state, emptyDir: {{}}}}]
+  containers:
+  - name: c
+    image: {bb}
+    volumeMounts: [{{name: state, mountPath: /state}}]
+    command: [sh, -c, 'n=$(cat /state/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /state/n; for i in 1 2 3; do echo "run $n line $i"; done; [ $n -ge 3 ]']
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: oom}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: c
+    image: {bb}
+    command: [sh, -c, 'echo allocating; exec tail /dev/zero']
+    resources: {{limits: {{memory: 16Mi, cpu: 500m}}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: never}}
+spec:
+  containers: [{{name: c, image: "absent.invalid/none:1", imagePullPolicy: Never}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: pull}}
+spec:
+  containers: [{{name: c, image: "absent.invalid/none:1"}}]
+"#,
+            bb = busybox()
+        );
+        k.ok(&["apply", "-f", &k.write("pods.yaml", &yaml)]);
+        let done = fc
+            .wait_for("pods", "default", "flaky", Duration::from_secs(30), |p| {
+                p.and_then(|p| p.pointer("/status/phase")) == Some(&json!("Succeeded"))
+            })
+            .unwrap_or_else(|p| panic!("{p:#?}"))
+            .unwrap();
+        let cs = &done["status"]["containerStatuses"][0];
+        assert_eq!(cs["restartCount"], 2, "{cs:#}");
+        assert_eq!(cs["state"]["terminated"]["reason"], "Completed");
+        assert_eq!(cs["lastState"]["terminated"]["exitCode"], 1);
+        assert_eq!(cs["lastState"]["terminated"]["reason"], "Error");
+        assert_eq!(
+            k.ok(&["logs", "flaky"]),
+            "run 3 line 1\nrun 3 line 2\nrun 3 line 3\n"
+        );
+        assert_eq!(
+            k.ok(&["logs", "flaky", "--previous"]),
+            "run 2 line 1\nrun 2 line 2\nrun 2 line 3\n"
+        );
+        assert_eq!(k.ok(&["logs", "flaky", "--tail", "1"]), "run 3 line 3\n");
+        let ts = k.ok(&["logs", "flaky", "--timestamps"]);
+        let stamps: Vec<&str> = ts.lines().map(|l| l.split(' ').next().unwrap()).collect();
+        for s in &stamps {
+            assert_eq!(s.len(), 30, "kubelet format, 9 digits: {s}");
+        }
+        // sinceTime is exact: from the third line's stamp on.
+        let r = get(
+            &fc,
+            &format!(
+                "/api/v1/namespaces/default/pods/flaky/log?sinceTime={}",
+                stamps[2]
+            ),
+        );
+        assert_eq!(r.text(), "run 3 line 3\n", "sinceTime is exact");
+        assert_eq!(
+            k.ok(&["logs", "flaky", "-f"]),
+            "run 3 line 1\nrun 3 line 2\nrun 3 line 3\n",
+            "follow ends with the container"
+        );
+        // OOM is real.
+        let p = fc
+            .wait_for("pods", "default", "oom", Duration::from_secs(30), |p| {
+                p.and_then(|p| p.pointer("/status/phase")) == Some(&json!("Failed"))
+            })
+            .unwrap_or_else(|p| panic!("{p:#?}"))
+            .unwrap();
+        let t = &p["status"]["containerStatuses"][0]["state"]["terminated"];
+        assert_eq!(t["reason"], "OOMKilled", "{t:#}");
+        assert_eq!(t["exitCode"], 137);
+        // Image pull policy.
+        let waiting = |name: &str, reason: &str| {
+            fc.wait_for("pods", "default", name, Duration::from_secs(20), |p| {
+                p.and_then(|p| p.pointer("/status/containerStatuses/0/state/waiting/reason"))
+                    == Some(&json!(reason))
+            })
+            .unwrap_or_else(|p| panic!("{name} never {reason}: {p:#?}"))
+            .unwrap()
+        };
+        let p = waiting("never", "ErrImageNeverPull");
+        assert_eq!(
+            p["status"]["containerStatuses"][0]["state"]["waiting"]["message"],
+            "Container image \"absent.invalid/none:1\" is not present with pull policy of Never"
+        );
+        let p = waiting("pull", "ErrImagePull");
+        let msg = p["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            msg.starts_with("Failed to pull image \"absent.invalid/none:1\": ")
+                && msg.contains("absent.invalid"),
+            "{msg}"
+        );
+        let p = waiting("pull", "ImagePullBackOff");
+        assert_eq!(
+            p["status"]["containerStatuses"][0]["state"]["waiting"]["message"],
+            "Back-off pulling image \"absent.invalid/none:1\""
+        );
+        assert_eq!(p["status"]["phase"], "Pending");
+    }
+
+    #[test]
+    fn docker_graceful_deletion_and_cleanup() {
+        let Some(fc) = cluster() else { return };
+        let Some(k) = Kubectl::new(&fc) else { return };
+        let id = fc.docker_id().unwrap().to_string();
+        let yaml = format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: stubborn}}
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - {{name: c, image: {bb}, command: [sh, -c, 'trap "echo ignored" TERM; while :; do sleep 0.1; done']}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: polite}}
+spec:
+  terminationGracePeriodSeconds: 30
+  containers:
+  - {{name: c, image: {bb}, command: [sh, -c, 'trap "exit 0" TERM; while :; do sleep 0.1; done']}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {{name: data}}
+spec: {{accessModes: [ReadWriteOnce], resources: {{requests: {{storage: 1Gi}}}}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: writer}}
+spec:
+  restartPolicy: Never
+  volumes: [{{name: d, persistentVolumeClaim: {{claimName: data}}}}, {{name: m, emptyDir: {{medium: Memory}}}}]
+  containers:
+  - {{name: c, image: {bb}, command: [sh, -c, 'echo kept > /d/f'], volumeMounts: [{{name: d, mountPath: /d}}, {{name: m, mountPath: /m}}]}}
+"#,
+            bb = busybox()
+        );
+        k.ok(&["apply", "-f", &k.write("g.yaml", &yaml)]);
+        ready(&fc, "stubborn");
+        ready(&fc, "polite");
+        assert_eq!(
+            fc.get("pvc", "default", "data").unwrap()["status"]["phase"],
+            "Bound"
+        );
+        // TERM ignored: killed after the grace period; the pod shows Terminating meanwhile.
+        let t = Instant::now();
+        let child = k.cmd(&["delete", "pod", "stubborn"]).output().unwrap();
+        let took = t.elapsed();
+        assert!(child.status.success());
+        assert!(
+            took >= Duration::from_millis(1900) && took < Duration::from_secs(6),
+            "{took:?}"
+        );
+        // TERM handled: gone at once.
+        let t = Instant::now();
+        k.ok(&["delete", "pod", "polite"]);
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+        // A claim outlives its pods: a second pod reads what the first wrote.
+        fc.wait_for("pods", "default", "writer", Duration::from_secs(20), |p| {
+            p.and_then(|p| p.pointer("/status/phase")) == Some(&json!("Succeeded"))
+        })
+        .unwrap();
+        let reader = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: reader}}\nspec:\n  restartPolicy: Never\n  volumes: [{{name: d, persistentVolumeClaim: {{claimName: data}}}}]\n  containers:\n  - {{name: c, image: {bb}, command: [cat, /d/f], volumeMounts: [{{name: d, mountPath: /d}}]}}\n",
+            bb = busybox()
+        );
+        k.ok(&["apply", "-f", &k.write("r.yaml", &reader)]);
+        fc.wait_for("pods", "default", "reader", Duration::from_secs(20), |p| {
+            p.and_then(|p| p.pointer("/status/phase")) == Some(&json!("Succeeded"))
+        })
+        .unwrap();
+        assert_eq!(k.ok(&["logs", "reader"]), "kept\n");
+        let Some(before) = owned(&id) else {
+            assert!(std::env::var_os("CI").is_none(), "docker CLI needed in CI");
+            return;
+        };
+        assert!(
+            before.lines().count() >= 3,
+            "containers, network, volumes: {before}"
+        );
+        drop(fc);
+        assert_eq!(
+            owned(&id).unwrap(),
+            "",
+            "everything of the fake cluster is removed at drop"
+        );
+    }
+
+    #[test]
+    fn docker_start_removes_only_dead_clusters_leftovers() {
+        if docker_cli(&["version", "-f", "{{.Server.Version}}"]).is_none() {
+            assert!(std::env::var_os("CI").is_none(), "docker CLI needed in CI");
+            return;
+        }
+        let bb = busybox();
+        let make = |name: &str, pid: &str| {
+            let _ = Command::new("docker").args(["rm", "-f", name]).output();
+            docker_cli(&[
+                "create",
+                "--name",
+                name,
+                "--label",
+                "io.hvdctl.fake-cluster.id=leftover-test",
+                "--label",
+                &format!("io.hvdctl.fake-cluster.pid={pid}"),
+                &bb,
+                "true",
+            ])
+        };
+        // A pid that cannot exist (above pid_max), and this live process.
+        let dead = format!("fc-leftover-dead-{}", std::process::id());
+        let live = format!("fc-leftover-live-{}", std::process::id());
+        make(&dead, "4294967").unwrap();
+        make(&live, &std::process::id().to_string()).unwrap();
+        let Some(fc) = cluster() else { return };
+        let names = docker_cli(&[
+            "ps",
+            "-a",
+            "--filter",
+            "label=io.hvdctl.fake-cluster.id=leftover-test",
+            "--format",
+            "{{.Names}}",
+        ])
+        .unwrap();
+        let _ = Command::new("docker").args(["rm", "-f", &live]).output();
+        assert!(!names.contains(&dead), "{names}");
+        assert!(names.contains(&live), "{names}");
+        drop(fc);
+    }
+}
