@@ -133,6 +133,32 @@ fn backend_parser() -> impl clap::builder::TypedValueParser<Value = Backend> {
     })
 }
 
+/// Completion of RUN arguments: the runs recorded in `.hvdctl/` of the current directory,
+/// newest first (nothing is contacted while typing).
+fn complete_runs(current: &std::ffi::OsStr) -> Vec<clap_complete::CompletionCandidate> {
+    let current = current.to_string_lossy();
+    let mut runs = crate::state::runs(std::path::Path::new("."), &|_| {});
+    runs.reverse();
+    runs.iter()
+        .flat_map(|r| {
+            let about = format!("{} ({}, {})", r.job, r.backend, r.created);
+            [(r.run_id.clone(), about.clone()), (r.job.clone(), about)]
+        })
+        .filter(|(v, _)| v.starts_with(current.as_ref()))
+        .map(|(v, about)| clap_complete::CompletionCandidate::new(v).help(Some(about.into())))
+        .collect()
+}
+
+/// Completion of `--template`: the built-in catalog.
+fn complete_templates() -> Vec<clap_complete::CompletionCandidate> {
+    crate::scaffold::Catalog::new(None)
+        .list()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| clap_complete::CompletionCandidate::new(t.name).help(Some(t.description.into())))
+        .collect()
+}
+
 /// `--dry-run[=client|server]`, as kubectl has it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DryRun {
@@ -173,7 +199,7 @@ pub struct InitArgs {
     /// Directory to create the app in (default: the current directory)
     pub dir: Option<PathBuf>,
     /// Template to start from (see `hvdctl templates`)
-    #[arg(short, long, value_name = "NAME")]
+    #[arg(short, long, value_name = "NAME", add = clap_complete::ArgValueCandidates::new(complete_templates))]
     pub template: Option<String>,
     /// App name (default: the directory's name)
     #[arg(long, value_name = "APP")]
@@ -278,6 +304,7 @@ pub enum StatusFormat {
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// Run id or job name (default: the app's last run)
+    #[arg(add = clap_complete::ArgValueCompleter::new(complete_runs))]
     pub run: Option<String>,
     /// Output format: text (a summary and one row per pod), json or yaml (the same report as data)
     #[arg(short, long, value_enum, default_value_t = StatusFormat::Text)]
@@ -301,6 +328,7 @@ pub struct StatusArgs {
 #[derive(Debug, Args)]
 pub struct UndeployArgs {
     /// Run id or job name (default: the app's last run)
+    #[arg(add = clap_complete::ArgValueCompleter::new(complete_runs))]
     pub run: Option<String>,
     /// Remove every run of this app (in the namespace and on the Docker engine)
     #[arg(long, conflicts_with = "run")]
@@ -321,6 +349,7 @@ pub struct UndeployArgs {
 #[derive(Debug, Args)]
 pub struct EventsArgs {
     /// Run id or job name (default: the app's last run)
+    #[arg(add = clap_complete::ArgValueCompleter::new(complete_runs))]
     pub run: Option<String>,
     /// Keep printing new events until Ctrl-C
     #[arg(short, long)]
@@ -362,6 +391,7 @@ pub enum LogFormat {
 #[derive(Debug, Args, Clone)]
 pub struct LogsArgs {
     /// Run id or job name (default: the app's last run)
+    #[arg(add = clap_complete::ArgValueCompleter::new(complete_runs))]
     pub run: Option<String>,
     /// Follow: stream new lines and new pods until the job ends (exit 0 if it succeeded, 1 if it failed)
     #[arg(short, long)]

@@ -34,7 +34,11 @@ impl std::fmt::Debug for Cluster {
 
 /// Connects to context `context` (or the current one) of the kubeconfig, like kubectl.
 /// Nothing is sent yet.
-pub async fn connect(kc: &kubeconfig::Loaded, context: Option<&str>) -> Result<Cluster> {
+pub async fn connect(
+    kc: &kubeconfig::Loaded,
+    context: Option<&str>,
+    log_requests: bool,
+) -> Result<Cluster> {
     let kc = match kc {
         kubeconfig::Loaded::Found(k) => k.as_ref().clone(),
         kubeconfig::Loaded::Missing(looked) => {
@@ -68,11 +72,16 @@ pub async fn connect(kc: &kubeconfig::Loaded, context: Option<&str>) -> Result<C
         .to_string()
         .trim_end_matches('/')
         .to_string();
-    let client = kube::Client::try_from(config).map_err(|e| {
+    let builder = kube::client::ClientBuilder::try_from(config).map_err(|e| {
         Error::failure(format!(
             "cannot set up a client for {server} (context `{context}`): {e}"
         ))
     })?;
+    let client = if log_requests {
+        builder.with_layer(&LogRequests).build()
+    } else {
+        builder.build()
+    };
     Ok(Cluster::new(client, context, server))
 }
 
@@ -192,3 +201,55 @@ where
 
 /// Attempts used by [`retry`] for ordinary requests.
 pub const ATTEMPTS: u32 = 8;
+
+/// `-v`: every API request on stderr — method, path and query, status, milliseconds to the
+/// response's head (streams such as logs and watches go on after that).
+#[derive(Clone, Copy)]
+struct LogRequests;
+
+impl<S> tower_layer::Layer<S> for LogRequests {
+    type Service = LoggedService<S>;
+    fn layer(&self, inner: S) -> LoggedService<S> {
+        LoggedService(inner)
+    }
+}
+
+#[derive(Clone)]
+struct LoggedService<S>(S);
+
+impl<S, B> tower_service::Service<http::Request<kube::client::Body>> for LoggedService<S>
+where
+    S: tower_service::Service<http::Request<kube::client::Body>, Response = http::Response<B>>,
+    S::Future: Send + 'static,
+    S::Error: std::fmt::Display,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = std::pin::Pin<Box<dyn Future<Output = Result<Self::Response, S::Error>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<kube::client::Body>) -> Self::Future {
+        let method = req.method().clone();
+        let path = req
+            .uri()
+            .path_and_query()
+            .map_or_else(|| req.uri().path().to_string(), |p| p.to_string());
+        let started = std::time::Instant::now();
+        let fut = self.0.call(req);
+        Box::pin(async move {
+            let r = fut.await;
+            let ms = started.elapsed().as_millis();
+            match &r {
+                Ok(resp) => eprintln!("{method} {path} {} {ms} ms", resp.status().as_u16()),
+                Err(e) => eprintln!("{method} {path} failed ({e}) {ms} ms"),
+            }
+            r
+        })
+    }
+}

@@ -12,8 +12,10 @@ pub fn run(_ui: &Ui, a: TemplatesArgs) -> Result<u8> {
         ),
         ListFormat::Text => {
             let width = list.iter().map(|t| t.name.len()).max().unwrap_or(0);
+            let default = crate::scaffold::catalog::DEFAULT_TEMPLATE;
             for t in &list {
-                println!("{:width$}  {}", t.name, t.description);
+                let mark = if t.name == default { " (default)" } else { "" };
+                println!("{:width$}  {}{mark}", t.name, t.description);
             }
         }
     }

@@ -41,9 +41,10 @@ impl Kube {
         kc: &kubeconfig::Loaded,
         context: Option<&str>,
         namespace: Option<String>,
+        log_requests: bool,
     ) -> Result<Kube> {
         Ok(Kube {
-            cluster: crate::cluster::connect(kc, context).await?,
+            cluster: crate::cluster::connect(kc, context, log_requests).await?,
             namespace,
         })
     }

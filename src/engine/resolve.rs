@@ -153,7 +153,13 @@ impl<'a> Env<'a> {
     /// The Kubernetes engine of the flags' context, looking in `namespace` (`None`: every
     /// namespace).
     pub async fn kube(&self, namespace: Option<String>) -> Result<Kube> {
-        Kube::connect(self.kubeconfig()?, self.g.context.as_deref(), namespace).await
+        Kube::connect(
+            self.kubeconfig()?,
+            self.g.context.as_deref(),
+            namespace,
+            self.g.verbose > 0,
+        )
+        .await
     }
 
     /// The Docker engine (`DOCKER_HOST`, else the default socket).
@@ -228,6 +234,8 @@ impl<'a> Env<'a> {
         if let Some(rec) = self.record(arg.as_ref()) {
             return self.at_record(rec).await;
         }
+        // A kubeconfig that exists but cannot be read is bad input, not an absent cluster.
+        self.kubeconfig()?;
         let app_name = self.app.as_ref().map(|a| a.name.clone());
         let (what, run_id, app) = match &arg {
             Some(a) => (
@@ -313,9 +321,14 @@ impl<'a> Env<'a> {
                     None => self.namespace()?,
                 };
                 let ctx = self.g.context.clone().or(rec.context.clone());
-                Kube::connect(self.kubeconfig()?, ctx.as_deref(), Some(ns))
-                    .await
-                    .map(Engine::Kubernetes)
+                Kube::connect(
+                    self.kubeconfig()?,
+                    ctx.as_deref(),
+                    Some(ns),
+                    self.g.verbose > 0,
+                )
+                .await
+                .map(Engine::Kubernetes)
             }
         };
         let mut missing = Missing {
