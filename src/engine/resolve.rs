@@ -58,7 +58,7 @@ fn parse_arg(arg: &str) -> Result<RunArg<'_>> {
 
 /// The result of a lookup.
 pub enum Lookup {
-    Found(Run),
+    Found(Box<Run>),
     Missing(Missing),
 }
 
@@ -303,7 +303,7 @@ impl<'a> Env<'a> {
                         run.info().place
                     ));
                 }
-                Ok(Lookup::Found(run))
+                Ok(Lookup::Found(Box::new(run)))
             }
             None => Ok(Lookup::Missing(missing)),
         }
@@ -345,7 +345,7 @@ impl<'a> Env<'a> {
             }
         };
         match engine.find(&rec.run_id, Some(&rec.app)).await {
-            Ok(Some(run)) => Ok(Lookup::Found(run)),
+            Ok(Some(run)) => Ok(Lookup::Found(Box::new(run))),
             Ok(None) => {
                 missing.looked.push(where_(&engine).await);
                 Ok(Lookup::Missing(missing))
@@ -360,7 +360,7 @@ impl<'a> Env<'a> {
     /// The run a command needs: found, or an error naming every place looked.
     pub async fn run(&self, arg: Option<&str>) -> Result<Run> {
         match self.locate(arg).await? {
-            Lookup::Found(r) => Ok(r),
+            Lookup::Found(r) => Ok(*r),
             Lookup::Missing(m) => Err(m.into_error()),
         }
     }
