@@ -201,3 +201,159 @@ async fn drive(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::{LABEL_BACKEND, LABEL_JOB};
+    use crate::logs::docker::testing;
+    use crate::logs::printer::{Format, Style};
+    use crate::render::manifests::{LABEL_APP, LABEL_MANAGED_BY, LABEL_ROLE, LABEL_RUN, MANAGER};
+    use serde_json::Value;
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+
+    /// What `run_to` wrote.
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Sink {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn opts(follow: bool, format: Format) -> LogOptions {
+        LogOptions {
+            follow,
+            since_seconds: None,
+            since_time: None,
+            tail: None,
+            role: RoleFilter::All,
+            pod: None,
+            container: None,
+            style: Style {
+                format,
+                prefix: true,
+                timestamps: false,
+                color: false,
+            },
+        }
+    }
+
+    async fn logs(d: &DockerClient, r: &LocalRef, o: LogOptions) -> (LogsOutcome, String) {
+        let sink = Sink::default();
+        let out = sink.clone();
+        let outcome = run_to(d, r, o, &Ui::plain(), move || Box::new(out))
+            .await
+            .expect("logs");
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        (outcome, text)
+    }
+
+    /// A local run made of busybox containers with hvdctl's labels (launcher + 2 workers), its
+    /// logs followed to the job's end as JSON lines and read again as text.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_local_run_logs_json_lines_with_the_kubernetes_keys_and_more() {
+        let Some(d) = testing::docker().await else {
+            return;
+        };
+        let run_id = format!("l{:04x}", rand::random::<u16>());
+        let r = LocalRef::new("logtest", &run_id);
+        let labels = |role: &str| -> HashMap<String, String> {
+            [
+                (LABEL_MANAGED_BY, MANAGER),
+                (LABEL_APP, "logtest"),
+                (LABEL_RUN, run_id.as_str()),
+                (LABEL_JOB, r.job.as_str()),
+                (LABEL_BACKEND, "local"),
+                (LABEL_ROLE, role),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+        };
+        let mut ids = Vec::new();
+        for i in 0..2 {
+            let script = format!("for n in 1 2 3; do echo worker {i} says $n; done; sleep 1");
+            let name = crate::local::worker_name(&r.job, i);
+            ids.push(testing::start(&d, &name, &script, labels("worker")).await);
+        }
+        let launcher = "sleep 0.5; echo hello; echo oops >&2; sleep 0.2; printf 'no newline'";
+        let name = crate::local::launcher_name(&r.job);
+        ids.push(testing::start(&d, &name, launcher, labels("launcher")).await);
+
+        let followed = tokio::time::timeout(
+            Duration::from_secs(60),
+            logs(&d, &r, opts(true, Format::Json)),
+        )
+        .await;
+        let again = logs(&d, &r, opts(false, Format::Text)).await;
+        for id in &ids {
+            testing::remove(&d, id).await;
+        }
+
+        let (outcome, json) = followed.expect("following ends with the job");
+        assert_eq!(outcome.state, Some(JobState::Succeeded), "{json}");
+        assert_eq!(outcome.targets, 3);
+        let lines: Vec<Value> = json
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        assert_eq!(lines.len(), 9, "{json}");
+        for v in &lines {
+            let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+            assert_eq!(
+                keys,
+                [
+                    "time",
+                    "engine",
+                    "pod",
+                    "container",
+                    "role",
+                    "index",
+                    "rank",
+                    "message"
+                ]
+            );
+            assert_eq!(v["engine"], "docker");
+            assert_eq!(v["rank"], Value::Null);
+            assert_eq!(v["container"], v["role"]);
+        }
+        let of = |msg: &str| {
+            lines
+                .iter()
+                .find(|v| v["message"] == msg)
+                .unwrap_or_else(|| panic!("{msg} missing: {json}"))
+        };
+        let w1 = of("worker 1 says 2");
+        assert_eq!(w1["pod"], format!("{}-worker-1", r.job));
+        assert_eq!(w1["role"], "worker");
+        assert_eq!(w1["index"], 1);
+        let l = of("oops");
+        assert_eq!(l["pod"], format!("{}-launcher", r.job));
+        assert_eq!(l["role"], "launcher");
+        assert_eq!(l["index"], Value::Null);
+        of("no newline");
+
+        let (outcome, text) = again;
+        assert_eq!(outcome.state, None);
+        let mut got: Vec<&str> = text.lines().collect();
+        got.sort();
+        let mut want: Vec<String> = ["hello", "no newline", "oops"]
+            .iter()
+            .map(|m| format!("launcher | {m}"))
+            .collect();
+        for i in 0..2 {
+            for n in 1..=3 {
+                want.push(format!("worker-{i} | worker {i} says {n}"));
+            }
+        }
+        want.sort();
+        assert_eq!(got, want);
+    }
+}
