@@ -355,11 +355,6 @@ pub struct Tail<S> {
     fatal: bool,
 }
 
-/// Lines the end check asks for beyond [`end_check_lines`]: engines count a long line split in
-/// their log (Docker and CRI cut at 16 KiB) as several, and extra older lines do not change
-/// what [`confirms_end`] decides.
-const END_CHECK_SLACK: i64 = 64;
-
 impl<S: LogSource> Tail<S> {
     pub fn new(target: Target, ctx: Ctx<S>) -> Tail<S> {
         let min_ts = ctx.start.since_time.map(Ts::from_jiff);
@@ -603,9 +598,8 @@ impl<S: LogSource> Tail<S> {
     async fn confirm(&mut self, previous: bool, partial: Option<&[u8]>) -> Option<bool> {
         let req = LogRequest {
             previous,
-            tail_lines: Some(
-                end_check_lines(&self.resume, partial.is_some()).saturating_add(END_CHECK_SLACK),
-            ),
+            // Exactly the lines needed: a longer answer cut short could pass for the end.
+            tail_lines: Some(end_check_lines(&self.resume, partial.is_some())),
             ..LogRequest::default()
         };
         self.report.requests += 1;
