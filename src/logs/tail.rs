@@ -796,7 +796,7 @@ mod tests {
             for l in lines.iter().take(if cut { m.cut } else { lines.len() }) {
                 chunks.push(Ok(format!("{l}\n").into_bytes()));
             }
-            if cut && m.opened % 2 == 0 {
+            if cut && m.opened.is_multiple_of(2) {
                 let half = &lines[m.cut][..lines[m.cut].len() / 2];
                 chunks.push(Ok(half.as_bytes().to_vec()));
                 chunks.push(Err(std::io::Error::other("cut")));
