@@ -7,7 +7,11 @@
 //!   daemon's buffer (16 KiB) is several entries, and stdout and stderr entries interleave.
 //!   [`Frames`] turns them into the kubelet's format: one `<timestamp> <text>\n` per line,
 //!   stamped with the timestamp of its last entry (so lines come out in the order of their
-//!   stamps, whichever stream they are on).
+//!   stamps, whichever stream they are on, and a long line whose first entries fall before a
+//!   resume's `since` is still recognised as printed). `tail` counts entries, not lines; the
+//!   tail's end check compares timestamps, so a long last line still passes it, unless it is
+//!   an unterminated one longer than the entries asked for (then the check gives up after a
+//!   few tries, with a warning, having lost nothing).
 //! * A container keeps one log across restarts: there is no `previous` log, so the view always
 //!   says restart 0 with no previous instance, and a restarted container is simply read on.
 //! * A stopped container's log stays readable until the container is removed.

@@ -188,6 +188,7 @@ impl<'a> Tails<'a> {
     /// One tail per target, reading from `source`.
     pub fn spawn<S: LogSource>(&mut self, source: &S, targets: impl IntoIterator<Item = Target>) {
         for t in targets {
+            debug_assert_eq!(t.engine, source.engine(), "{}", t.pod);
             let ctx = Ctx {
                 source: source.clone(),
                 tx: self.tx.clone(),
