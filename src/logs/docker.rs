@@ -9,9 +9,9 @@
 //!   stamped with the timestamp of its last entry (so lines come out in the order of their
 //!   stamps, whichever stream they are on, and a long line whose first entries fall before a
 //!   resume's `since` is still recognised as printed). `tail` counts entries, not lines; the
-//!   tail's end check compares timestamps, so a long last line still passes it, unless it is
-//!   an unterminated one longer than the entries asked for (then the check gives up after a
-//!   few tries, with a warning, having lost nothing).
+//!   tail's end check compares timestamps, so a long last line still passes it — unless it is
+//!   unterminated and longer than the entries asked for: then the check gives up after a few
+//!   tries with a warning, and that last line is not printed.
 //! * A container keeps one log across restarts: there is no `previous` log, so the view always
 //!   says restart 0 with no previous instance, and a restarted container is simply read on.
 //! * A stopped container's log stays readable until the container is removed.
