@@ -323,14 +323,37 @@ fn mpi_hello_runs_two_workers_by_two_slots_and_leaves_nothing_behind() {
         "launcher | hvdctl: training command exited with code 0"
     );
 
-    // JSON logs: one object per line with the Kubernetes keys.
+    // JSON logs: one object per line with the keys of Kubernetes runs' lines.
     let j = run(&dir, &["logs", &id, "-o", "json", "--role", "launcher"]);
     assert_eq!(j.code, 0, "{}", j.stderr);
     let first: Value = serde_json::from_str(j.stdout.lines().next().unwrap()).unwrap();
     let keys: Vec<&String> = first.as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["time", "pod", "container", "role", "message"]);
+    assert_eq!(
+        keys,
+        [
+            "time",
+            "engine",
+            "pod",
+            "container",
+            "role",
+            "index",
+            "rank",
+            "message"
+        ]
+    );
+    assert_eq!(first["engine"], "docker");
     assert_eq!(first["pod"], format!("{job}-launcher"));
     assert_eq!(first["role"], "launcher");
+    assert_eq!(first["index"], Value::Null);
+    assert_eq!(first["rank"], Value::Null);
+    let w = run(&dir, &["logs", &id, "-o", "json", "--role", "worker"]);
+    assert_eq!(w.code, 0, "{}", w.stderr);
+    for l in w.stdout.lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        let i = v["index"].as_u64().expect("a worker's line has its index");
+        assert_eq!(v["pod"], format!("{job}-worker-{i}"));
+        assert_eq!(v["container"], "worker");
+    }
 
     let s = run(&dir, &["status", &id, "-o", "json"]);
     assert_eq!(s.code, 0, "{}", s.stderr);

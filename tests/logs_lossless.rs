@@ -231,6 +231,22 @@ fn mpijob_run_that_fails_every_line_once_exit_1() {
         for k in ["time", "pod", "container", "role", "message"] {
             assert!(v[k].is_string(), "{k} missing in {line}");
         }
+        assert_eq!(v["engine"], "kubernetes", "{line}");
+        assert!(v["rank"].is_null(), "{line}");
+        if v["role"] == "worker" {
+            let i = v["index"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("no index: {line}"));
+            assert!(
+                v["pod"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(&format!("-worker-{i}")),
+                "{line}"
+            );
+        } else {
+            assert!(v["index"].is_null(), "{line}");
+        }
         let msg = v["message"].as_str().unwrap();
         assert!(
             msg.contains(&format!(

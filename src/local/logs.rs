@@ -1,35 +1,34 @@
-//! `logs [-f]` for local runs: every container's log through the same printer as Kubernetes
-//! runs ([`crate::logs::printer`]: `launcher | …`, `worker-3 | …`, or `-o json` objects), one
-//! task per container, one bounded channel, batched writes.
+//! `logs [-f]` for local runs: the run's containers, found by their labels, each read by the
+//! same tail as a pod of a Kubernetes run ([`crate::logs::tail`] over
+//! [`ContainerSource`]: timestamps, resume from the last second printed without repeating a
+//! line, confirmed ends) into the same printer (`launcher | …`, `worker-3 | …`, or `-o json`
+//! objects with the same keys).
 //!
-//! Containers are never auto-removed, so a finished container's log is complete until
-//! `undeploy`; the follow stream of a container ends after its last line once it stops.
-//! Following ends when the job has finished (see [`super::status::job_state`]) and every
-//! stream has drained — then the exit code is the job's (launcher exit 0 → 0, else 1). A
-//! stream that breaks is reopened from its last timestamp, skipping what was printed.
+//! This module only decides which containers to read and when to stop. Containers are never
+//! auto-removed, so a finished container's log is complete until `undeploy`. Following picks
+//! up containers as they start and ends when the job has finished (see
+//! [`super::status::job_state`]) and every tailed container has stopped, or [`DRAIN_GRACE`]
+//! after the job's end for workers that linger; the exit code is then the job's (launcher
+//! exit 0 → 0, else 1).
 
+use super::LocalRef;
 use super::status::{Container, containers, job_state};
-use super::{LocalRef, docker_error};
 use crate::cli::RoleFilter;
 use crate::cluster::status::JobState;
 use crate::error::{Error, Result};
 use crate::image::docker::DockerClient;
-use crate::logs::printer::{self, BATCH, CHANNEL, LineFormat};
-use crate::logs::target::Target;
-use crate::logs::{LogOptions, LogsOutcome};
+use crate::logs::docker::ContainerSource;
+use crate::logs::target::{Engine, Target};
+use crate::logs::{LogOptions, LogsOutcome, Tails, until_interrupted};
 use crate::ui::Ui;
-use bollard::container::LogOutput;
-use bollard::query_parameters::LogsOptions;
-use futures::StreamExt;
 use std::collections::HashSet;
 use std::io::Write;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
-use tokio::task::JoinSet;
 
-/// How long running containers may keep streaming after the job has finished (workers stop
-/// within a second or two of the launcher's end).
-const DRAIN_GRACE: Duration = Duration::from_secs(15);
+/// How long running containers may keep writing after the job has finished (workers stop
+/// within a second or two of the launcher's end); then what they wrote so far is read and
+/// following ends.
+pub const DRAIN_GRACE: Duration = Duration::from_secs(15);
 
 /// Prints the logs of every container of `r` on stdout.
 pub async fn run(
@@ -42,7 +41,8 @@ pub async fn run(
 }
 
 /// Prints the logs of every container of `r` to the writer `out` makes (on a blocking
-/// thread). With `follow`, returns once the job has finished and every line is out.
+/// thread). With `follow`, returns once the job has finished and every line is out; Ctrl-C
+/// gives [`Error::interrupted`].
 pub async fn run_to<F>(
     docker: &DockerClient,
     r: &LocalRef,
@@ -53,47 +53,10 @@ pub async fn run_to<F>(
 where
     F: FnOnce() -> Box<dyn Write> + Send + 'static,
 {
-    let (tx, rx) = mpsc::channel::<Vec<u8>>(CHANNEL);
-    let printer = tokio::task::spawn_blocking(move || printer::print_all(rx, out()));
-    let mut ts = Tails::default();
-    let result = drive(docker, r, &opts, ui, &tx, &mut ts).await;
-    let Tails {
-        set: mut tails,
-        seen,
-        mut reports,
-    } = ts;
-    if result.is_err() {
-        tails.abort_all();
-    }
-    while let Some(t) = tails.join_next().await {
-        if let Ok(t) = t {
-            reports.push(t);
-        }
-    }
-    let mut lines = 0;
-    let mut closed = false;
-    for t in reports {
-        lines += t.lines;
-        closed |= t.closed;
-        if let Some(w) = t.warning {
-            ui.note(format!("warning: {w}"));
-        }
-    }
-    drop(tx);
-    let printed = printer
-        .await
-        .map_err(|e| Error::failure(format!("log printer: {e}")))?
-        .map_err(|e| Error::failure(format!("writing logs to stdout: {e}")))?;
-    let state = result?;
-    Ok(LogsOutcome {
-        state: if printed.closed || closed {
-            None
-        } else {
-            state
-        },
-        lines,
-        targets: seen.len(),
-    })
+    let source = ContainerSource::new(docker.clone());
+    let mut tails = Tails::start(&opts, ui, out);
+    let result = until_interrupted(drive(&source, r, &opts, ui, &mut tails)).await;
+    tails.end(result).await
 }
 
 fn wanted(c: &Container, opts: &LogOptions) -> bool {
@@ -107,44 +70,51 @@ fn wanted(c: &Container, opts: &LogOptions) -> bool {
         && opts.container.as_ref().is_none_or(|want| *want == c.role)
 }
 
-fn target(c: &Container) -> Target {
+/// A container of a local run as a log target: the container is the "pod", its role the
+/// container name (one container per "pod").
+pub fn target(c: &Container) -> Target {
     Target {
+        engine: Engine::Docker,
         pod: c.name.clone(),
         uid: c.id.clone(),
         container: c.role.clone(),
         role: c.role.clone(),
+        index: c.index,
+        rank: None,
         prefix: c.short_name(),
     }
 }
 
+/// The containers tailed so far (by id).
+struct Found<'a> {
+    source: &'a ContainerSource,
+    opts: &'a LogOptions,
+    seen: HashSet<String>,
+}
+
+impl Found<'_> {
+    /// Tails every wanted container that has started and is not tailed yet.
+    fn spawn(&mut self, tails: &mut Tails<'_>, cs: &[Container]) {
+        for c in cs {
+            if c.has_started() && wanted(c, self.opts) && self.seen.insert(c.id.clone()) {
+                tails.spawn(self.source, [target(c)]);
+            }
+        }
+    }
+}
+
 async fn drive(
-    docker: &DockerClient,
+    source: &ContainerSource,
     r: &LocalRef,
     opts: &LogOptions,
     ui: &Ui,
-    tx: &mpsc::Sender<Vec<u8>>,
-    ts: &mut Tails,
+    tails: &mut Tails<'_>,
 ) -> Result<Option<JobState>> {
-    let Tails {
-        set: tails,
-        seen,
-        reports,
-    } = ts;
-    let spawn = |tails: &mut JoinSet<TailReport>, seen: &mut HashSet<String>, cs: &[Container]| {
-        for c in cs {
-            if c.has_started() && wanted(c, opts) && seen.insert(c.id.clone()) {
-                let t = Tail {
-                    docker: docker.clone(),
-                    fmt: LineFormat::new(&target(c), opts.style),
-                    target: target(c),
-                    tx: tx.clone(),
-                    follow: opts.follow,
-                    since: since(opts),
-                    tail: opts.tail,
-                };
-                tails.spawn(t.run());
-            }
-        }
+    let docker = &source.docker;
+    let mut found = Found {
+        source,
+        opts,
+        seen: HashSet::new(),
     };
     let cs = containers(docker, r).await?;
     if cs.is_empty() {
@@ -162,268 +132,70 @@ async fn drive(
         )));
     }
     if !opts.follow {
-        spawn(tails, seen, &cs);
+        found.spawn(tails, &cs);
+        while tails.running() && !tails.closed() {
+            tails.join_next().await;
+        }
         return Ok(None);
     }
-    let bar = if seen.is_empty() && !cs.iter().any(Container::has_started) {
+    let bar = if !cs.iter().any(Container::has_started) {
         Some(ui.spinner(format!("waiting for the containers of {} to start", r.job)))
     } else {
         None
     };
-    spawn(tails, seen, &cs);
+    found.spawn(tails, &cs);
     let mut finished_at: Option<(JobState, Instant)> = None;
+    let mut finishing: Option<JobState> = None;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            _ = tick.tick() => {}
-            Some(t) = tails.join_next(), if !tails.is_empty() => {
-                if let Ok(rep) = t {
-                    let closed = rep.closed;
-                    reports.push(rep);
-                    if closed {
-                        return Ok(None);
-                    }
+            _ = tick.tick(), if finishing.is_none() => {}
+            _ = tails.join_next(), if tails.running() => {
+                if tails.closed() {
+                    return Ok(None);
                 }
             }
         }
+        if let Some(state) = finishing {
+            if !tails.running() {
+                return Ok(Some(state));
+            }
+            continue;
+        }
         let cs = containers(docker, r).await?;
-        spawn(tails, seen, &cs);
+        found.spawn(tails, &cs);
         if let Some(b) = &bar
-            && !seen.is_empty()
+            && !found.seen.is_empty()
         {
             b.finish_and_clear();
         }
-        let (state, _) = job_state(&r.job, &cs);
         if cs.is_empty() {
             return Err(Error::failure(format!(
                 "the containers of {} were removed while following its logs",
                 r.job
             )));
         }
+        let (state, _) = job_state(&r.job, &cs);
         if state.is_finished() && finished_at.is_none() {
             finished_at = Some((state, Instant::now()));
         }
         if let Some((state, at)) = finished_at {
-            // Done when every tailed container has stopped (its stream then ends by itself)
-            // or the grace period is over.
+            // Tails of stopped containers end by themselves once their log is read; running
+            // ones are told to read what is there and stop, once all have stopped or the
+            // grace period is over.
             let all_stopped = cs
                 .iter()
-                .filter(|c| seen.contains(&c.id))
+                .filter(|c| found.seen.contains(&c.id))
                 .all(Container::finished);
             if all_stopped || at.elapsed() >= DRAIN_GRACE {
-                if !all_stopped {
-                    // Running containers' streams would never end: stop them after what
-                    // they have printed so far reached the printer.
-                    tokio::time::sleep(Duration::from_millis(300)).await;
-                    tails.abort_all();
-                }
+                tails.finish();
+                finishing = Some(state);
                 if let Some(b) = &bar {
                     b.finish_and_clear();
                 }
-                return Ok(Some(state));
-            }
-        }
-    }
-}
-
-/// `--since`/`--since-time` as Docker's `since` (unix seconds, floored).
-fn since(opts: &LogOptions) -> i32 {
-    if let Some(t) = opts.since_time {
-        return i32::try_from(t.as_second()).unwrap_or(0);
-    }
-    if let Some(s) = opts.since_seconds {
-        let now = jiff::Timestamp::now().as_second();
-        return i32::try_from(now - s).unwrap_or(0);
-    }
-    0
-}
-
-/// The tails of a `logs` command: running, containers already tailed, finished reports.
-#[derive(Default)]
-struct Tails {
-    set: JoinSet<TailReport>,
-    seen: HashSet<String>,
-    reports: Vec<TailReport>,
-}
-
-struct TailReport {
-    lines: u64,
-    closed: bool,
-    warning: Option<String>,
-}
-
-/// One container's log stream with its resume state.
-struct Tail {
-    docker: DockerClient,
-    target: Target,
-    fmt: LineFormat,
-    tx: mpsc::Sender<Vec<u8>>,
-    follow: bool,
-    since: i32,
-    tail: Option<i64>,
-}
-
-/// Splits Docker's log frames into timestamped lines (one buffer per output stream, since a
-/// long line arrives as several frames, each with its own timestamp).
-#[derive(Default)]
-struct Lines {
-    partial: [Vec<u8>; 2],
-    ts: [Vec<u8>; 2],
-}
-
-impl Lines {
-    /// Feeds one frame (`<RFC 3339 ts> <text>`), calling `line(ts, text)` per complete line.
-    fn feed(&mut self, stream: usize, frame: &[u8], mut line: impl FnMut(&[u8], &[u8])) {
-        let (ts, text) = match memchr::memchr(b' ', frame) {
-            Some(i) if frame[..i].first().is_some_and(u8::is_ascii_digit) => {
-                (&frame[..i], &frame[i + 1..])
-            }
-            _ => (&frame[..0], frame),
-        };
-        if self.partial[stream].is_empty() {
-            self.ts[stream] = ts.to_vec();
-        }
-        let mut rest = text;
-        while let Some(i) = memchr::memchr(b'\n', rest) {
-            let buf = &mut self.partial[stream];
-            if buf.is_empty() {
-                line(&self.ts[stream], &rest[..i]);
-            } else {
-                buf.extend_from_slice(&rest[..i]);
-                line(&self.ts[stream], buf);
-                buf.clear();
-            }
-            rest = &rest[i + 1..];
-            self.ts[stream] = ts.to_vec();
-        }
-        self.partial[stream].extend_from_slice(rest);
-    }
-
-    /// The last line without a newline, at the end of the log.
-    fn flush(&mut self, mut line: impl FnMut(&[u8], &[u8])) {
-        for s in 0..2 {
-            if !self.partial[s].is_empty() {
-                line(&self.ts[s], &self.partial[s]);
-                self.partial[s].clear();
-            }
-        }
-    }
-}
-
-impl Tail {
-    async fn run(self) -> TailReport {
-        let mut rep = TailReport {
-            lines: 0,
-            closed: false,
-            warning: None,
-        };
-        // Resume state: the newest timestamp printed and how many lines carried it.
-        let mut last_ts: Vec<u8> = Vec::new();
-        let mut at_last = 0u64;
-        let mut attempts = 0;
-        let mut since = self.since;
-        let mut tail = self.tail;
-        loop {
-            let opts = LogsOptions {
-                follow: self.follow,
-                stdout: true,
-                stderr: true,
-                since,
-                timestamps: true,
-                tail: tail.map_or_else(|| "all".to_string(), |n| n.to_string()),
-                ..Default::default()
-            };
-            let mut stream = self.docker.bollard().logs(&self.target.uid, Some(opts));
-            let mut lines = Lines::default();
-            let mut batch: Vec<u8> = Vec::with_capacity(BATCH);
-            let skip_until = last_ts.clone();
-            let mut skipped_at_last = 0u64;
-            let mut failed: Option<String> = None;
-            while let Some(item) = stream.next().await {
-                let (stream_no, frame) = match item {
-                    Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => {
-                        (0, message)
-                    }
-                    Ok(LogOutput::StdErr { message }) => (1, message),
-                    Ok(LogOutput::StdIn { .. }) => continue,
-                    Err(e) => {
-                        failed = Some(
-                            docker_error(format!("reading the log of {}", self.target.pod), &e)
-                                .message,
-                        );
-                        break;
-                    }
-                };
-                let mut emit = |ts: &[u8], text: &[u8]| {
-                    if !skip_until.is_empty() {
-                        if ts < skip_until.as_slice() {
-                            return;
-                        }
-                        if ts == skip_until.as_slice() && skipped_at_last < at_last {
-                            skipped_at_last += 1;
-                            return;
-                        }
-                    }
-                    if ts == last_ts.as_slice() {
-                        at_last += 1;
-                    } else {
-                        last_ts = ts.to_vec();
-                        at_last = 1;
-                    }
-                    self.fmt.push(&mut batch, ts, text);
-                    rep.lines += 1;
-                };
-                lines.feed(stream_no, &frame, &mut emit);
-                if batch.len() >= BATCH
-                    && self
-                        .tx
-                        .send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))
-                        .await
-                        .is_err()
-                {
-                    rep.closed = true;
-                    return rep;
-                }
-                // Flush promptly when the stream is quiet: a live log must not wait for a
-                // full batch.
-                if !batch.is_empty()
-                    && frame.len() < 4096
-                    && self.tx.capacity() > CHANNEL / 2
-                    && self.tx.send(std::mem::take(&mut batch)).await.is_err()
-                {
-                    rep.closed = true;
-                    return rep;
-                }
-            }
-            if failed.is_none() {
-                lines.flush(|ts, text| {
-                    self.fmt.push(&mut batch, ts, text);
-                    rep.lines += 1;
-                });
-            }
-            if !batch.is_empty() && self.tx.send(batch).await.is_err() {
-                rep.closed = true;
-                return rep;
-            }
-            match failed {
-                None => return rep,
-                Some(msg) => {
-                    attempts += 1;
-                    if attempts > 5 {
-                        rep.warning = Some(format!("{msg} (gave up after {attempts} attempts)"));
-                        return rep;
-                    }
-                    // Reopen from the second of the last line printed; the skip above drops
-                    // what was already out.
-                    if let Some(t) = std::str::from_utf8(&last_ts)
-                        .ok()
-                        .and_then(|s| s.parse::<jiff::Timestamp>().ok())
-                    {
-                        since = i32::try_from(t.as_second()).unwrap_or(since);
-                        tail = None;
-                    }
-                    tokio::time::sleep(Duration::from_millis(200 * attempts)).await;
+                if !tails.running() {
+                    return Ok(Some(state));
                 }
             }
         }
@@ -433,32 +205,155 @@ impl Tail {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::local::{LABEL_BACKEND, LABEL_JOB};
+    use crate::logs::docker::testing;
+    use crate::logs::printer::{Format, Style};
+    use crate::render::manifests::{LABEL_APP, LABEL_MANAGED_BY, LABEL_ROLE, LABEL_RUN, MANAGER};
+    use serde_json::Value;
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
 
-    #[test]
-    fn frames_become_lines() {
-        let mut l = Lines::default();
-        let mut got: Vec<(String, String)> = Vec::new();
-        let mut push = |ts: &[u8], t: &[u8]| {
-            got.push((
-                String::from_utf8_lossy(ts).into(),
-                String::from_utf8_lossy(t).into(),
-            ))
+    /// What `run_to` wrote.
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Sink {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn opts(follow: bool, format: Format) -> LogOptions {
+        LogOptions {
+            follow,
+            since_seconds: None,
+            since_time: None,
+            tail: None,
+            role: RoleFilter::All,
+            pod: None,
+            container: None,
+            style: Style {
+                format,
+                prefix: true,
+                timestamps: false,
+                color: false,
+            },
+        }
+    }
+
+    async fn logs(d: &DockerClient, r: &LocalRef, o: LogOptions) -> (LogsOutcome, String) {
+        let sink = Sink::default();
+        let out = sink.clone();
+        let outcome = run_to(d, r, o, &Ui::plain(), move || Box::new(out))
+            .await
+            .expect("logs");
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        (outcome, text)
+    }
+
+    /// A local run made of busybox containers with hvdctl's labels (launcher + 2 workers), its
+    /// logs followed to the job's end as JSON lines and read again as text.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_local_run_logs_json_lines_with_the_kubernetes_keys_and_more() {
+        let Some(d) = testing::docker().await else {
+            return;
         };
-        l.feed(0, b"2026-01-01T00:00:01.000000001Z hello\n", &mut push);
-        l.feed(0, b"2026-01-01T00:00:02Z long", &mut push);
-        l.feed(1, b"2026-01-01T00:00:02.5Z err\n", &mut push);
-        l.feed(0, b"2026-01-01T00:00:03Z  line\nnext\n", &mut push);
-        l.feed(0, b"2026-01-01T00:00:04Z tail", &mut push);
-        l.flush(&mut push);
-        assert_eq!(
-            got,
+        let run_id = format!("l{:04x}", rand::random::<u16>());
+        let r = LocalRef::new("logtest", &run_id);
+        let labels = |role: &str| -> HashMap<String, String> {
             [
-                ("2026-01-01T00:00:01.000000001Z".into(), "hello".into()),
-                ("2026-01-01T00:00:02.5Z".into(), "err".into()),
-                ("2026-01-01T00:00:02Z".into(), "long line".into()),
-                ("2026-01-01T00:00:03Z".into(), "next".into()),
-                ("2026-01-01T00:00:04Z".into(), "tail".into()),
+                (LABEL_MANAGED_BY, MANAGER),
+                (LABEL_APP, "logtest"),
+                (LABEL_RUN, run_id.as_str()),
+                (LABEL_JOB, r.job.as_str()),
+                (LABEL_BACKEND, "local"),
+                (LABEL_ROLE, role),
             ]
-        );
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+        };
+        let mut ids = Vec::new();
+        for i in 0..2 {
+            let script = format!("for n in 1 2 3; do echo worker {i} says $n; done; sleep 1");
+            let name = crate::local::worker_name(&r.job, i);
+            ids.push(testing::start(&d, &name, &script, labels("worker")).await);
+        }
+        let launcher = "sleep 0.5; echo hello; echo oops >&2; sleep 0.2; printf 'no newline'";
+        let name = crate::local::launcher_name(&r.job);
+        ids.push(testing::start(&d, &name, launcher, labels("launcher")).await);
+
+        let followed = tokio::time::timeout(
+            Duration::from_secs(60),
+            logs(&d, &r, opts(true, Format::Json)),
+        )
+        .await;
+        let again = logs(&d, &r, opts(false, Format::Text)).await;
+        for id in &ids {
+            testing::remove(&d, id).await;
+        }
+
+        let (outcome, json) = followed.expect("following ends with the job");
+        assert_eq!(outcome.state, Some(JobState::Succeeded), "{json}");
+        assert_eq!(outcome.targets, 3);
+        let lines: Vec<Value> = json
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        assert_eq!(lines.len(), 9, "{json}");
+        for v in &lines {
+            let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+            assert_eq!(
+                keys,
+                [
+                    "time",
+                    "engine",
+                    "pod",
+                    "container",
+                    "role",
+                    "index",
+                    "rank",
+                    "message"
+                ]
+            );
+            assert_eq!(v["engine"], "docker");
+            assert_eq!(v["rank"], Value::Null);
+            assert_eq!(v["container"], v["role"]);
+        }
+        let of = |msg: &str| {
+            lines
+                .iter()
+                .find(|v| v["message"] == msg)
+                .unwrap_or_else(|| panic!("{msg} missing: {json}"))
+        };
+        let w1 = of("worker 1 says 2");
+        assert_eq!(w1["pod"], format!("{}-worker-1", r.job));
+        assert_eq!(w1["role"], "worker");
+        assert_eq!(w1["index"], 1);
+        let l = of("oops");
+        assert_eq!(l["pod"], format!("{}-launcher", r.job));
+        assert_eq!(l["role"], "launcher");
+        assert_eq!(l["index"], Value::Null);
+        of("no newline");
+
+        let (outcome, text) = again;
+        assert_eq!(outcome.state, None);
+        let mut got: Vec<&str> = text.lines().collect();
+        got.sort();
+        let mut want: Vec<String> = ["hello", "no newline", "oops"]
+            .iter()
+            .map(|m| format!("launcher | {m}"))
+            .collect();
+        for i in 0..2 {
+            for n in 1..=3 {
+                want.push(format!("worker-{i} | worker {i} says {n}"));
+            }
+        }
+        want.sort();
+        assert_eq!(got, want);
     }
 }

@@ -1,12 +1,18 @@
-//! `hvdctl logs`: every pod of a run, multiplexed, lossless.
+//! `hvdctl logs`: every container of a run, multiplexed, lossless — pods of a Kubernetes run
+//! or Docker containers of a local one, through the same code.
 //!
 //! The pieces read like stern's: [`watch`] finds the run's pods and turns them into
-//! [`target`]s, [`tail`] reads one target with its resume state, [`printer`] owns stdout. This
-//! module wires them: one tail task per target, one bounded channel to the printer, a spinner
-//! while nothing runs yet, and — when following — the job's state, to stop once the job has
-//! finished and every tail has drained its last line.
+//! [`target`]s, [`tail`] reads one target with its resume state from a [`source`] (the engine:
+//! [`pods`] or [`docker`]), [`printer`] owns stdout. This module wires them: [`Tails`] runs one
+//! tail task per target into one bounded channel to the printer; for Kubernetes runs a
+//! spinner shows while nothing runs yet and — when following — the job's state says when to
+//! stop: once the job has finished and every tail has drained its last line. Local runs find
+//! their containers and wait for the job in [`crate::local::logs`], on the same [`Tails`].
 
+pub mod docker;
+pub mod pods;
 pub mod printer;
+pub mod source;
 pub mod tail;
 pub mod target;
 pub mod watch;
@@ -21,14 +27,17 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::watcher;
-use printer::{CHANNEL, LineFormat, Style};
+use pods::PodSource;
+use printer::{CHANNEL, LineFormat, Printed, Style};
+use source::LogSource;
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tail::{Ctx, Life, Report, Start, Tail};
 use target::Target;
-use tokio::sync::{mpsc, watch as signal};
-use tokio::task::JoinSet;
+use tokio::sync::{Semaphore, mpsc, watch as signal};
+use tokio::task::{JoinHandle, JoinSet};
 
 /// Logs read at once up to their present end (finished containers; see [`tail::Ctx::drains`]).
 /// Measured: 4 reads at once are as fast as 64 against a local server, in 15 MB less memory.
@@ -117,43 +126,163 @@ pub async fn run_to<F>(
 where
     F: FnOnce() -> Box<dyn Write> + Send + 'static,
 {
-    let (tx, rx) = mpsc::channel::<Vec<u8>>(CHANNEL);
-    let printer = tokio::task::spawn_blocking(move || printer::print_all(rx, out()));
-    let mut m = Mux::new(cluster, run, &opts, ui, tx);
-    let result = tokio::select! {
-        r = m.drive() => r,
-        _ = tokio::signal::ctrl_c() => Err(Error::interrupted()),
-    };
-    m.tails.abort_all();
-    let lines = m.lines;
-    let targets = m.pods.target_count();
-    drop(m);
-    let printed = printer
-        .await
-        .map_err(|e| Error::failure(format!("log printer: {e}")))?;
-    let printed = printed.map_err(|e| Error::failure(format!("writing logs to stdout: {e}")))?;
-    let state = result?;
-    Ok(LogsOutcome {
-        state: if printed.closed { None } else { state },
-        lines,
-        targets,
-    })
+    let tails = Tails::start(&opts, ui, out);
+    let mut m = Mux::new(cluster, run, &opts, ui, tails);
+    let result = until_interrupted(m.drive()).await;
+    m.tails.end(result).await
 }
 
-/// The multiplexer's state.
+/// `f`, or [`Error::interrupted`] at Ctrl-C.
+pub async fn until_interrupted<T>(f: impl Future<Output = Result<T>>) -> Result<T> {
+    tokio::select! {
+        r = f => r,
+        _ = tokio::signal::ctrl_c() => Err(Error::interrupted()),
+    }
+}
+
+/// The tails of one `logs` command, whatever their engine: one task per target, all feeding
+/// one printer through one bounded channel, and the signal that no more lines are wanted
+/// beyond what is there now.
+pub struct Tails<'a> {
+    ui: &'a Ui,
+    start: Start,
+    style: Style,
+    tx: mpsc::Sender<Vec<u8>>,
+    printer: JoinHandle<std::io::Result<Printed>>,
+    finish: signal::Sender<bool>,
+    set: JoinSet<Report>,
+    drains: Arc<Semaphore>,
+    started: usize,
+    lines: u64,
+    closed: bool,
+}
+
+impl<'a> Tails<'a> {
+    /// Starts the printer on a blocking thread, writing to what `out` makes. Without
+    /// `opts.follow`, tails read what their container has now and stop.
+    pub fn start<F>(opts: &LogOptions, ui: &'a Ui, out: F) -> Tails<'a>
+    where
+        F: FnOnce() -> Box<dyn Write> + Send + 'static,
+    {
+        let (tx, rx) = mpsc::channel::<Vec<u8>>(CHANNEL);
+        let printer = tokio::task::spawn_blocking(move || printer::print_all(rx, out()));
+        Tails {
+            ui,
+            start: Start {
+                since_seconds: opts.since_seconds,
+                since_time: opts.since_time,
+                tail: opts.tail,
+            },
+            style: opts.style,
+            tx,
+            printer,
+            finish: signal::channel(!opts.follow).0,
+            set: JoinSet::new(),
+            drains: Arc::new(Semaphore::new(DRAINS)),
+            started: 0,
+            lines: 0,
+            closed: false,
+        }
+    }
+
+    /// One tail per target, reading from `source`.
+    pub fn spawn<S: LogSource>(&mut self, source: &S, targets: impl IntoIterator<Item = Target>) {
+        for t in targets {
+            debug_assert_eq!(t.engine, source.engine(), "{}", t.pod);
+            let ctx = Ctx {
+                source: source.clone(),
+                tx: self.tx.clone(),
+                fmt: LineFormat::new(&t, self.style),
+                finish: self.finish.subscribe(),
+                drains: self.drains.clone(),
+                start: self.start.clone(),
+            };
+            self.started += 1;
+            self.set.spawn(Tail::new(t, ctx).run());
+        }
+    }
+
+    /// No more lines are wanted beyond what is there now: running containers are read to
+    /// their present end, then their tails stop.
+    pub fn finish(&self) {
+        let _ = self.finish.send(true);
+    }
+
+    /// Targets handed to a tail so far.
+    pub fn count(&self) -> usize {
+        self.started
+    }
+
+    /// Whether some tail still runs.
+    pub fn running(&self) -> bool {
+        !self.set.is_empty()
+    }
+
+    /// Whether stdout was closed (e.g. `| head`): nothing more can be shown.
+    pub fn closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Waits for a tail to end and records how it ended (warnings go to stderr). Returns at
+    /// once when none runs.
+    pub async fn join_next(&mut self) {
+        match self.set.join_next().await {
+            Some(Ok(rep)) => {
+                self.lines += rep.lines;
+                if let Some(w) = rep.warning {
+                    self.ui.note(format!("warning: {w}"));
+                }
+                self.closed |= rep.closed;
+            }
+            Some(Err(e)) if e.is_cancelled() => {}
+            Some(Err(e)) => self.ui.note(format!("warning: a log stream stopped: {e}")),
+            None => {}
+        }
+    }
+
+    /// Stops what still runs, waits for the printer to write everything, and says how it
+    /// went; `result` is how the caller's driving ended (the job's state when following).
+    pub async fn end(mut self, result: Result<Option<JobState>>) -> Result<LogsOutcome> {
+        self.set.abort_all();
+        while self.running() {
+            self.join_next().await;
+        }
+        let Tails {
+            tx,
+            printer,
+            lines,
+            started,
+            closed,
+            ..
+        } = self;
+        drop(tx);
+        let printed = printer
+            .await
+            .map_err(|e| Error::failure(format!("log printer: {e}")))?;
+        let printed =
+            printed.map_err(|e| Error::failure(format!("writing logs to stdout: {e}")))?;
+        let state = result?;
+        Ok(LogsOutcome {
+            state: if printed.closed || closed {
+                None
+            } else {
+                state
+            },
+            lines,
+            targets: started,
+        })
+    }
+}
+
+/// The multiplexer of a Kubernetes run: its pods, found by the watcher, tailed.
 struct Mux<'a> {
     cluster: &'a Cluster,
     run: &'a RunRef,
     opts: &'a LogOptions,
     ui: &'a Ui,
-    api: Api<Pod>,
-    tx: mpsc::Sender<Vec<u8>>,
-    finish_tx: signal::Sender<bool>,
+    source: PodSource,
     pods: watch::Pods,
-    tails: JoinSet<Report>,
-    drains: std::sync::Arc<tokio::sync::Semaphore>,
-    lines: u64,
-    stdout_closed: bool,
+    tails: Tails<'a>,
 }
 
 impl<'a> Mux<'a> {
@@ -162,7 +291,7 @@ impl<'a> Mux<'a> {
         run: &'a RunRef,
         opts: &'a LogOptions,
         ui: &'a Ui,
-        tx: mpsc::Sender<Vec<u8>>,
+        tails: Tails<'a>,
     ) -> Mux<'a> {
         let filter = watch::Filter {
             role: opts.role,
@@ -174,47 +303,15 @@ impl<'a> Mux<'a> {
             run,
             opts,
             ui,
-            api: Api::namespaced(cluster.client.clone(), &run.namespace),
-            tx,
-            finish_tx: signal::channel(!opts.follow).0,
+            source: PodSource::new(Api::namespaced(cluster.client.clone(), &run.namespace)),
             pods: watch::Pods::new(&run.job, filter),
-            tails: JoinSet::new(),
-            drains: std::sync::Arc::new(tokio::sync::Semaphore::new(DRAINS)),
-            lines: 0,
-            stdout_closed: false,
+            tails,
         }
     }
 
-    fn spawn(&mut self, targets: Vec<Target>) {
-        for t in targets {
-            let ctx = Ctx {
-                api: self.api.clone(),
-                tx: self.tx.clone(),
-                fmt: LineFormat::new(&t, self.opts.style),
-                finish: self.finish_tx.subscribe(),
-                drains: self.drains.clone(),
-                start: Start {
-                    since_seconds: self.opts.since_seconds,
-                    since_time: self.opts.since_time,
-                    tail: self.opts.tail,
-                },
-            };
-            self.tails.spawn(Tail::new(t, ctx).run());
-        }
-    }
-
-    fn collect(&mut self, r: std::result::Result<Report, tokio::task::JoinError>) {
-        match r {
-            Ok(rep) => {
-                self.lines += rep.lines;
-                if let Some(w) = rep.warning {
-                    self.ui.note(format!("warning: {w}"));
-                }
-                self.stdout_closed |= rep.closed;
-            }
-            Err(e) if e.is_cancelled() => {}
-            Err(e) => self.ui.note(format!("warning: a log stream stopped: {e}")),
-        }
+    fn update(&mut self, pod: Pod) {
+        let t = self.pods.update(pod);
+        self.tails.spawn(&self.source, t);
     }
 
     async fn drive(&mut self) -> Result<Option<JobState>> {
@@ -246,13 +343,12 @@ impl<'a> Mux<'a> {
             ));
         }
         for p in pods {
-            let t = self.pods.update(p);
-            self.spawn(t);
+            self.update(p);
         }
         self.no_match_check()?;
-        while let Some(r) = self.tails.join_next().await {
-            self.collect(r);
-            if self.stdout_closed {
+        while self.tails.running() {
+            self.tails.join_next().await;
+            if self.tails.closed() {
                 break;
             }
         }
@@ -273,7 +369,7 @@ impl<'a> Mux<'a> {
     /// With `-f`: follow every pod, new ones too, until the job has finished and every tail
     /// has drained.
     async fn follow(&mut self) -> Result<JobState> {
-        let mut events = Box::pin(watch::pods(self.api.clone(), &self.run.selector()));
+        let mut events = Box::pin(watch::pods(self.source.api.clone(), &self.run.selector()));
         let mut tick = tokio::time::interval(Duration::from_millis(500));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut wait = Waiting::new(self.ui, &self.run.job);
@@ -286,15 +382,14 @@ impl<'a> Mux<'a> {
                     Some(Ok(ev)) => {
                         watch_errors = 0;
                         match ev {
-                            watcher::Event::Apply(p) => { let t = self.pods.update(p); self.spawn(t); }
+                            watcher::Event::Apply(p) => self.update(p),
                             watcher::Event::Delete(p) => self.pods.remove(&p),
                             watcher::Event::Init => relist = Some(HashSet::new()),
                             watcher::Event::InitApply(p) => {
                                 if let (Some(seen), Some(uid)) = (relist.as_mut(), p.metadata.uid.clone()) {
                                     seen.insert(uid);
                                 }
-                                let t = self.pods.update(p);
-                                self.spawn(t);
+                                self.update(p);
                             }
                             watcher::Event::InitDone => {
                                 if let Some(seen) = relist.take() {
@@ -331,23 +426,21 @@ impl<'a> Mux<'a> {
                         wait.done();
                         // Pods the watcher has not shown yet still count.
                         for p in run_pods(self.cluster, self.run).await? {
-                            let t = self.pods.update(p);
-                            self.spawn(t);
+                            self.update(p);
                         }
-                        let _ = self.finish_tx.send(true);
+                        self.tails.finish();
                     } else {
                         wait.update(&self.pods.present, self.pods.target_count());
                     }
                 },
-                Some(r) = self.tails.join_next(), if !self.tails.is_empty() => {
-                    self.collect(r);
-                    if self.stdout_closed {
+                _ = self.tails.join_next(), if self.tails.running() => {
+                    if self.tails.closed() {
                         return Ok(finished.unwrap_or(JobState::Running));
                     }
                 },
             }
             if let Some(state) = finished
-                && self.tails.is_empty()
+                && !self.tails.running()
             {
                 return Ok(state);
             }
@@ -435,7 +528,7 @@ fn waiting_message(job: &str, pods: &BTreeMap<String, Pod>, targets: usize) -> O
             .map(|s| s.containers.iter().map(|c| c.name.clone()).collect())
             .unwrap_or_default();
         for c in names {
-            match tail::view(p, &c).life {
+            match pods::view(p, &c).life {
                 Life::NotStarted { reason, .. } => *reasons.entry(reason).or_default() += 1,
                 _ => return None,
             }

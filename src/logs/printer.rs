@@ -38,7 +38,8 @@ pub const BATCH: usize = 64 * 1024;
 #[derive(Debug, Clone)]
 pub struct LineFormat {
     style: Style,
-    /// Text: the (coloured) prefix and separator. JSON: `,"pod":…,"container":…,"role":…,"message":`.
+    /// Text: the (coloured) prefix and separator. JSON: `,"engine":…,"pod":…,"container":…,
+    /// "role":…,"index":…,"rank":…,"message":` (the same keys for every engine).
     head: Vec<u8>,
 }
 
@@ -59,12 +60,16 @@ impl LineFormat {
             Format::Text => {}
             Format::Json => {
                 let s = |v: &str| serde_json::to_string(v).unwrap_or_else(|_| "\"\"".into());
+                let n = |v: Option<u32>| v.map_or_else(|| "null".to_string(), |v| v.to_string());
                 head.extend_from_slice(
                     format!(
-                        ",\"pod\":{},\"container\":{},\"role\":{},\"message\":",
+                        ",\"engine\":{},\"pod\":{},\"container\":{},\"role\":{},\"index\":{},\"rank\":{},\"message\":",
+                        s(t.engine.as_str()),
                         s(&t.pod),
                         s(&t.container),
-                        s(&t.role)
+                        s(&t.role),
+                        n(t.index),
+                        n(t.rank),
                     )
                     .as_bytes(),
                 );
@@ -168,14 +173,18 @@ pub fn print_all(mut rx: mpsc::Receiver<Vec<u8>>, out: impl Write) -> io::Result
 
 #[cfg(test)]
 mod tests {
+    use super::super::target::Engine;
     use super::*;
 
     fn target() -> Target {
         Target {
+            engine: Engine::Kubernetes,
             pod: "mnist-ab1-worker-3".into(),
             uid: "u".into(),
             container: "worker".into(),
             role: "worker".into(),
+            index: Some(3),
+            rank: None,
             prefix: "worker-3".into(),
         }
     }
@@ -241,9 +250,41 @@ mod tests {
         assert_eq!(v["pod"], "mnist-ab1-worker-3");
         assert_eq!(v["container"], "worker");
         assert_eq!(v["role"], "worker");
+        assert_eq!(v["engine"], "kubernetes");
+        assert_eq!(v["index"], 3);
+        assert_eq!(v["rank"], serde_json::Value::Null);
         assert_eq!(v["message"], "say \"hi\"\t\\ \u{1} \u{fffd} \u{2028} ok");
         let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["time", "pod", "container", "role", "message"]);
+        assert_eq!(
+            keys,
+            [
+                "time",
+                "engine",
+                "pod",
+                "container",
+                "role",
+                "index",
+                "rank",
+                "message"
+            ]
+        );
+        // A local run's launcher: same keys, Docker, no index.
+        let launcher = Target {
+            engine: Engine::Docker,
+            pod: "mnist-ab1-launcher".into(),
+            container: "launcher".into(),
+            role: "launcher".into(),
+            index: None,
+            prefix: "launcher".into(),
+            ..target()
+        };
+        let mut out = Vec::new();
+        LineFormat::new(&launcher, style(Format::Json)).push(&mut out, b"t", b"m");
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["engine"], "docker");
+        assert_eq!(v["index"], serde_json::Value::Null);
+        let keys2: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert_eq!(keys2, keys);
     }
 
     #[test]

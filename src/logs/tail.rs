@@ -1,8 +1,9 @@
 //! Tailing: one stream per target, carrying its resume state (the last timestamp printed and
-//! how many lines were printed at exactly that timestamp).
+//! how many lines were printed at exactly that timestamp). The same code reads pods and Docker
+//! containers: what it needs from the engine is a [`LogSource`].
 //!
 //! Every request asks for `timestamps=true`. On any end of a stream — an error or a clean end
-//! of body — the pod is looked at again: gone, or the container terminated for good → make
+//! of body — the container is looked at again: gone, or the container terminated for good → make
 //! sure the end was really reached and stop; otherwise reconnect with backoff from `sinceTime`
 //! floored to the second, dropping what was already printed. A restarted container's previous
 //! instance is drained with `previous=true` before its new instance is read. Only complete
@@ -14,13 +15,10 @@
 //! lines must be exactly the ones printed last ([`confirms_end`]).
 
 use super::printer::LineFormat;
+use super::source::{Failure, LogRequest, LogSource, SourceError};
 use super::target::Target;
-use crate::cluster::client::{ATTEMPTS, is_transient, retry, status_code};
-use futures::{AsyncBufRead, AsyncBufReadExt};
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, LogParams};
+use futures::{AsyncBufReadExt, AsyncReadExt};
 use std::cmp::Ordering;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -144,10 +142,12 @@ pub struct Resume {
     pub at_last: u64,
 }
 
-/// Per-request counter: lines seen at `Resume::last` in this response.
+/// Where a response stands against the resume point: lines seen at `Resume::last`, and whether
+/// the first line not printed before has been met.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ReadPos {
     seen_at_last: u64,
+    past: bool,
 }
 
 impl Resume {
@@ -159,34 +159,43 @@ impl Resume {
 
     /// Whether a line stamped `ts` (met in a response read from `since_time()`) is new; if so it
     /// counts as printed. A line without a readable timestamp counts as stamped `last`.
+    ///
+    /// Until the resume point is passed, lines older than `last`, and the first `at_last` lines
+    /// stamped `last`, were printed before. From then on every line is new, even one stamped a
+    /// little earlier than the line before it (an engine writing stdout and stderr from two
+    /// threads may stamp them out of order); `last` stays the newest timestamp printed.
     pub fn accept(&mut self, pos: &mut ReadPos, ts: Option<Ts>) -> bool {
         let Some(last) = self.last else {
+            pos.past = true;
             if let Some(ts) = ts {
                 self.last = Some(ts);
                 self.at_last = 1;
-                pos.seen_at_last = 1;
             }
             return true;
         };
         let ts = ts.unwrap_or(last);
-        match ts.cmp(&last) {
-            Ordering::Less => false,
-            Ordering::Equal => {
-                pos.seen_at_last += 1;
-                if pos.seen_at_last > self.at_last {
-                    self.at_last = pos.seen_at_last;
-                    true
-                } else {
-                    false
+        if !pos.past {
+            match ts.cmp(&last) {
+                Ordering::Less => return false,
+                Ordering::Equal => {
+                    pos.seen_at_last += 1;
+                    if pos.seen_at_last <= self.at_last {
+                        return false;
+                    }
                 }
+                Ordering::Greater => {}
             }
+            pos.past = true;
+        }
+        match ts.cmp(&last) {
+            Ordering::Less => {}
+            Ordering::Equal => self.at_last += 1,
             Ordering::Greater => {
                 self.last = Some(ts);
                 self.at_last = 1;
-                pos.seen_at_last = 1;
-                true
             }
         }
+        true
     }
 }
 
@@ -231,7 +240,7 @@ pub fn confirms_end(r: &Resume, partial: Option<&[u8]>, body: &[u8]) -> bool {
 // Container state
 // ---------------------------------------------------------------------------------------------
 
-/// What a pod says about one of its containers.
+/// What the engine says about a target's container (see [`super::source::LogSource::look`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Life {
     /// No instance has run yet (reason: ContainerCreating, ImagePullBackOff, Pending…).
@@ -255,74 +264,6 @@ pub struct View {
     pub has_previous: bool,
 }
 
-pub fn view(pod: &Pod, container: &str) -> View {
-    let status = pod.status.as_ref();
-    let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
-    let pod_done = matches!(phase, "Succeeded" | "Failed");
-    let policy = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.restart_policy.as_deref())
-        .unwrap_or("Always");
-    let cs = status
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|v| v.iter().find(|c| c.name == container));
-    let Some(cs) = cs else {
-        return View {
-            restart: 0,
-            life: Life::NotStarted {
-                reason: phase.to_string(),
-                for_good: pod_done,
-            },
-            has_previous: false,
-        };
-    };
-    let restart = u32::try_from(cs.restart_count.max(0)).unwrap_or(u32::MAX);
-    let state = cs.state.as_ref();
-    let last_terminated = cs
-        .last_state
-        .as_ref()
-        .and_then(|s| s.terminated.as_ref())
-        .is_some();
-    let life = if state.and_then(|s| s.running.as_ref()).is_some() {
-        if pod_done {
-            Life::Dead { for_good: true }
-        } else {
-            Life::Running
-        }
-    } else if let Some(t) = state.and_then(|s| s.terminated.as_ref()) {
-        let again = match policy {
-            "Never" => false,
-            "OnFailure" => t.exit_code != 0,
-            _ => true,
-        };
-        Life::Dead {
-            for_good: pod_done || !again,
-        }
-    } else if last_terminated {
-        // Waiting to restart (CrashLoopBackOff): the instance counted by `restart` is over.
-        Life::Dead { for_good: pod_done }
-    } else {
-        let reason = state
-            .and_then(|s| s.waiting.as_ref())
-            .and_then(|w| w.reason.clone())
-            .unwrap_or_else(|| phase.to_string());
-        Life::NotStarted {
-            reason,
-            for_good: pod_done,
-        }
-    };
-    let has_previous = match life {
-        Life::Running => restart > 0,
-        Life::Dead { .. } | Life::NotStarted { .. } => restart > 0 && last_terminated,
-    };
-    View {
-        restart,
-        life,
-        has_previous,
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // The tail task
 // ---------------------------------------------------------------------------------------------
@@ -342,8 +283,8 @@ impl Start {
 }
 
 /// Everything a tail needs besides its target.
-pub struct Ctx {
-    pub api: Api<Pod>,
+pub struct Ctx<S> {
+    pub source: S,
     pub tx: mpsc::Sender<Vec<u8>>,
     pub fmt: LineFormat,
     /// Turns true when no more lines are wanted beyond what is there now (job finished, or
@@ -374,8 +315,8 @@ struct ReadEnd {
     clean: bool,
     /// The unterminated bytes a clean end of body left (timestamp included).
     partial: Option<Vec<u8>>,
-    /// The request failed before any byte: HTTP status if any, and message.
-    refused: Option<(Option<u16>, String)>,
+    /// The request failed before any byte.
+    refused: Option<SourceError>,
     interrupted: bool,
 }
 
@@ -401,14 +342,9 @@ impl Backoff {
     }
 }
 
-enum PodNow {
-    Here(Box<Pod>),
-    Gone,
-}
-
-pub struct Tail {
+pub struct Tail<S> {
     target: Target,
-    ctx: Ctx,
+    ctx: Ctx<S>,
     resume: Resume,
     /// The minimum timestamp wanted (`--since-time`, exact).
     min_ts: Option<Ts>,
@@ -419,8 +355,8 @@ pub struct Tail {
     fatal: bool,
 }
 
-impl Tail {
-    pub fn new(target: Target, ctx: Ctx) -> Tail {
+impl<S: LogSource> Tail<S> {
+    pub fn new(target: Target, ctx: Ctx<S>) -> Tail<S> {
         let min_ts = ctx.start.since_time.map(Ts::from_jiff);
         Tail {
             target,
@@ -433,28 +369,15 @@ impl Tail {
         }
     }
 
-    async fn pod(&mut self) -> Result<PodNow, kube::Error> {
-        let name = self.target.pod.clone();
-        let api = self.ctx.api.clone();
-        match retry(ATTEMPTS, || api.get_opt(&name)).await? {
-            Some(p) if p.metadata.uid.as_deref() == Some(self.target.uid.as_str()) => {
-                Ok(PodNow::Here(Box::new(p)))
-            }
-            _ => Ok(PodNow::Gone),
-        }
-    }
-
     fn finishing(&self) -> bool {
         *self.ctx.finish.borrow()
     }
 
-    fn params(&self, follow: bool, previous: bool) -> LogParams {
-        let mut lp = LogParams {
-            container: Some(self.target.container.clone()),
+    fn params(&self, follow: bool, previous: bool) -> LogRequest {
+        let mut lp = LogRequest {
             follow,
             previous,
-            timestamps: true,
-            ..LogParams::default()
+            ..LogRequest::default()
         };
         if let Some(t) = self.resume.since_time() {
             lp.since_time = Some(t);
@@ -489,22 +412,18 @@ impl Tail {
             if self.report.closed || self.fatal {
                 return self.report;
             }
-            let pod = match self.pod().await {
-                Ok(PodNow::Here(p)) => p,
-                Ok(PodNow::Gone) => return self.report,
-                Err(e) => {
-                    if !is_transient(&e) {
-                        self.report.warning = Some(format!(
-                            "{}: cannot read pod {}: {e}",
-                            self.target.prefix, self.target.pod
-                        ));
-                        return self.report;
-                    }
+            let v = match self.ctx.source.look(&self.target).await {
+                Ok(Some(v)) => v,
+                Ok(None) => return self.report,
+                Err(e) if e.failure == Failure::Transient => {
                     backoff.wait().await;
                     continue;
                 }
+                Err(e) => {
+                    self.report.warning = Some(format!("{}: {e}", self.target.prefix));
+                    return self.report;
+                }
             };
-            let v = view(&pod, &self.target.container);
             let finishing = self.finishing();
             if finishing && finish_at.is_none() {
                 finish_at = Some(jiff::Timestamp::now());
@@ -638,10 +557,10 @@ impl Tail {
         if end.new > 0 {
             backoff.reset();
         }
-        if let Some((Some(code), msg)) = &end.refused
-            && matches!(code, 401 | 403)
+        if let Some(e) = &end.refused
+            && e.failure == Failure::Fatal
         {
-            self.report.warning = Some(format!("{}: {msg}", self.target.prefix));
+            self.report.warning = Some(format!("{}: {e}", self.target.prefix));
             self.fatal = true;
         }
         if !end.clean && end.new == 0 && !end.interrupted {
@@ -660,35 +579,34 @@ impl Tail {
 
     async fn emit_partial(&mut self, line: &[u8]) {
         let (ts_raw, msg) = split_ts(line);
-        let mut pos = ReadPos::default();
-        let mut scratch = self.resume;
-        if scratch.accept(&mut pos, parse_ts(ts_raw)) {
-            let mut out = Vec::new();
-            self.ctx.fmt.push(&mut out, ts_raw, msg);
-            self.resume = scratch;
-            self.report.lines += 1;
-            if self.ctx.tx.send(out).await.is_err() {
-                self.report.closed = true;
-            }
+        // Confirmed to follow every line printed: new, whatever its timestamp.
+        let mut pos = ReadPos {
+            seen_at_last: 0,
+            past: true,
+        };
+        self.resume.accept(&mut pos, parse_ts(ts_raw));
+        let mut out = Vec::new();
+        self.ctx.fmt.push(&mut out, ts_raw, msg);
+        self.report.lines += 1;
+        if self.ctx.tx.send(out).await.is_err() {
+            self.report.closed = true;
         }
     }
 
     /// The `tailLines` check of the end of the log (see [`confirms_end`]). `None`: the request
     /// failed.
     async fn confirm(&mut self, previous: bool, partial: Option<&[u8]>) -> Option<bool> {
-        let lp = LogParams {
-            container: Some(self.target.container.clone()),
+        let req = LogRequest {
             previous,
-            timestamps: true,
+            // Exactly the lines needed: a longer answer cut short could pass for the end.
             tail_lines: Some(end_check_lines(&self.resume, partial.is_some())),
-            ..LogParams::default()
+            ..LogRequest::default()
         };
         self.report.requests += 1;
-        let body = self.ctx.api.logs(&self.target.pod, &lp).await;
-        match body {
-            Ok(s) => Some(confirms_end(&self.resume, partial, s.as_bytes())),
-            Err(_) => None,
-        }
+        let mut stream = self.ctx.source.open(&self.target, &req).await.ok()?;
+        let mut body = Vec::new();
+        stream.read_to_end(&mut body).await.ok()?;
+        Some(confirms_end(&self.resume, partial, &body))
     }
 
     /// One request: streams lines, drops what was printed, hands new ones to the printer.
@@ -701,11 +619,10 @@ impl Tail {
         } else {
             self.ctx.drains.clone().acquire_owned().await.ok()
         };
-        let stream = self.ctx.api.log_stream(&self.target.pod, &lp).await;
-        let mut stream: Pin<Box<dyn AsyncBufRead + Send>> = match stream {
-            Ok(s) => Box::pin(s),
+        let mut stream = match self.ctx.source.open(&self.target, &lp).await {
+            Ok(s) => s,
             Err(e) => {
-                end.refused = Some((status_code(&e), e.to_string()));
+                end.refused = Some(e);
                 return end;
             }
         };
@@ -713,6 +630,7 @@ impl Tail {
         let mut pos = ReadPos::default();
         let mut pending: Vec<u8> = Vec::new();
         let mut batch: Vec<u8> = Vec::new();
+        let mut got_bytes = false;
         loop {
             let n = tokio::select! {
                 biased;
@@ -722,10 +640,16 @@ impl Tail {
                         break;
                     }
                     Ok(chunk) => {
+                        got_bytes = true;
                         end.new += self.lines(chunk, &mut pending, &mut pos, &mut batch);
                         chunk.len()
                     }
-                    Err(_) => break,
+                    Err(e) => {
+                        if !got_bytes {
+                            end.refused = SourceError::of_io(&e).cloned();
+                        }
+                        break;
+                    }
                 },
                 _ = finish.wait_for(|f| *f), if follow => {
                     end.interrupted = true;
@@ -808,7 +732,144 @@ impl Tail {
 
 #[cfg(test)]
 mod tests {
+    use super::super::printer::{Format, Style};
+    use super::super::source::LogStream;
     use super::*;
+    use futures::TryStreamExt;
+    use std::sync::Mutex;
+
+    /// An engine in memory: one container with a log of timestamped lines, in a given state.
+    /// Every stream is cut after `cut` lines — alternately with a clean end of body (the
+    /// ambiguous case) and with an error in the middle of the next line; end checks
+    /// (`tail_lines`) are served whole.
+    #[derive(Clone, Default)]
+    struct Mem(Arc<Mutex<MemLog>>);
+
+    #[derive(Default)]
+    struct MemLog {
+        lines: Vec<String>,
+        life: Option<Life>,
+        cut: usize,
+        opened: u64,
+    }
+
+    impl Mem {
+        fn new(lines: Vec<String>, life: Life, cut: usize) -> Mem {
+            Mem(Arc::new(Mutex::new(MemLog {
+                lines,
+                life: Some(life),
+                cut,
+                opened: 0,
+            })))
+        }
+    }
+
+    impl LogSource for Mem {
+        fn engine(&self) -> super::super::target::Engine {
+            super::super::target::Engine::Docker
+        }
+
+        async fn look(&self, _t: &Target) -> Result<Option<View>, SourceError> {
+            let m = self.0.lock().unwrap();
+            Ok(m.life.clone().map(|life| View {
+                restart: 0,
+                life,
+                has_previous: false,
+            }))
+        }
+
+        async fn open(&self, _t: &Target, req: &LogRequest) -> Result<LogStream, SourceError> {
+            let mut m = self.0.lock().unwrap();
+            m.opened += 1;
+            let since = req.since_time.map(Ts::from_jiff);
+            let mut lines: Vec<String> = m
+                .lines
+                .iter()
+                .filter(|l| since.is_none_or(|s| parse_ts(split_ts(l.as_bytes()).0) >= Some(s)))
+                .cloned()
+                .collect();
+            if let Some(n) = req.tail_lines {
+                lines = lines.split_off(lines.len().saturating_sub(n as usize));
+            }
+            let mut chunks: Vec<std::io::Result<Vec<u8>>> = Vec::new();
+            let cut = req.tail_lines.is_none() && m.cut > 0 && lines.len() > m.cut;
+            for l in lines.iter().take(if cut { m.cut } else { lines.len() }) {
+                chunks.push(Ok(format!("{l}\n").into_bytes()));
+            }
+            if cut && m.opened.is_multiple_of(2) {
+                let half = &lines[m.cut][..lines[m.cut].len() / 2];
+                chunks.push(Ok(half.as_bytes().to_vec()));
+                chunks.push(Err(std::io::Error::other("cut")));
+            }
+            Ok(Box::pin(futures::stream::iter(chunks).into_async_read()))
+        }
+    }
+
+    /// Runs a tail over `source` to its end; what it printed, one line per entry.
+    async fn tail_all(source: Mem, finish: bool) -> (Report, Vec<String>) {
+        let (tx, mut rx) = mpsc::channel(4);
+        let (_ftx, finish) = watch::channel(finish);
+        let t = Tail::new(
+            target(),
+            Ctx {
+                source,
+                tx,
+                fmt: LineFormat::new(&target(), bare()),
+                finish,
+                start: Start::default(),
+                drains: Arc::new(Semaphore::new(1)),
+            },
+        );
+        let printed = tokio::spawn(async move {
+            let mut out = Vec::new();
+            while let Some(b) = rx.recv().await {
+                out.extend(b);
+            }
+            out
+        });
+        let rep = tokio::time::timeout(Duration::from_secs(30), t.run())
+            .await
+            .expect("the tail ends");
+        let out = String::from_utf8(printed.await.unwrap()).unwrap();
+        (rep, out.lines().map(str::to_string).collect())
+    }
+
+    /// `n` numbered lines, 80 per second, four at a time sharing one timestamp exactly.
+    fn numbered(n: usize) -> Vec<String> {
+        (0..n)
+            .map(|i| {
+                format!(
+                    "2026-11-22T10:{:02}:{:02}.{:09}Z line {i}",
+                    10 + i / 80 / 60,
+                    i / 80 % 60,
+                    (i % 80) / 4 * 1_000_000
+                )
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn cut_streams_lose_and_repeat_nothing() {
+        // A reconnect re-reads up to a second of lines: cuts must be further apart than that
+        // (80 lines) for any client resuming from a whole second to make progress.
+        let n = 2000;
+        for cut in [81, 100, 173, 5000] {
+            let src = Mem::new(numbered(n), Life::Dead { for_good: true }, cut);
+            let (rep, out) = tail_all(src.clone(), false).await;
+            let want: Vec<String> = (0..n).map(|i| format!("line {i}")).collect();
+            let first_wrong = out.iter().zip(&want).position(|(a, b)| a != b);
+            assert!(
+                out == want,
+                "cut every {cut} lines: {} printed, first difference at {first_wrong:?}",
+                out.len()
+            );
+            assert_eq!(rep.lines, n as u64);
+            assert_eq!(rep.warning, None);
+            if cut < n {
+                assert!(src.0.lock().unwrap().opened > 2, "cut every {cut} lines");
+            }
+        }
+    }
 
     fn ts(s: &str) -> Ts {
         parse_ts(s.as_bytes()).unwrap_or_else(|| panic!("parse {s}"))
@@ -849,10 +910,13 @@ mod tests {
         };
         assert_eq!(r.since_time().unwrap().to_string(), "2026-11-22T10:00:07Z");
         // What kube puts on the wire must not round up past lines not yet printed.
-        let lp = LogParams {
-            since_time: r.since_time(),
-            ..LogParams::default()
-        };
+        let lp = super::super::pods::log_params(
+            "c",
+            &LogRequest {
+                since_time: r.since_time(),
+                ..LogRequest::default()
+            },
+        );
         assert_eq!(
             lp.since_time
                 .unwrap()
@@ -913,6 +977,39 @@ mod tests {
         assert_eq!(
             feed(&mut r, &[(a, "x1"), (a, "x2"), (a, "x3"), (b, "y")]),
             ["x3", "y"]
+        );
+    }
+
+    #[test]
+    fn lines_stamped_out_of_order_are_printed_once() {
+        // stdout and stderr stamped by two threads: 5.3 is written before 5.2.
+        let a = "2026-11-22T10:00:05.1Z";
+        let b = "2026-11-22T10:00:05.2Z";
+        let c = "2026-11-22T10:00:05.3Z";
+        let d = "2026-11-22T10:00:06Z";
+        let mut r = Resume::default();
+        assert_eq!(
+            feed(&mut r, &[(a, "1"), (c, "2"), (b, "3")]),
+            ["1", "2", "3"]
+        );
+        assert_eq!(
+            r,
+            Resume {
+                last: Some(ts(c)),
+                at_last: 1
+            }
+        );
+        // A reconnect: everything up to the newest line printed is skipped, the older one too.
+        assert_eq!(
+            feed(&mut r, &[(a, "1"), (c, "2"), (b, "3"), (d, "4"), (c, "5")]),
+            ["4", "5"]
+        );
+        assert_eq!(
+            r,
+            Resume {
+                last: Some(ts(d)),
+                at_last: 1
+            }
         );
     }
 
@@ -993,30 +1090,36 @@ mod tests {
         assert!(!confirms_end(&r, None, b""));
     }
 
-    fn tail_for_lines() -> Tail {
-        let client =
-            kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap()))
-                .unwrap();
-        let (tx, _rx) = mpsc::channel(1);
-        let (_ftx, finish) = watch::channel(false);
-        let target = Target {
+    fn target() -> Target {
+        Target {
+            engine: super::super::target::Engine::Docker,
             pod: "p".into(),
             uid: "u".into(),
             container: "c".into(),
             role: String::new(),
+            index: None,
+            rank: None,
             prefix: "p".into(),
-        };
-        let style = super::super::printer::Style {
-            format: super::super::printer::Format::Text,
+        }
+    }
+
+    fn bare() -> Style {
+        Style {
+            format: Format::Text,
             prefix: false,
             timestamps: false,
             color: false,
-        };
-        let fmt = LineFormat::new(&target, style);
+        }
+    }
+
+    fn tail_for_lines() -> Tail<Mem> {
+        let (tx, _rx) = mpsc::channel(1);
+        let (_ftx, finish) = watch::channel(false);
+        let fmt = LineFormat::new(&target(), bare());
         Tail::new(
-            target,
+            target(),
             Ctx {
-                api: Api::namespaced(client, "default"),
+                source: Mem::default(),
                 tx,
                 fmt,
                 finish,
@@ -1055,71 +1158,5 @@ mod tests {
         let again = b"2026-11-22T10:00:05.1Z one\n2026-11-22T10:00:05.2Z two\n2026-11-22T10:00:05.3Z three\n2026-11-22T10:00:05.4Z four\n";
         assert_eq!(t.lines(again, &mut pending, &mut pos, &mut batch), 1);
         assert_eq!(String::from_utf8(batch).unwrap(), "four\n");
-    }
-
-    fn pod(v: serde_json::Value) -> Pod {
-        serde_json::from_value(v).unwrap()
-    }
-
-    #[test]
-    fn container_views() {
-        let p = pod(
-            serde_json::json!({"spec": {"restartPolicy": "OnFailure", "containers": [{"name": "c"}]}, "status": {"phase": "Running",
-            "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 1,
-              "state": {"waiting": {"reason": "CrashLoopBackOff"}}, "lastState": {"terminated": {"exitCode": 1}}}]}}),
-        );
-        assert_eq!(
-            view(&p, "c"),
-            View {
-                restart: 1,
-                life: Life::Dead { for_good: false },
-                has_previous: true
-            }
-        );
-        let p = pod(
-            serde_json::json!({"spec": {"restartPolicy": "OnFailure", "containers": [{"name": "c"}]}, "status": {"phase": "Running",
-            "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": true, "restartCount": 2,
-              "state": {"running": {}}, "lastState": {"terminated": {"exitCode": 1}}}]}}),
-        );
-        assert_eq!(
-            view(&p, "c"),
-            View {
-                restart: 2,
-                life: Life::Running,
-                has_previous: true
-            }
-        );
-        let p = pod(
-            serde_json::json!({"spec": {"restartPolicy": "OnFailure", "containers": [{"name": "c"}]}, "status": {"phase": "Succeeded",
-            "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
-              "state": {"terminated": {"exitCode": 0}}}]}}),
-        );
-        assert_eq!(
-            view(&p, "c"),
-            View {
-                restart: 0,
-                life: Life::Dead { for_good: true },
-                has_previous: false
-            }
-        );
-        let p = pod(
-            serde_json::json!({"spec": {"containers": [{"name": "c"}]}, "status": {"phase": "Pending",
-            "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
-              "state": {"waiting": {"reason": "ImagePullBackOff"}}}]}}),
-        );
-        assert_eq!(
-            view(&p, "c").life,
-            Life::NotStarted {
-                reason: "ImagePullBackOff".into(),
-                for_good: false
-            }
-        );
-        assert_eq!(
-            view(&pod(serde_json::json!({"spec": {"containers": []}})), "c").life,
-            Life::NotStarted {
-                reason: "Pending".into(),
-                for_good: false
-            }
-        );
     }
 }

@@ -1,17 +1,46 @@
-//! Identity: which container of which pod a stream reads, and the short stable name its lines
+//! Identity: which container of which pod (or which Docker container) a stream reads, what it
+//! is in the run (role, worker index, MPI rank when known), and the short stable name its lines
 //! are prefixed with (`launcher`, `worker-3`, `worker-3/sidecar`), coloured by a stable hash.
+//! This is the one model of a log line's origin, whatever the engine: text prefixes and the
+//! keys of `-o json` lines come from it.
 
 use crate::cluster::status::{role_of, worker_index};
+use crate::kinds::ROLE_WORKER;
 use k8s_openapi::api::core::v1::Pod;
 
-/// One container of one pod: what a tail reads.
+/// Where a target's container runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Engine {
+    Kubernetes,
+    Docker,
+}
+
+impl Engine {
+    /// `kubernetes` or `docker` (the `engine` key of JSON lines).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Kubernetes => "kubernetes",
+            Engine::Docker => "docker",
+        }
+    }
+}
+
+/// One container of one pod (or one Docker container of a local run): what a tail reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
+    pub engine: Engine,
+    /// The pod's name; for Docker, the container's name (`<job>-worker-3`).
     pub pod: String,
+    /// The pod's uid; for Docker, the container's id.
     pub uid: String,
+    /// The container's name in its pod; for Docker, the role (one container per "pod").
     pub container: String,
     /// `launcher`, `worker`, or "" for pods without the role label.
     pub role: String,
+    /// The worker's index (`<job>-worker-<i>`); None for the launcher.
+    pub index: Option<u32>,
+    /// The MPI rank whose lines these are, when known (not yet: ranks share a stream).
+    pub rank: Option<u32>,
     /// Short name shown before each line.
     pub prefix: String,
 }
@@ -74,10 +103,17 @@ pub fn targets_of(pod: &Pod, short: &str, container: Option<&str>) -> Vec<Target
         .into_iter()
         .filter(|c| container.is_none_or(|want| want == *c))
         .map(|c| Target {
+            engine: Engine::Kubernetes,
             pod: name.clone(),
             uid: uid.clone(),
             container: c.to_string(),
             role: role_of(pod).to_string(),
+            index: if role_of(pod) == ROLE_WORKER {
+                worker_index(&name)
+            } else {
+                None
+            },
+            rank: None,
             prefix: if several {
                 format!("{short}/{c}")
             } else {
@@ -154,15 +190,22 @@ mod tests {
         let one = targets_of(&pod("j-worker-3", "worker", &["worker"]), "worker-3", None);
         assert_eq!(one[0].prefix, "worker-3");
         assert_eq!(one[0].role, "worker");
+        assert_eq!(one[0].index, Some(3));
+        assert_eq!(one[0].engine, Engine::Kubernetes);
+        let l = targets_of(&pod("j-launcher-abc", "launcher", &["l"]), "launcher", None);
+        assert_eq!((l[0].index, l[0].rank), (None, None));
     }
 
     #[test]
     fn colour_is_stable_and_spread() {
         let t = |p: &str| Target {
+            engine: Engine::Kubernetes,
             pod: String::new(),
             uid: String::new(),
             container: String::new(),
             role: String::new(),
+            index: None,
+            rank: None,
             prefix: p.into(),
         };
         assert_eq!(t("worker-3").color(), t("worker-3").color());
