@@ -691,3 +691,383 @@ fn a_backend_added_by_registration_deploys_reports_and_undeploys() {
     assert_eq!(cmd(&["undeploy", "--kubeconfig", &kc, "jo1"]).unwrap(), 0);
     assert!(e.ours("hvdctl.io/run=jo1").is_empty());
 }
+
+/// Every bad RUN and kubeconfig case: its exit code (0 ok, 1 failure or not found, 2 bad
+/// input) and a message naming what and where. All cases run; failures are listed together.
+#[test]
+fn bad_runs_and_kubeconfigs_exit_as_documented() {
+    let e = env(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    let mut c = e.hv(&dir);
+    c.args(["deploy", "--backend", "native", "--run-id", "ok1"]);
+    c.args(["--set", "env.FAKE_KUBELET_LINES=2"]);
+    assert_eq!(run(c).code, 0);
+    let kc = e.kubeconfig.display().to_string();
+    let bad_yaml = e.root.join("bad.yaml");
+    std::fs::write(&bad_yaml, "apiVersion: v1\nclusters: [\n").unwrap();
+    // Two contexts: the current one points at a dead server, `fake-cluster` at the fake.
+    let two = e.root.join("two-contexts");
+    let text = e.fc.kubeconfig();
+    let dead = text
+        .replace(e.fc.url(), "http://127.0.0.1:1")
+        .replace("fake-cluster", "dead");
+    let merged = e.root.join("merged");
+    std::fs::write(&two, &dead).unwrap();
+    let missing = e.root.join("no-such-file");
+    let list = format!("{}:{}", missing.display(), e.kubeconfig.display());
+    std::fs::write(&merged, &text).unwrap();
+    let two_list = format!("{}:{}", two.display(), merged.display());
+    let dead_docker = format!("unix://{}", e.root.join("no.sock").display());
+    struct Case<'a> {
+        what: &'a str,
+        env: Vec<(&'a str, String)>,
+        args: Vec<&'a str>,
+        code: i32,
+        says: Vec<&'a str>,
+    }
+    let case =
+        |what, env: &[(&'static str, &str)], args: &[&'static str], code, says: &[&'static str]| {
+            Case {
+                what,
+                env: env.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+                args: args.to_vec(),
+                code,
+                says: says.to_vec(),
+            }
+        };
+    let cases = vec![
+        case(
+            "empty RUN",
+            &[("KUBECONFIG", &kc)],
+            &["status", ""],
+            2,
+            &["`` is not a run id or job name"],
+        ),
+        case(
+            "RUN with a bad character",
+            &[("KUBECONFIG", &kc)],
+            &["logs", "demo_x"],
+            2,
+            &["`demo_x` is not a run id or job name"],
+        ),
+        case(
+            "run id too long",
+            &[("KUBECONFIG", &kc)],
+            &["events", "abcdef"],
+            2,
+            &["`abcdef` is not a run id"],
+        ),
+        case(
+            "unknown run",
+            &[("KUBECONFIG", &kc)],
+            &["status", "zzzzz"],
+            1,
+            &[
+                "run `zzzzz` not found",
+                "namespace default (context `fake-cluster`)",
+                "runs there: demo-ok1",
+            ],
+        ),
+        case(
+            "job name found from labels",
+            &[("KUBECONFIG", &kc)],
+            &["status", "demo-ok1"],
+            0,
+            &[],
+        ),
+        case(
+            "job name of another app",
+            &[("KUBECONFIG", &kc)],
+            &["status", "other-ok1"],
+            1,
+            &["run `other-ok1` not found"],
+        ),
+        case(
+            "undeploy of an unknown run, every engine asked",
+            &[("KUBECONFIG", &kc)],
+            &["undeploy", "zzzzz"],
+            0,
+            &[
+                "Nothing to delete",
+                "namespace default (context `fake-cluster`)",
+            ],
+        ),
+        case(
+            "undeploy with no kubeconfig",
+            &[],
+            &["undeploy", "zzzzz"],
+            1,
+            &[
+                "Kubernetes could not be asked: no kubeconfig",
+                "KUBECONFIG is not set",
+            ],
+        ),
+        case(
+            "undeploy with an unreachable Docker engine",
+            &[("KUBECONFIG", &kc), ("DOCKER_HOST", &dead_docker)],
+            &["undeploy", "zzzzz"],
+            1,
+            &[
+                "could not be asked",
+                "cannot connect to the Docker daemon",
+                "no.sock",
+            ],
+        ),
+        case(
+            "--kubeconfig that does not exist",
+            &[],
+            &["--kubeconfig", "/nonexistent/kc", "status", "abc"],
+            2,
+            &["--kubeconfig /nonexistent/kc: no such file"],
+        ),
+        case(
+            "malformed kubeconfig",
+            &[("KUBECONFIG", &bad_yaml.display().to_string())],
+            &["status", "abc"],
+            2,
+            &["bad.yaml: not a valid kubeconfig", "line 2 column 11"],
+        ),
+        case(
+            "KUBECONFIG list skips a missing file",
+            &[("KUBECONFIG", &list)],
+            &["status", "ok1"],
+            0,
+            &[],
+        ),
+        case(
+            "KUBECONFIG of missing files only",
+            &[("KUBECONFIG", &missing.display().to_string())],
+            &["undeploy", "zzzzz"],
+            1,
+            &["none of the KUBECONFIG files exists"],
+        ),
+        case(
+            "unknown --context",
+            &[("KUBECONFIG", &kc)],
+            &["status", "--context", "nope", "abc"],
+            2,
+            &["context `nope` is not in the kubeconfig", "fake-cluster"],
+        ),
+        case(
+            "a recorded run uses its own context, not the current one",
+            &[("KUBECONFIG", &two_list)],
+            &["status", "ok1"],
+            0,
+            &["context fake-cluster"],
+        ),
+        case(
+            "the current context is used for unrecorded runs",
+            &[("KUBECONFIG", &two_list)],
+            &["status", "zzzzz"],
+            1,
+            &["context `dead`", "http://127.0.0.1:1"],
+        ),
+    ];
+    let mut failures = Vec::new();
+    for c in &cases {
+        let mut cmd = hvdctl();
+        cmd.arg("-C").arg(&dir);
+        for (k, v) in &c.env {
+            cmd.env(k, v);
+        }
+        cmd.args(&c.args);
+        let o = run(cmd);
+        let all = format!("{}{}", o.stdout, o.stderr);
+        if o.code != c.code {
+            failures.push(format!(
+                "{}: exit {} (want {}): {}",
+                c.what, o.code, c.code, o.stderr
+            ));
+        }
+        for s in &c.says {
+            if !all.contains(s) {
+                failures.push(format!("{}: does not say {s:?}: {all}", c.what));
+            }
+        }
+        if all.contains("panicked") || all.contains("Some(") {
+            failures.push(format!("{}: not for people: {all}", c.what));
+        }
+    }
+    // A corrupt record file is reported and set aside; the run is still found from labels.
+    std::fs::write(dir.join(".hvdctl/runs.json"), "{broken").unwrap();
+    let mut c = e.hv(&dir);
+    c.args(["status", "ok1"]);
+    let o = run(c);
+    if o.code != 0 || !o.stderr.contains("ignoring the run records") {
+        failures.push(format!("corrupt runs.json: exit {}: {}", o.code, o.stderr));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// kubectl's forms and the command line's help, completion and version.
+#[test]
+fn kubectl_forms_help_completion_and_version() {
+    let e = env(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    let hv = |args: &[&str]| {
+        let mut c = e.hv(&dir);
+        c.args(args);
+        run(c)
+    };
+    // --dry-run is --dry-run=client; --dry-run=server persists nothing.
+    let a = hv(&["deploy", "--dry-run", "--run-id", "dr1"]);
+    let b = hv(&["deploy", "--dry-run=client", "--run-id", "dr1"]);
+    assert_eq!((a.code, b.code), (0, 0), "{}{}", a.stderr, b.stderr);
+    assert_eq!(a.stdout, b.stdout);
+    assert!(a.stdout.contains("kind: MPIJob"), "{}", a.stdout);
+    let s = hv(&[
+        "deploy",
+        "--dry-run=server",
+        "--backend",
+        "native",
+        "--run-id",
+        "dr2",
+    ]);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    assert!(s.stderr.contains("Server dry run"), "{}", s.stderr);
+    assert!(e.ours("hvdctl.io/run=dr2").is_empty());
+    assert_eq!(hv(&["deploy", "--dry-run=sever"]).code, 2);
+
+    let d = hv(&[
+        "deploy",
+        "--backend",
+        "native",
+        "--run-id",
+        "ok1",
+        "--set",
+        "env.FAKE_KUBELET_LINES=3",
+        "--wait",
+    ]);
+    assert_eq!(d.code, 0, "{}", d.stderr);
+    // --tail=-1 is every line, like kubectl's; below -1 is refused.
+    let l = hv(&["logs", "ok1", "--tail=-1"]);
+    assert_eq!(l.code, 0, "{}", l.stderr);
+    assert_eq!(hv(&["logs", "ok1", "--tail=-2"]).code, 2);
+    // -v: every API request with its status and time.
+    let v = hv(&["-v", "status", "ok1"]);
+    assert_eq!(v.code, 0, "{}", v.stderr);
+    assert!(
+        v.stderr
+            .lines()
+            .any(|l| l.starts_with("GET /api/v1/namespaces/default/pods")
+                && l.contains(" 200 ")
+                && l.ends_with(" ms")),
+        "{}",
+        v.stderr
+    );
+    // version: client, commit, server and the MPIJob versions served.
+    let ver = hv(&["version", "-o", "json"]);
+    assert_eq!(ver.code, 0, "{}", ver.stderr);
+    let j: serde_json::Value = serde_json::from_str(&ver.stdout).unwrap();
+    assert_eq!(j["client"], env!("CARGO_PKG_VERSION"));
+    assert!(
+        j["server"].as_str().unwrap_or_default().starts_with("v1."),
+        "{j}"
+    );
+    assert_eq!(j["mpiJobVersions"], serde_json::json!(["v2beta1"]));
+    let mut c = hvdctl();
+    c.args(["version", "--client"]);
+    let o = run(c);
+    assert!(
+        o.code == 0 && o.stdout.starts_with("Client: hvdctl") && !o.stdout.contains("Server"),
+        "{}",
+        o.stdout
+    );
+    // Help: cluster flags only where they mean something, global options apart, -o described.
+    let h = hv(&["init", "--help"]);
+    assert!(
+        !h.stdout.contains("--context") && h.stdout.contains("Global options"),
+        "{}",
+        h.stdout
+    );
+    let h = hv(&["status", "--help"]);
+    assert!(
+        h.stdout.contains("Cluster options") && h.stdout.contains("--context"),
+        "{}",
+        h.stdout
+    );
+    assert!(
+        h.stdout.contains("-o, --output <OUTPUT>  Output format"),
+        "{}",
+        h.stdout
+    );
+    let t = hv(&["templates"]);
+    assert!(
+        t.stdout
+            .lines()
+            .any(|l| l.starts_with("horovod ") && l.ends_with("(default)")),
+        "{}",
+        t.stdout
+    );
+    // Dynamic completion: recorded run ids and template names.
+    let complete = |words: &[&str]| {
+        let mut c = e.hv(&dir);
+        c.current_dir(&dir)
+            .env("COMPLETE", "bash")
+            .env("_CLAP_COMPLETE_INDEX", (words.len() - 1).to_string())
+            .env("_CLAP_COMPLETE_COMP_TYPE", "9")
+            .env("_CLAP_COMPLETE_SPACE", "false")
+            .arg("--")
+            .args(words);
+        let o = run(c);
+        o.stdout.replace('\u{b}', "\n")
+    };
+    let runs = complete(&["hvdctl", "status", "o"]);
+    assert!(runs.lines().any(|l| l == "ok1"), "{runs}");
+    let tpl = complete(&["hvdctl", "init", "-t", "mpi"]);
+    assert!(tpl.lines().any(|l| l == "mpi-hello"), "{tpl}");
+    let script = hv(&["completions", "bash"]);
+    assert!(
+        script.stdout.contains("COMPLETE=\"bash\"") || script.stdout.contains("COMPLETE"),
+        "{}",
+        script.stdout
+    );
+}
+
+/// `events -f` goes on across dropped and expired watches.
+#[test]
+fn events_follow_survives_dropped_watches() {
+    let e = env(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    let mut c = e.hv(&dir);
+    c.args(["deploy", "--backend", "native", "--run-id", "ev1", "--wait"]);
+    assert_eq!(run(c).code, 0);
+    e.fc.set_faults(Faults {
+        watch_expire_secs: 1.0,
+        ..Default::default()
+    });
+    let bin = assert_cmd::cargo::cargo_bin("hvdctl");
+    let mut child = std::process::Command::new(bin)
+        .env("KUBECONFIG", &e.kubeconfig)
+        .env("NO_COLOR", "1")
+        .args(["-C", &dir.display().to_string(), "events", "-f", "ev1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Several watch lifetimes later, a new event about one of the run's pods.
+    std::thread::sleep(Duration::from_millis(3500));
+    e.fc.create(serde_json::json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": "late-event", "namespace": "default"},
+        "involvedObject": {"kind": "Pod", "name": "demo-ev1-worker-1", "namespace": "default"},
+        "reason": "LateNews", "message": "after three expired watches", "type": "Normal",
+        "lastTimestamp": "2026-01-01T00:00:00Z", "count": 1
+    }))
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let alive = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        alive,
+        "events -f ended: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("LateNews"),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -25,7 +25,7 @@ async fn list_all(env: &Env<'_>, a: &StatusArgs) -> Result<u8> {
     let mut reached = 0;
     let mut last_err: Option<Error> = None;
     let mut looked = Vec::new();
-    for (name, engine) in env.engines(a.all_namespaces).await {
+    for (name, engine) in env.engines(a.all_namespaces).await? {
         let runs: Result<Vec<Run>> = match engine {
             Ok(e) => {
                 looked.push(e.describe());

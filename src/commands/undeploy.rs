@@ -76,7 +76,7 @@ async fn all(env: &Env<'_>, a: &UndeployArgs, wait: bool) -> Result<u8> {
     let mut runs: Vec<Run> = Vec::new();
     let mut unreached: Vec<(String, Error)> = Vec::new();
     let mut looked = Vec::new();
-    for (name, engine) in env.engines(false).await {
+    for (name, engine) in env.engines(false).await? {
         let listed = match engine {
             Ok(e) => {
                 looked.push(e.describe());

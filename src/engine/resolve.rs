@@ -168,19 +168,24 @@ impl<'a> Env<'a> {
     }
 
     /// Every engine that could hold runs here: `Ok` when connected (for Kubernetes: when the
-    /// kubeconfig names a usable context), `Err` with why not. A machine with no Docker
-    /// engine configured is not asked at all.
-    pub async fn engines(&self, all_namespaces: bool) -> Vec<(String, Result<Engine>)> {
+    /// kubeconfig names a usable context), `Err` with why not (no kubeconfig, no daemon). A
+    /// machine with no Docker engine configured is not asked at all. Bad input — a malformed
+    /// kubeconfig, an unknown `--context`, a bad `-n` — is an error at once.
+    pub async fn engines(&self, all_namespaces: bool) -> Result<Vec<(String, Result<Engine>)>> {
         let kube = async {
+            if let kubeconfig::Loaded::Missing(looked) = self.kubeconfig()? {
+                return Ok(Err(Error::failure(format!("no kubeconfig: {looked}"))));
+            }
             let ns = if all_namespaces {
                 None
             } else {
-                match self.namespace() {
-                    Ok(n) => Some(n),
-                    Err(e) => return Err(e),
-                }
+                Some(self.namespace()?)
             };
-            self.kube(ns).await.map(Engine::Kubernetes)
+            match self.kube(ns).await {
+                Ok(k) => Ok(Ok(Engine::Kubernetes(k))),
+                Err(e) if e.kind == crate::error::Kind::Input => Err(e),
+                Err(e) => Ok(Err(e)),
+            }
         };
         let docker = async {
             if docker_configured() {
@@ -190,11 +195,11 @@ impl<'a> Env<'a> {
             }
         };
         let (k, d) = tokio::join!(kube, docker);
-        let mut out = vec![("Kubernetes".to_string(), k)];
+        let mut out = vec![("Kubernetes".to_string(), k?)];
         if let Some(d) = d {
             out.push(("the Docker engine".to_string(), d));
         }
-        out
+        Ok(out)
     }
 
     /// The record a RUN argument (or, without one, the app's last run) names, if it fits the
@@ -234,8 +239,6 @@ impl<'a> Env<'a> {
         if let Some(rec) = self.record(arg.as_ref()) {
             return self.at_record(rec).await;
         }
-        // A kubeconfig that exists but cannot be read is bad input, not an absent cluster.
-        self.kubeconfig()?;
         let app_name = self.app.as_ref().map(|a| a.name.clone());
         let (what, run_id, app) = match &arg {
             Some(a) => (
@@ -259,7 +262,7 @@ impl<'a> Env<'a> {
             others: vec![],
         };
         let mut found: Vec<Run> = Vec::new();
-        for (name, engine) in self.engines(false).await {
+        for (name, engine) in self.engines(false).await? {
             let engine = match engine {
                 Ok(e) => e,
                 Err(e) => {
