@@ -656,3 +656,116 @@ fn pvc_volumes_are_refused_before_anything_is_created() {
     assert!(private_dir("hello-pvc1").is_none());
     assert!(!dir.join(".hvdctl/runs.json").exists());
 }
+
+/// The fake cluster with its Docker kubelet: pods are real containers.
+fn docker_cluster(mpi_operator: bool) -> (fake_cluster::FakeCluster, tempfile::TempDir, PathBuf) {
+    let fc = fake_cluster::FakeCluster::start(fake_cluster::Options {
+        kubelet: fake_cluster::KubeletMode::Docker,
+        pause_image: Some(
+            std::env::var("HVDCTL_TEST_BUSYBOX_IMAGE")
+                .unwrap_or_else(|_| "hvdctl-test/busybox:latest".into()),
+        ),
+        mpi_operator,
+        ..Default::default()
+    })
+    .expect("the fake cluster with the Docker kubelet starts");
+    let tmp = tempfile::tempdir().unwrap();
+    let kc = tmp.path().join("kubeconfig");
+    fc.write_kubeconfig(&kc).unwrap();
+    (fc, tmp, kc)
+}
+
+/// Containers the Docker kubelet still has for pods of job `job`.
+fn kubelet_leftovers(
+    docker: &DockerClient,
+    fc: &fake_cluster::FakeCluster,
+    job: &str,
+) -> Vec<String> {
+    let id = fc.docker_id().expect("docker kubelet");
+    let filters = HashMap::from([(
+        "label".to_string(),
+        vec![format!("io.hvdctl.fake-cluster.id={id}")],
+    )]);
+    let cs = rt()
+        .block_on(docker.bollard().list_containers(Some(
+            bollard::query_parameters::ListContainersOptions {
+                all: true,
+                filters: Some(filters),
+                ..Default::default()
+            },
+        )))
+        .unwrap();
+    cs.iter()
+        .filter_map(|c| {
+            c.labels
+                .as_ref()?
+                .get("io.hvdctl.fake-cluster.pod")
+                .cloned()
+        })
+        .filter(|p| p.starts_with(&format!("default/{job}-")))
+        .collect()
+}
+
+/// mpi-hello through Kubernetes manifests executed by real containers: hvdctl's native
+/// backend (Service, ssh Secret, hostfile ConfigMap, worker pods, launcher Job) on the fake
+/// cluster's Docker kubelet. Every rank reports, `logs -f` exits 0, status says Succeeded,
+/// undeploy leaves no container.
+#[test]
+fn native_backend_runs_for_real_on_the_docker_kubelet() {
+    let Some(docker) = docker() else { return };
+    let img = image(&docker);
+    let (fc, _tmp, kc) = docker_cluster(false);
+    let (_app_tmp, dir) = new_app("hello");
+    let id = run_id("k");
+    let job = format!("hello-{id}");
+    let started = Instant::now();
+    let d = hvdctl(&dir)
+        .env("KUBECONFIG", &kc)
+        .args([
+            "deploy",
+            "--backend",
+            "native",
+            "--run-id",
+            &id,
+            "--image",
+            &img,
+            "--no-push",
+            "--logs",
+        ])
+        .args(["--set", "workers=2", "--set", "slotsPerWorker=2"])
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&d.stdout),
+        String::from_utf8_lossy(&d.stderr),
+    );
+    eprintln!(
+        "native 2x2 on the docker kubelet: {:.1?}",
+        started.elapsed()
+    );
+    assert_eq!(d.status.code(), Some(0), "{out}\n{err}");
+    for r in 0..4 {
+        assert!(out.contains(&format!("rank {r} of 4")), "rank {r}: {out}");
+    }
+    assert!(out.contains("= 6 (expected 6) OK"), "{out}");
+    let s = hvdctl(&dir)
+        .env("KUBECONFIG", &kc)
+        .args(["status", &id, "-o", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&s.stdout).unwrap();
+    assert_eq!(v["state"], "Succeeded", "{v}");
+    let u = hvdctl(&dir)
+        .env("KUBECONFIG", &kc)
+        .args(["undeploy", &id])
+        .output()
+        .unwrap();
+    assert_eq!(
+        u.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&u.stderr)
+    );
+    assert_eq!(kubelet_leftovers(&docker, &fc, &job), Vec::<String>::new());
+}
