@@ -769,3 +769,112 @@ fn native_backend_runs_for_real_on_the_docker_kubelet() {
     );
     assert_eq!(kubelet_leftovers(&docker, &fc, &job), Vec::<String>::new());
 }
+
+/// The same as non-root (`securityContext.runAsUser: 1000`, group 1000, fsGroup 1000): the
+/// workers' sshd runs as the user on port 2222, and every rank runs as uid 1000.
+#[test]
+fn native_backend_runs_non_root_on_the_docker_kubelet() {
+    let Some(docker) = docker() else { return };
+    let img = image(&docker);
+    let (fc, _tmp, kc) = docker_cluster(false);
+    let (_app_tmp, dir) = new_app("hello");
+    let id = run_id("u");
+    let job = format!("hello-{id}");
+    let d = hvdctl(&dir)
+        .env("KUBECONFIG", &kc)
+        .args([
+            "deploy",
+            "--backend",
+            "native",
+            "--run-id",
+            &id,
+            "--image",
+            &img,
+            "--no-push",
+            "--logs",
+        ])
+        .args([
+            "--set",
+            "securityContext.runAsUser=1000",
+            "--set",
+            "securityContext.runAsGroup=1000",
+        ])
+        .args([
+            "--set",
+            "securityContext.fsGroup=1000",
+            "--set",
+            "command=[bash,-c,id -u; python3 /app/hello.py]",
+        ])
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&d.stdout),
+        String::from_utf8_lossy(&d.stderr),
+    );
+    assert_eq!(d.status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains("= 1 (expected 1) OK"), "{out}");
+    let ids: Vec<&str> = out.lines().filter(|l| l.ends_with("| 1000")).collect();
+    assert_eq!(ids.len(), 2, "every rank runs as uid 1000: {out}");
+    assert!(
+        out.contains("port 2222"),
+        "sshd as the user on its own port: {out}"
+    );
+    let u = hvdctl(&dir)
+        .env("KUBECONFIG", &kc)
+        .args(["undeploy", &id])
+        .output()
+        .unwrap();
+    assert_eq!(
+        u.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&u.stderr)
+    );
+    assert_eq!(kubelet_leftovers(&docker, &fc, &job), Vec::<String>::new());
+}
+
+/// The local backend as non-root (`runAsUser: 1000`): sshd as the user on port 2222, every
+/// rank as uid 1000.
+#[test]
+fn local_backend_runs_non_root() {
+    let Some(docker) = docker() else { return };
+    let img = image(&docker);
+    let (_app_tmp, dir) = new_app("hello");
+    let id = run_id("n");
+    let job = format!("hello-{id}");
+    let d = hvdctl(&dir)
+        .args([
+            "deploy",
+            "--backend",
+            "local",
+            "--run-id",
+            &id,
+            "--image",
+            &img,
+            "--logs",
+        ])
+        .args([
+            "--set",
+            "securityContext.runAsUser=1000",
+            "--set",
+            "securityContext.runAsGroup=1000",
+        ])
+        .args(["--set", "command=[bash,-c,id -u; python3 /app/hello.py]"])
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&d.stdout),
+        String::from_utf8_lossy(&d.stderr),
+    );
+    assert_eq!(d.status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains("= 1 (expected 1) OK"), "{out}");
+    assert_eq!(
+        out.lines().filter(|l| l.ends_with("| 1000")).count(),
+        2,
+        "{out}"
+    );
+    undeploy_and_check(&docker, &dir, &id);
+    let _ = job;
+}
