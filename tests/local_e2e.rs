@@ -878,3 +878,114 @@ fn local_backend_runs_non_root() {
     undeploy_and_check(&docker, &dir, &id);
     let _ = job;
 }
+
+/// A launcher pod deleted mid-run (as `kubectl delete pod` does: TERM, then the grace
+/// period) stops its command and the workers: they end within the grace period + 5 s.
+#[test]
+fn a_deleted_native_launcher_stops_the_workers() {
+    let Some(docker) = docker() else { return };
+    let img = image(&docker);
+    let (fc, _tmp, kc) = docker_cluster(false);
+    let (_app_tmp, dir) = new_app("hello");
+    let id = run_id("t");
+    let job = format!("hello-{id}");
+    let d = hvdctl(&dir)
+        .env("KUBECONFIG", &kc)
+        .args([
+            "deploy",
+            "--backend",
+            "native",
+            "--run-id",
+            &id,
+            "--image",
+            &img,
+            "--no-push",
+            "--wait",
+        ])
+        .args(["--set", "command=[bash,-c,echo started; sleep 600]"])
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    assert_eq!(
+        d.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&d.stderr)
+    );
+    let pods = |role: &str| {
+        fc.list(
+            "pods",
+            Some("default"),
+            &format!("hvdctl.io/run={id},hvdctl.io/role={role}"),
+        )
+    };
+    // The command runs on every worker before the launcher goes.
+    let t0 = Instant::now();
+    loop {
+        let l = hvdctl(&dir)
+            .env("KUBECONFIG", &kc)
+            .args(["logs", &id, "--role", "launcher"])
+            .output()
+            .unwrap();
+        if String::from_utf8_lossy(&l.stdout)
+            .matches("started")
+            .count()
+            >= 2
+        {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let launcher = pods("launcher")[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let grace = pods("launcher")[0]["spec"]["terminationGracePeriodSeconds"]
+        .as_i64()
+        .unwrap_or(30);
+    let deleted = Instant::now();
+    fc.delete("pods", "default", &launcher, None).unwrap();
+    let limit = Duration::from_secs(grace as u64 + 5);
+    loop {
+        let running: Vec<String> = pods("worker")
+            .iter()
+            .filter(|p| p["status"]["phase"] == "Running" || p["status"]["phase"] == "Pending")
+            .map(|p| {
+                p["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        if running.is_empty() {
+            break;
+        }
+        assert!(
+            deleted.elapsed() < limit,
+            "workers still running {:?} after {:?}: {running:?}",
+            limit,
+            deleted.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    eprintln!(
+        "workers ended {:.1?} after the launcher pod was deleted (grace {grace}s)",
+        deleted.elapsed()
+    );
+    let u = hvdctl(&dir)
+        .env("KUBECONFIG", &kc)
+        .args(["undeploy", &id])
+        .output()
+        .unwrap();
+    assert_eq!(
+        u.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&u.stderr)
+    );
+    assert_eq!(kubelet_leftovers(&docker, &fc, &job), Vec::<String>::new());
+}
