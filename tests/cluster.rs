@@ -1071,3 +1071,44 @@ fn events_follow_survives_dropped_watches() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// Native: the launcher Job owns the run's Service, Secret, ConfigMap and worker pods, so
+/// deleting the Job (by hand, or its TTL) lets the garbage collector remove the rest.
+#[test]
+fn native_launcher_job_owns_the_run() {
+    let e = env(false);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    let mut c = e.hv(&dir);
+    c.args(["deploy", "--backend", "native", "--run-id", "ow1"]);
+    assert_eq!(run(c).code, 0);
+    let job =
+        e.fc.get("jobs", "default", "demo-ow1-launcher")
+            .expect("launcher job");
+    let uid = job["metadata"]["uid"].as_str().unwrap().to_string();
+    for r in ["services", "secrets", "configmaps", "pods"] {
+        for o in e.fc.list(r, Some("default"), "hvdctl.io/run=ow1") {
+            let owners = o["metadata"]["ownerReferences"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            assert!(
+                owners
+                    .iter()
+                    .any(|w| w["kind"] == "Job" && w["uid"] == uid.as_str()),
+                "{r}/{} is not owned by the launcher Job: {owners:?}",
+                o["metadata"]["name"]
+            );
+        }
+    }
+    e.fc.delete("jobs", "default", "demo-ow1-launcher", Some("Background"))
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !e.ours("hvdctl.io/run=ow1").is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left after the Job went: {:?}",
+            e.ours("hvdctl.io/run=ow1")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

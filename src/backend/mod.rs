@@ -72,6 +72,12 @@ pub trait KubeBackend: Send + Sync + 'static {
     fn operator_selector(&self, _job: &str) -> Option<String> {
         None
     }
+    /// Whether the job object owns the run's other objects (ownerReferences: deleting it —
+    /// by hand, by `ttlSecondsAfterFinished` — lets the garbage collector remove the rest).
+    /// It is then created first.
+    fn job_owns_run(&self) -> bool {
+        false
+    }
     /// The object whose status decides the run's state, for job `job`.
     fn job_object(&self, job: &str) -> (ApiKind, String);
     /// The run's state from that object (`None`: it does not exist) and the run's pods.

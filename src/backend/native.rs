@@ -29,6 +29,10 @@ impl KubeBackend for NativeBackend {
         replicate_workers(objects, app.workers)
     }
 
+    fn job_owns_run(&self) -> bool {
+        true
+    }
+
     fn job_object(&self, job: &str) -> (ApiKind, String) {
         (ApiKind::of::<Job>(), format!("{job}-launcher"))
     }

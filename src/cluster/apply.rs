@@ -55,8 +55,8 @@ pub async fn ensure_namespace(c: &Cluster, namespace: &str, create: bool) -> Res
     }
 }
 
-/// Applies one object (server-side apply, field manager `hvdctl`).
-pub async fn apply_one(c: &Cluster, o: &Object, dry_run: bool) -> Result<()> {
+/// Applies one object (server-side apply, field manager `hvdctl`); returns its uid.
+pub async fn apply_one(c: &Cluster, o: &Object, dry_run: bool) -> Result<String> {
     let ns = o.meta().namespace.clone().unwrap_or_default();
     let api = dynamic_api(c, &ns, o.api_kind());
     let mut pp = PatchParams::apply(MANAGER);
@@ -68,7 +68,7 @@ pub async fn apply_one(c: &Cluster, o: &Object, dry_run: bool) -> Result<()> {
     let patch = Patch::Apply(&body);
     retry(ATTEMPTS, || api.patch(&name, &pp, &patch))
         .await
-        .map(|_| ())
+        .map(|o| o.metadata.uid.unwrap_or_default())
         .map_err(|e| c.error(&format!("apply {} {name} in namespace {ns}", o.kind()), &e))
 }
 

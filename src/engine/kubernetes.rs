@@ -17,6 +17,7 @@ use crate::state::{self, RunRecord};
 use crate::ui::Ui;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use std::collections::HashSet;
@@ -325,7 +326,7 @@ pub async fn deploy(
         ));
     };
     let applied = tokio::select! {
-        r = apply::apply_all(c, &objects, false, &on_applied) => r,
+        r = apply_owned(c, b, &job, objects.clone(), &on_applied) => r,
         _ = tokio::signal::ctrl_c() => Err(Error::interrupted()),
     };
     bar.finish_and_clear();
@@ -363,6 +364,41 @@ pub async fn deploy(
         objects.len()
     ));
     Ok(Some(kr))
+}
+
+/// Applies the run's objects; when the backend's job object owns the run, it goes first and
+/// every other object gets an ownerReference to it.
+async fn apply_owned(
+    c: &Cluster,
+    b: &'static dyn KubeBackend,
+    job: &str,
+    mut objects: Vec<Object>,
+    on_applied: &(dyn Fn(&Object) + Sync),
+) -> Result<()> {
+    let (kind, name) = b.job_object(job);
+    let at = objects
+        .iter()
+        .position(|o| o.api_kind() == kind && o.name() == name);
+    if let (true, Some(at)) = (b.job_owns_run(), at) {
+        let owner = objects.remove(at);
+        let uid = apply::apply_one(c, &owner, false).await?;
+        on_applied(&owner);
+        let reference = OwnerReference {
+            api_version: kind.api_version.into(),
+            kind: kind.kind.into(),
+            name: name.clone(),
+            uid,
+            block_owner_deletion: Some(true),
+            controller: None,
+        };
+        for o in &mut objects {
+            o.meta_mut()
+                .owner_references
+                .get_or_insert_with(Vec::new)
+                .push(reference.clone());
+        }
+    }
+    apply::apply_all(c, &objects, false, on_applied).await
 }
 
 /// An image built here and never pushed must reach a registry before a cluster can run it;

@@ -25,6 +25,8 @@ fn owner_ref(owner: &Value) -> Value {
     })
 }
 
+/// What `owner_uid` controls: like Kubernetes' controllers, only objects whose controller
+/// reference (`controller: true`) names the owner, not every object it owns.
 fn owned_by<'a>(
     items: &'a [Arc<Value>],
     owner_uid: &'a str,
@@ -32,7 +34,12 @@ fn owned_by<'a>(
     items.iter().filter(move |v| {
         v.pointer("/metadata/ownerReferences")
             .and_then(Value::as_array)
-            .is_some_and(|refs| refs.iter().any(|r| s(r, "/uid") == Some(owner_uid)))
+            .is_some_and(|refs| {
+                refs.iter().any(|r| {
+                    s(r, "/uid") == Some(owner_uid)
+                        && r.get("controller").and_then(Value::as_bool) == Some(true)
+                })
+            })
     })
 }
 
