@@ -260,6 +260,36 @@ fn bad_app_files_and_flags() {
             "expected a mapping",
         ),
         (
+            "backend in the file",
+            with("backend: bogus\n"),
+            vec![],
+            "backend: `bogus` is not one of mpijob, native, local",
+        ),
+        (
+            "toleration effect",
+            with("tolerations:\n- {key: k, effect: NoSchedul}\n"),
+            vec![],
+            "not one of NoSchedule, PreferNoSchedule, NoExecute (did you mean `NoSchedule`?)",
+        ),
+        (
+            "host path type",
+            with("volumes:\n- {name: d, mountPath: /d, hostPath: {path: /x, type: Dir}}\n"),
+            vec![],
+            "hvdctl.yaml:6:55: volumes[0].hostPath.type: `Dir` is not one of DirectoryOrCreate",
+        ),
+        (
+            "set creates a nested unknown key",
+            BASE.into(),
+            vec!["--set", "resources.worker.limit.cpu=1"],
+            "error: --set resources.worker.limit.cpu=1: unknown key `limit` in `resources.worker`",
+        ),
+        (
+            "set creates an incomplete mapping",
+            BASE.into(),
+            vec!["--set", "elastic.minWorkers=2"],
+            "error: --set elastic.minWorkers=2: `elastic` needs the key `maxWorkers`",
+        ),
+        (
             "set bad number",
             BASE.into(),
             vec!["--set", "workers=abc"],
@@ -330,6 +360,46 @@ fn bad_app_files_and_flags() {
     for (case, yaml, args, needle) in &cases {
         bad_app(t, case, yaml, args, needle);
     }
+}
+
+#[test]
+fn every_problem_is_listed_with_its_place() {
+    let tmp = tempfile::tempdir().unwrap();
+    let yaml = format!("{BASE}wrokers: 2\nmpi: {{implementation: LAM}}\nslotsPerWorker: 0\n");
+    let args = [
+        "--set",
+        "gpusPerWorker=many",
+        "--set",
+        "resources.worker.limit.cpu=1",
+    ];
+    bad_app(
+        tmp.path(),
+        "several",
+        &yaml,
+        &args,
+        "hvdctl.yaml:5:1: unknown key `wrokers`",
+    );
+    let dir = tmp.path().join("several");
+    let mut c = hvdctl();
+    c.arg("-C")
+        .arg(&dir)
+        .args(["deploy", "--dry-run"])
+        .args(args);
+    let o = run(c);
+    let lines: Vec<&str> = o
+        .stderr
+        .lines()
+        .filter(|l| !l.starts_with("  hint:"))
+        .collect();
+    let file = dir.join("hvdctl.yaml").display().to_string();
+    let expected = [
+        format!("error: {file}:5:1: unknown key `wrokers`"),
+        format!("{file}:6:23: mpi.implementation: `LAM` is not one of OpenMPI, Intel, MPICH"),
+        format!("{file}:7:17: slotsPerWorker: must be at least 1"),
+        "--set gpusPerWorker=many: gpusPerWorker: invalid type: string \"many\", expected a whole number (0 or more)".into(),
+        "--set resources.worker.limit.cpu=1: unknown key `limit` in `resources.worker`".into(),
+    ];
+    assert_eq!(lines, expected, "{}", o.stderr);
 }
 
 #[test]

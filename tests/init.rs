@@ -158,6 +158,11 @@ fn version_and_completions() {
             c
         });
         assert_eq!(o.code, 0);
-        assert!(o.stdout.contains("deploy"), "{shell}");
+        // The script asks hvdctl itself for completions as the user types.
+        assert!(
+            o.stdout.contains("COMPLETE") && o.stdout.contains("hvdctl"),
+            "{shell}: {}",
+            o.stdout
+        );
     }
 }

@@ -21,7 +21,8 @@ pub struct Loaded {
     pub dir: PathBuf,
 }
 
-/// Reads `<dir>/hvdctl.yaml`, applies `--set` flags, checks types and values.
+/// Reads `<dir>/hvdctl.yaml`, applies `--set` flags, checks types and values. Every problem
+/// is reported (not only the first), each with its place.
 pub fn load(dir: &FsPath, sets: &[String]) -> Result<Loaded> {
     let file = dir.join(APP_FILE);
     let text = match std::fs::read_to_string(&file) {
@@ -34,11 +35,15 @@ pub fn load(dir: &FsPath, sets: &[String]) -> Result<Loaded> {
         }
         Err(e) => return Err(Error::input(format!("cannot read {}: {e}", file.display()))),
     };
-    let flags = sets
-        .iter()
-        .map(|s| set::parse(s).map_err(|e| Error::input(format!("--set {s}: {e}"))))
-        .collect::<Result<Vec<_>>>()?;
-    let app = from_text(&text, &file.display().to_string(), &flags)?;
+    let mut found = Vec::new();
+    let mut flags = Vec::new();
+    for s in sets {
+        match set::parse(s) {
+            Ok(f) => flags.push(f),
+            Err(e) => found.push(Found::flag(s, format!("--set {s}: {e}"))),
+        }
+    }
+    let app = check_text(&text, &file.display().to_string(), &flags, sets, found)?;
     Ok(Loaded {
         app,
         dir: dir.to_path_buf(),
@@ -53,69 +58,165 @@ fn display_dir(dir: &FsPath) -> String {
     }
 }
 
+/// At most this many problems are listed; a file with more is not worth reading further.
+const MAX_PROBLEMS: usize = 50;
+
+/// Where a problem is, for listing problems in order: the file's in file order, then the
+/// flags' in command-line order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Place {
+    File(usize, usize),
+    Flag(String),
+}
+
+/// One problem, with its place first in `message` (`file:line:col: ...` or `--set FLAG: ...`).
+struct Found {
+    place: Place,
+    message: String,
+    hint: Option<String>,
+}
+
+impl Found {
+    fn flag(flag: &str, message: String) -> Found {
+        Found {
+            place: Place::Flag(flag.to_string()),
+            message,
+            hint: None,
+        }
+    }
+}
+
+/// One error holding every problem: a single one keeps its hint apart, several are listed one
+/// per line, each followed by its own hint. `sets` (the flags as given) orders flag problems.
+fn combine(mut found: Vec<Found>, sets: &[String]) -> Error {
+    found.sort_by_key(|f| match &f.place {
+        Place::File(line, col) => (0, *line, *col),
+        Place::Flag(flag) => (1, sets.iter().position(|s| s == flag).unwrap_or(0), 0),
+    });
+    if found.len() == 1 {
+        let f = found.remove(0);
+        let e = Error::input(f.message);
+        return match f.hint {
+            Some(h) => e.hint(h),
+            None => e,
+        };
+    }
+    let lines: Vec<String> = found
+        .into_iter()
+        .map(|f| match f.hint {
+            Some(h) => format!("{}\n  hint: {h}", f.message),
+            None => f.message,
+        })
+        .collect();
+    Error::input(lines.join("\n"))
+}
+
 /// Parses, overrides, deserializes and validates an app from text. `file` names it in errors.
 pub fn from_text(text: &str, file: &str, flags: &[SetFlag]) -> Result<App> {
-    let mut marked = yaml::parse(text).map_err(|e| {
-        Error::input(format!(
-            "{file}:{}:{}: invalid YAML: {}",
-            e.line, e.col, e.message
-        ))
-    })?;
+    let sets: Vec<String> = flags.iter().map(|f| f.flag.clone()).collect();
+    check_text(text, file, flags, &sets, Vec::new())
+}
+
+/// `sets` are all `--set` flags as given (some may have failed to parse), for ordering.
+fn check_text(
+    text: &str,
+    file: &str,
+    flags: &[SetFlag],
+    sets: &[String],
+    mut found: Vec<Found>,
+) -> Result<App> {
+    let mut marked = match yaml::parse(text) {
+        Ok(m) => m,
+        Err(e) => {
+            found.push(Found {
+                place: Place::File(e.line, e.col),
+                message: format!("{file}:{}:{}: invalid YAML: {}", e.line, e.col, e.message),
+                hint: None,
+            });
+            return Err(combine(found, sets));
+        }
+    };
     if !marked.value.is_object() {
         let what = if marked.value.is_null() {
             "is empty"
         } else {
             "must be a mapping of keys to values"
         };
-        return Err(Error::input(format!("{file}: the app file {what}"))
-            .hint("see `hvdctl init --help` or docs/config.md for the format"));
+        found.push(Found {
+            place: Place::File(0, 0),
+            message: format!("{file}: the app file {what}"),
+            hint: Some("see `hvdctl init --help` or docs/config.md for the format".into()),
+        });
+        return Err(combine(found, sets));
     }
     for f in flags {
-        apply_set(&mut marked, f)?;
+        if let Err(message) = apply_set(&mut marked, f) {
+            found.push(Found::flag(&f.flag, message));
+        }
     }
-    let app = deserialize(&mut marked, file)?;
-    let problems = validate::check(&app);
-    if problems.is_empty() {
-        return Ok(app);
+    let mut repaired = Vec::new();
+    let app = deserialize(&mut marked, file, &mut found, &mut repaired);
+    if let Some(app) = &app {
+        // A repaired node holds a default now: what is checked against it would mislead.
+        let overlaps = |p: &Path| {
+            repaired
+                .iter()
+                .any(|r| p.starts_with(r) || r.starts_with(p))
+        };
+        for p in validate::check(app) {
+            if !overlaps(&p.path) {
+                let (at, place) = locate(&marked, file, &p.path, false);
+                found.push(Found {
+                    place,
+                    message: format!("{at}: {}: {}", p.path, p.message),
+                    hint: None,
+                });
+            }
+        }
     }
-    let lines: Vec<String> = problems
-        .iter()
-        .map(|p| {
-            format!(
-                "{}: {}: {}",
-                locate(&marked, file, &p.path, false),
-                p.path,
-                p.message
-            )
-        })
-        .collect();
-    Err(Error::input(lines.join("\n")))
+    match app {
+        Some(app) if found.is_empty() => Ok(app),
+        _ => {
+            found.truncate(MAX_PROBLEMS);
+            Err(combine(found, sets))
+        }
+    }
 }
 
-/// Where `path` came from, as `file:line:col` or `--set FLAG`.
-fn locate(marked: &Marked, file: &str, path: &Path, key: bool) -> String {
+/// Where `path` came from, as `file:line:col` or `--set FLAG`, and as a [`Place`].
+fn locate(marked: &Marked, file: &str, path: &Path, key: bool) -> (String, Place) {
     let origin = if key {
         marked.key_origins.get(path).or_else(|| marked.origin(path))
     } else {
         marked.origin(path)
     };
     match origin {
-        Some(Origin::File { line, col }) => format!("{file}:{line}:{col}"),
-        Some(Origin::Flag(flag)) => format!("--set {flag}"),
-        None => file.to_string(),
+        Some(Origin::File { line, col }) => {
+            (format!("{file}:{line}:{col}"), Place::File(*line, *col))
+        }
+        Some(Origin::Flag(flag)) => (format!("--set {flag}"), Place::Flag(flag.clone())),
+        None => (file.to_string(), Place::File(0, 0)),
     }
 }
 
-/// Writes a `--set` value (as text) at its path, creating mappings on the way.
-fn apply_set(marked: &mut Marked, f: &SetFlag) -> Result<()> {
-    let err = |m: String| Error::input(format!("--set {}: {m}", f.flag));
+/// Writes a `--set` value (as text) at its path, creating mappings on the way. Every node the
+/// flag creates is attributed to it, so problems found below it name the flag.
+fn apply_set(marked: &mut Marked, f: &SetFlag) -> std::result::Result<(), String> {
+    let err = |m: String| format!("--set {}: {m}", f.flag);
     let mut node = &mut marked.value;
     let mut walked = Path::default();
+    let mut created = Vec::new();
     for seg in &f.path.0 {
         walked = walked.child(seg.clone());
         node = match (seg, node) {
-            (Seg::Key(k), Value::Object(map)) => map.entry(k.clone()).or_insert(Value::Null),
+            (Seg::Key(k), Value::Object(map)) => {
+                if !map.contains_key(k) {
+                    created.push(walked.clone());
+                }
+                map.entry(k.clone()).or_insert(Value::Null)
+            }
             (Seg::Key(k), n @ Value::Null) => {
+                created.push(walked.clone());
                 *n = Value::Object(Default::default());
                 n.as_object_mut()
                     .expect("just made")
@@ -130,6 +231,7 @@ fn apply_set(marked: &mut Marked, f: &SetFlag) -> Result<()> {
                     )));
                 }
                 if *i == len {
+                    created.push(walked.clone());
                     items.push(Value::Null);
                 }
                 &mut items[*i]
@@ -140,6 +242,7 @@ fn apply_set(marked: &mut Marked, f: &SetFlag) -> Result<()> {
                 )));
             }
             (Seg::Index(_), n @ Value::Null) => {
+                created.push(walked.clone());
                 *n = Value::Array(vec![Value::Null]);
                 &mut n.as_array_mut().expect("just made")[0]
             }
@@ -151,6 +254,12 @@ fn apply_set(marked: &mut Marked, f: &SetFlag) -> Result<()> {
     }
     *node = Value::String(f.value.clone());
     marked.forget(&f.path);
+    for p in created {
+        marked
+            .origins
+            .entry(p)
+            .or_insert_with(|| Origin::Flag(f.flag.clone()));
+    }
     marked
         .origins
         .insert(f.path.clone(), Origin::Flag(f.flag.clone()));
@@ -182,15 +291,55 @@ fn to_path(p: &serde_path_to_error::Path) -> Path {
     )
 }
 
+/// The field named by serde's "unknown field `x`" or "missing field `x`".
+fn field_in(msg: &str, prefix: &str) -> Option<String> {
+    let rest = msg.strip_prefix(prefix)?;
+    Some(rest.split('`').next().unwrap_or_default().to_string())
+}
+
+/// The path of the unknown key `field` reported at `path` (which may or may not end with it).
+fn unknown_key_path(path: &Path, field: &str) -> Path {
+    if path.0.last() == Some(&Seg::Key(field.to_string())) {
+        path.clone()
+    } else {
+        path.child(Seg::Key(field.to_string()))
+    }
+}
+
+/// Removes the offending key so deserialization can go on and find the next problem (the
+/// field's default takes its place). Returns the removed path, or `None` when there is
+/// nothing sensible to remove (a missing key, an item of a list).
+fn repair(marked: &mut Marked, path: &Path, msg: &str) -> Option<Path> {
+    if msg.starts_with("missing field `") {
+        return None;
+    }
+    let target = match field_in(msg, "unknown field `") {
+        Some(field) => unknown_key_path(path, &field),
+        None => path.clone(),
+    };
+    let (last, parent) = target.0.split_last()?;
+    let Seg::Key(k) = last else { return None };
+    let parent = node_at(&mut marked.value, &Path(parent.to_vec()))?;
+    parent.as_object_mut()?.remove(k)?;
+    Some(target)
+}
+
 /// Typed deserialization. Scalars take the type of the field that receives them: a plain
 /// scalar in a string field becomes its source text; a `--set` text in a number/bool/list
-/// field is parsed as YAML. Each node is retyped at most once.
-fn deserialize(marked: &mut Marked, file: &str) -> Result<App> {
+/// field is parsed as YAML. Each node is retyped at most once. A problem is recorded and its
+/// key removed, and deserialization goes on, so every problem is found in one pass; `None`
+/// when any was found that left no usable app.
+fn deserialize(
+    marked: &mut Marked,
+    file: &str,
+    found: &mut Vec<Found>,
+    repaired: &mut Vec<Path>,
+) -> Option<App> {
     let mut retyped: HashSet<Path> = HashSet::new();
     loop {
         let result: Result<App, _> = serde_path_to_error::deserialize(&marked.value);
         let err = match result {
-            Ok(app) => return Ok(app),
+            Ok(app) => return Some(app),
             Err(e) => e,
         };
         let path = to_path(err.path());
@@ -218,11 +367,23 @@ fn deserialize(marked: &mut Marked, file: &str) -> Result<App> {
                         Some(m.value)
                     }
                     Some(Err(e)) => {
-                        return Err(Error::input(format!(
-                            "{}: {path}: cannot read the value as YAML: {}",
-                            locate(marked, file, &path, false),
-                            e.message
-                        )));
+                        let (at, place) = locate(marked, file, &path, false);
+                        found.push(Found {
+                            place,
+                            message: format!(
+                                "{at}: {path}: cannot read the value as YAML: {}",
+                                e.message
+                            ),
+                            hint: None,
+                        });
+                        retyped.insert(path.clone());
+                        match repair(marked, &path, "") {
+                            Some(p) => {
+                                repaired.push(p);
+                                continue;
+                            }
+                            None => return None,
+                        }
                     }
                     None => None,
                 }
@@ -237,12 +398,25 @@ fn deserialize(marked: &mut Marked, file: &str) -> Result<App> {
                 continue;
             }
         }
-        return Err(type_error(marked, file, &path, &msg));
+        // A key removed to go on is not missing a second time.
+        if let Some(field) = field_in(&msg, "missing field `")
+            && repaired.contains(&path.child(Seg::Key(field)))
+        {
+            return None;
+        }
+        found.push(type_error(marked, file, &path, &msg));
+        if found.len() >= MAX_PROBLEMS {
+            return None;
+        }
+        match repair(marked, &path, &msg) {
+            Some(p) => repaired.push(p),
+            None => return None,
+        }
     }
 }
 
 /// Turns a serde message into one for people, with the place and a "did you mean".
-fn type_error(marked: &Marked, file: &str, path: &Path, msg: &str) -> Error {
+fn type_error(marked: &Marked, file: &str, path: &Path, msg: &str) -> Found {
     if let Some(rest) = msg.strip_prefix("unknown field `") {
         let field = rest.split('`').next().unwrap_or_default().to_string();
         let expected: Vec<&str> = rest
@@ -251,37 +425,39 @@ fn type_error(marked: &Marked, file: &str, path: &Path, msg: &str) -> Error {
             .step_by(2)
             .filter(|s| !s.is_empty())
             .collect();
-        // The path may or may not already end with the unknown key.
-        let (parent, key_path) = if path.0.last() == Some(&Seg::Key(field.clone())) {
-            (Path(path.0[..path.0.len() - 1].to_vec()), path.clone())
-        } else {
-            (path.clone(), path.child(Seg::Key(field.clone())))
-        };
-        let place = locate(marked, file, &key_path, true);
+        let key_path = unknown_key_path(path, &field);
+        let parent = Path(key_path.0[..key_path.0.len() - 1].to_vec());
+        let (at, place) = locate(marked, file, &key_path, true);
         let within = if parent.is_empty() {
             String::new()
         } else {
             format!(" in `{parent}`")
         };
-        let mut e = Error::input(format!("{place}: unknown key `{field}`{within}"));
-        if let Some(s) = did_you_mean(&field, &expected) {
-            e = e.hint(format!("did you mean `{s}`?"));
+        let hint = if let Some(s) = did_you_mean(&field, &expected) {
+            Some(format!("did you mean `{s}`?"))
         } else if !expected.is_empty() {
-            e = e.hint(format!("known keys here: {}", expected.join(", ")));
-        }
-        return e;
+            Some(format!("known keys here: {}", expected.join(", ")))
+        } else {
+            None
+        };
+        return Found {
+            place,
+            message: format!("{at}: unknown key `{field}`{within}"),
+            hint,
+        };
     }
-    if let Some(rest) = msg.strip_prefix("missing field `") {
-        let field = rest.split('`').next().unwrap_or_default();
+    let (at, place) = locate(marked, file, path, false);
+    if let Some(field) = field_in(msg, "missing field `") {
         let within = if path.is_empty() {
             "the app".to_string()
         } else {
             format!("`{path}`")
         };
-        return Error::input(format!(
-            "{}: {within} needs the key `{field}`",
-            locate(marked, file, path, false)
-        ));
+        return Found {
+            place,
+            message: format!("{at}: {within} needs the key `{field}`"),
+            hint: None,
+        };
     }
     let friendly = msg
         .replace("expected u32", "expected a whole number (0 or more)")
@@ -293,10 +469,11 @@ fn type_error(marked: &Marked, file: &str, path: &Path, msg: &str) -> Error {
         Some(i) => format!("{}, expected a mapping", &friendly[..i]),
         None => friendly,
     };
-    Error::input(format!(
-        "{}: {path}: {friendly}",
-        locate(marked, file, path, false)
-    ))
+    Found {
+        place,
+        message: format!("{at}: {path}: {friendly}"),
+        hint: None,
+    }
 }
 
 /// The closest known name to `got`, if it is close enough to be a likely typo.
@@ -313,6 +490,7 @@ pub fn did_you_mean<'a>(got: &str, known: &[&'a str]) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app::spec::CleanPodPolicy;
 
     const BASE: &str = "name: mnist\nimage: example.com/mnist\ncommand: [python3, train.py]\n";
 
@@ -328,7 +506,7 @@ mod tests {
             (app.workers, app.slots_per_worker, app.gpus_per_worker),
             (1, 1, 0)
         );
-        assert_eq!(app.run_policy.clean_pod_policy, "Running");
+        assert_eq!(app.run_policy.clean_pod_policy, CleanPodPolicy::Running);
     }
 
     #[test]
@@ -415,5 +593,129 @@ mod tests {
         );
         let e = load_with("", &["name.x=1"]).unwrap_err();
         assert!(e.message.contains("--set name.x=1"), "{}", e.message);
+    }
+
+    #[test]
+    fn closed_sets_list_every_value_from_the_enum() {
+        use crate::app::spec::{Backend, Launcher, MpiImplementation};
+        let e = load_with("backend: bogus\n", &[]).unwrap_err();
+        assert!(
+            e.message
+                .ends_with("backend: `bogus` is not one of mpijob, native, local"),
+            "{}",
+            e.message
+        );
+        assert_eq!(crate::backend::names().join(", "), "mpijob, native, local");
+        // A scalar of another type is read as its text, then checked against the set.
+        let e = load_with("mpi: {implementation: 1}\n", &[]).unwrap_err();
+        assert!(
+            e.message
+                .contains("mpi.implementation: `1` is not one of OpenMPI, Intel, MPICH"),
+            "{}",
+            e.message
+        );
+        let e = load_with("", &["mpi.implementation=openmpi"]).unwrap_err();
+        assert!(
+            e.message.contains("(did you mean `OpenMPI`?)"),
+            "{}",
+            e.message
+        );
+        let e = load_with("mpi: {launcher: [a]}\n", &[]).unwrap_err();
+        assert!(
+            e.message
+                .contains("expected a string, one of mpirun, horovodrun"),
+            "{}",
+            e.message
+        );
+        let app = load_with(
+            "mpi: {implementation: MPICH, launcher: horovodrun}\ntolerations: [{operator: Exists, effect: ''}]\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(app.mpi.implementation, MpiImplementation::Mpich);
+        assert_eq!(app.mpi.launcher, Launcher::Horovodrun);
+        assert_eq!(app.tolerations[0].effect, None, "empty means every effect");
+        for n in crate::backend::names() {
+            assert_eq!(n.parse::<Backend>().map(|b| b.as_str()), Ok(n));
+        }
+    }
+
+    #[test]
+    fn every_problem_is_reported_in_order() {
+        let e = load_with(
+            "wrokers: 2\nslotsPerWorker: 0\nmpi: {launcher: srun}\nenv: {1BAD: x}\n",
+            &["gpusPerWorker=lots", "namespace=Bad NS"],
+        )
+        .unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let lines: Vec<&str> = e.message.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "hvdctl.yaml:4:1: unknown key `wrokers`",
+                "  hint: did you mean `workers`?",
+                "hvdctl.yaml:5:17: slotsPerWorker: must be at least 1",
+                "hvdctl.yaml:6:17: mpi.launcher: `srun` is not one of mpirun, horovodrun",
+                "hvdctl.yaml:7:13: env.1BAD: `1BAD` is not a valid environment variable name (letters, digits, `_`, `-`, `.`; not starting with a digit)",
+                "--set gpusPerWorker=lots: gpusPerWorker: invalid type: string \"lots\", expected a whole number (0 or more)",
+                "--set namespace=Bad NS: namespace: `Bad NS` is not a valid namespace name (lowercase letters, digits, `-`; at most 63)",
+            ],
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn malformed_flags_are_listed_with_the_rest() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join(APP_FILE), format!("{BASE}workers: 0\n")).unwrap();
+        let sets = ["a..b=1", "workers=x", "novalue"].map(String::from);
+        let e = load(tmp.path(), &sets).unwrap_err();
+        let lines: Vec<&str> = e.message.lines().collect();
+        assert_eq!(lines.len(), 3, "{}", e.message);
+        assert!(lines[0].starts_with("--set a..b=1: empty path segment"));
+        assert!(lines[1].starts_with("--set workers=x: workers:"));
+        assert!(lines[2].starts_with("--set novalue: expected KEY=VALUE"));
+    }
+
+    #[test]
+    fn a_repaired_key_raises_no_second_problem() {
+        // `workers` is removed to go on; its default must not be checked against elastic.
+        let e = load_with(
+            "workers: many\nelastic: {minWorkers: 2, maxWorkers: 4}\nmpi: {launcher: horovodrun}\n",
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(e.message.lines().count(), 1, "{}", e.message);
+        // A required key removed is not also "missing".
+        let e = from_text("name: [x]\nimage: i\ncommand: [c]\n", "f", &[]).unwrap_err();
+        assert_eq!(e.message.lines().count(), 1, "{}", e.message);
+        assert!(e.message.starts_with("f:1:7: name:"), "{}", e.message);
+    }
+
+    #[test]
+    fn set_problems_name_the_flag_not_a_file_line() {
+        for (flag, needle) in [
+            (
+                "elastic.minWorkers=2",
+                "--set elastic.minWorkers=2: `elastic` needs the key `maxWorkers`",
+            ),
+            (
+                "resources.worker.limit.cpu=1",
+                "--set resources.worker.limit.cpu=1: unknown key `limit` in `resources.worker`",
+            ),
+            (
+                "volumes[0].name=data",
+                "--set volumes[0].name=data: `volumes[0]` needs the key `mountPath`",
+            ),
+            (
+                "tolerations[0].operator=Maybe",
+                "--set tolerations[0].operator=Maybe: tolerations[0].operator: `Maybe` is not one of Equal, Exists",
+            ),
+        ] {
+            let e = load_with("resources:\n  launcher: {}\n", &[flag]).unwrap_err();
+            assert!(e.message.starts_with(needle), "{flag}: {}", e.message);
+            assert!(!e.message.contains("hvdctl.yaml:"), "{flag}: {}", e.message);
+        }
     }
 }

@@ -4,6 +4,122 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// A closed set of string values in `hvdctl.yaml`: what the file may say, what error messages
+/// list and what templates see all come from the one list in the enum's definition.
+pub trait ClosedSet: Copy + Sized + 'static {
+    /// Every value, in documentation order.
+    const ALL: &'static [Self];
+    /// The spelling in `hvdctl.yaml` and in template values.
+    fn as_str(self) -> &'static str;
+
+    /// `a, b, c`: every spelling, for messages and docs.
+    fn one_of() -> String {
+        Self::ALL
+            .iter()
+            .map(|v| v.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The value spelled `s`, or a message listing every value (and the likely typo).
+    fn parse(s: &str) -> Result<Self, String> {
+        if let Some(v) = Self::ALL.iter().find(|v| v.as_str() == s) {
+            return Ok(*v);
+        }
+        let names: Vec<&str> = Self::ALL.iter().map(|v| v.as_str()).collect();
+        let mut msg = format!("`{s}` is not one of {}", Self::one_of());
+        if let Some(m) = super::load::did_you_mean(s, &names) {
+            msg.push_str(&format!(" (did you mean `{m}`?)"));
+        }
+        Err(msg)
+    }
+}
+
+/// Reads a [`ClosedSet`] from a string; anything else is "expected a string", which the
+/// loader answers by retyping a plain scalar to its source text.
+struct ClosedSetVisitor<T>(std::marker::PhantomData<T>);
+
+impl<T: ClosedSet> serde::de::Visitor<'_> for ClosedSetVisitor<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "a string, one of {}", T::one_of())
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
+        T::parse(v).map_err(E::custom)
+    }
+}
+
+fn deserialize_closed<'de, D: serde::Deserializer<'de>, T: ClosedSet>(d: D) -> Result<T, D::Error> {
+    d.deserialize_str(ClosedSetVisitor(std::marker::PhantomData))
+}
+
+/// An optional [`ClosedSet`] where an empty string means "not set" (Kubernetes' own default).
+fn empty_is_none<'de, D: serde::Deserializer<'de>, T: ClosedSet>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    match Option::<String>::deserialize(d)? {
+        None => Ok(None),
+        Some(s) if s.is_empty() => Ok(None),
+        Some(s) => T::parse(&s).map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
+/// Defines a [`ClosedSet`] enum: `Variant = "spelling"`, serde and `Display` included.
+macro_rules! closed_set {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $text:literal ),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $( $(#[$vmeta])* $variant ),+
+        }
+
+        impl ClosedSet for $name {
+            const ALL: &'static [$name] = &[$($name::$variant),+];
+            fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                ClosedSet::as_str(self)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                <$name as ClosedSet>::parse(s)
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                deserialize_closed(d)
+            }
+        }
+    };
+}
+
 /// Where and how a run's job is made: a Kubernetes backend (`mpijob`, `native`, or one
 /// registered through [`crate::backend::register`]) or `local` (Docker on this machine).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -47,10 +163,12 @@ impl std::str::FromStr for Backend {
     type Err = String;
     fn from_str(s: &str) -> Result<Backend, String> {
         crate::backend::lookup(s).ok_or_else(|| {
-            format!(
-                "unknown backend `{s}`, expected one of {}",
-                crate::backend::names().join(", ")
-            )
+            let names = crate::backend::names();
+            let mut msg = format!("`{s}` is not one of {}", names.join(", "));
+            if let Some(m) = super::load::did_you_mean(s, &names) {
+                msg.push_str(&format!(" (did you mean `{m}`?)"));
+            }
+            msg
         })
     }
 }
@@ -71,6 +189,68 @@ impl<'de> Deserialize<'de> for Backend {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Backend, D::Error> {
         let name = String::deserialize(d)?;
         name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+closed_set! {
+    /// `mpi.implementation`: the MPI Operator's `mpiImplementation`; decides mpirun's flags.
+    #[derive(Default)]
+    pub enum MpiImplementation {
+        #[default]
+        OpenMpi = "OpenMPI",
+        Intel = "Intel",
+        Mpich = "MPICH",
+    }
+}
+
+closed_set! {
+    /// `mpi.launcher`: the program the launcher runs.
+    #[derive(Default)]
+    pub enum Launcher {
+        #[default]
+        Mpirun = "mpirun",
+        Horovodrun = "horovodrun",
+    }
+}
+
+closed_set! {
+    /// `runPolicy.cleanPodPolicy`: which pods are deleted when the job ends.
+    #[derive(Default)]
+    pub enum CleanPodPolicy {
+        #[default]
+        Running = "Running",
+        All = "All",
+        None = "None",
+    }
+}
+
+closed_set! {
+    /// `tolerations[].operator`.
+    pub enum TolerationOperator {
+        Equal = "Equal",
+        Exists = "Exists",
+    }
+}
+
+closed_set! {
+    /// `tolerations[].effect` (empty or absent: every effect).
+    pub enum TaintEffect {
+        NoSchedule = "NoSchedule",
+        PreferNoSchedule = "PreferNoSchedule",
+        NoExecute = "NoExecute",
+    }
+}
+
+closed_set! {
+    /// `volumes[].hostPath.type` (empty or absent: no check before mounting).
+    pub enum HostPathType {
+        DirectoryOrCreate = "DirectoryOrCreate",
+        Directory = "Directory",
+        FileOrCreate = "FileOrCreate",
+        File = "File",
+        Socket = "Socket",
+        CharDevice = "CharDevice",
+        BlockDevice = "BlockDevice",
     }
 }
 
@@ -144,11 +324,11 @@ fn one() -> u32 {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Mpi {
     /// `OpenMPI` (default), `Intel` or `MPICH`.
-    #[serde(default = "openmpi")]
-    pub implementation: String,
+    #[serde(default)]
+    pub implementation: MpiImplementation,
     /// Launcher program: `mpirun` (default) or `horovodrun`.
-    #[serde(default = "mpirun")]
-    pub launcher: String,
+    #[serde(default)]
+    pub launcher: Launcher,
     /// Extra arguments for mpirun/horovodrun, before the training command.
     #[serde(default)]
     pub extra_args: Vec<String>,
@@ -161,12 +341,6 @@ pub struct Mpi {
     pub ssh_auth_mount_path: Option<String>,
 }
 
-fn openmpi() -> String {
-    "OpenMPI".into()
-}
-fn mpirun() -> String {
-    "mpirun".into()
-}
 fn sshd_timeout() -> u32 {
     300
 }
@@ -174,8 +348,8 @@ fn sshd_timeout() -> u32 {
 impl Default for Mpi {
     fn default() -> Self {
         Mpi {
-            implementation: openmpi(),
-            launcher: mpirun(),
+            implementation: MpiImplementation::default(),
+            launcher: Launcher::default(),
             extra_args: Vec::new(),
             sshd_timeout_seconds: sshd_timeout(),
             ssh_auth_mount_path: None,
@@ -183,12 +357,12 @@ impl Default for Mpi {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunPolicy {
     /// `Running` (default), `All` or `None`: which pods are deleted when the job ends.
-    #[serde(default = "running")]
-    pub clean_pod_policy: String,
+    #[serde(default)]
+    pub clean_pod_policy: CleanPodPolicy,
     /// Retries of the launcher before the job is failed.
     #[serde(default)]
     pub backoff_limit: Option<i32>,
@@ -196,21 +370,6 @@ pub struct RunPolicy {
     pub ttl_seconds_after_finished: Option<i32>,
     #[serde(default)]
     pub active_deadline_seconds: Option<i64>,
-}
-
-fn running() -> String {
-    "Running".into()
-}
-
-impl Default for RunPolicy {
-    fn default() -> Self {
-        RunPolicy {
-            clean_pod_policy: running(),
-            backoff_limit: None,
-            ttl_seconds_after_finished: None,
-            active_deadline_seconds: None,
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -237,12 +396,13 @@ pub struct ResourceSpec {
 pub struct Toleration {
     #[serde(default)]
     pub key: Option<String>,
-    #[serde(default)]
-    pub operator: Option<String>,
+    /// `Equal` when absent.
+    #[serde(default, deserialize_with = "empty_is_none")]
+    pub operator: Option<TolerationOperator>,
     #[serde(default)]
     pub value: Option<String>,
-    #[serde(default)]
-    pub effect: Option<String>,
+    #[serde(default, deserialize_with = "empty_is_none")]
+    pub effect: Option<TaintEffect>,
     #[serde(default)]
     pub toleration_seconds: Option<i64>,
 }
@@ -282,8 +442,8 @@ pub struct NfsSource {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HostPathSource {
     pub path: String,
-    #[serde(default, rename = "type")]
-    pub kind: Option<String>,
+    #[serde(default, rename = "type", deserialize_with = "empty_is_none")]
+    pub kind: Option<HostPathType>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

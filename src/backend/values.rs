@@ -4,6 +4,7 @@
 use super::Run;
 use super::ssh::{REDACTED, SshKeys};
 use crate::app::App;
+use crate::app::spec::{Launcher, MpiImplementation};
 use crate::app::validate::param_env_name;
 use crate::assets;
 use crate::render::manifests::{LABEL_ROLE, LABEL_RUN};
@@ -54,60 +55,65 @@ pub fn launch_argv(run: &Run, hostfile: Option<&str>) -> Vec<String> {
     let mut argv: Vec<String> = Vec::new();
     let mut push = |xs: &[&str]| argv.extend(xs.iter().map(|s| s.to_string()));
     let env = env_pairs(run);
-    if app.mpi.launcher == "horovodrun" {
-        push(&["horovodrun", "-np", &np.to_string()]);
-        match &app.elastic {
-            Some(e) => {
-                let (min, max) = (
-                    e.min_workers * app.slots_per_worker,
-                    e.max_workers * app.slots_per_worker,
-                );
-                push(&["--min-np", &min.to_string(), "--max-np", &max.to_string()]);
-                push(&["--slots-per-host", &app.slots_per_worker.to_string()]);
-                push(&["--host-discovery-script", DISCOVER_HOSTS]);
-            }
-            None => {
-                if let Some(h) = hostfile {
-                    push(&["--hostfile", h]);
+    match (app.mpi.launcher, app.mpi.implementation) {
+        (Launcher::Horovodrun, _) => {
+            push(&["horovodrun", "-np", &np.to_string()]);
+            match &app.elastic {
+                Some(e) => {
+                    let (min, max) = (
+                        e.min_workers * app.slots_per_worker,
+                        e.max_workers * app.slots_per_worker,
+                    );
+                    push(&["--min-np", &min.to_string(), "--max-np", &max.to_string()]);
+                    push(&["--slots-per-host", &app.slots_per_worker.to_string()]);
+                    push(&["--host-discovery-script", DISCOVER_HOSTS]);
+                }
+                None => {
+                    if let Some(h) = hostfile {
+                        push(&["--hostfile", h]);
+                    }
                 }
             }
         }
-    } else if app.mpi.implementation == "OpenMPI" {
-        push(&["mpirun"]);
-        if runs_as_root(app) {
-            push(&["--allow-run-as-root"]);
-        }
-        push(&["-np", &np.to_string()]);
-        if let Some(h) = hostfile {
-            push(&["--hostfile", h]);
-        }
-        push(&[
-            "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1", "-mca", "btl", "^openib",
-        ]);
-        // Ranks started over ssh do not inherit the pod's environment: forward it.
-        for k in env.keys() {
-            push(&["-x", k]);
-        }
-        for k in ["PATH", "LD_LIBRARY_PATH"] {
-            if !env.contains_key(k) {
+        (Launcher::Mpirun, MpiImplementation::OpenMpi) => {
+            push(&["mpirun"]);
+            if runs_as_root(app) {
+                push(&["--allow-run-as-root"]);
+            }
+            push(&["-np", &np.to_string()]);
+            if let Some(h) = hostfile {
+                push(&["--hostfile", h]);
+            }
+            push(&[
+                "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1", "-mca", "btl",
+                "^openib",
+            ]);
+            // Ranks started over ssh do not inherit the pod's environment: forward it.
+            for k in env.keys() {
                 push(&["-x", k]);
             }
+            for k in ["PATH", "LD_LIBRARY_PATH"] {
+                if !env.contains_key(k) {
+                    push(&["-x", k]);
+                }
+            }
         }
-    } else {
-        // Hydra (Intel MPI, MPICH).
-        push(&[
-            "mpirun",
-            "-n",
-            &np.to_string(),
-            "-ppn",
-            &app.slots_per_worker.to_string(),
-        ]);
-        if let Some(h) = hostfile {
-            push(&["-f", h]);
-        }
-        if !env.is_empty() {
-            let names: Vec<&str> = env.keys().map(String::as_str).collect();
-            push(&["-genvlist", &names.join(",")]);
+        (Launcher::Mpirun, MpiImplementation::Intel | MpiImplementation::Mpich) => {
+            // Hydra (Intel MPI, MPICH).
+            push(&[
+                "mpirun",
+                "-n",
+                &np.to_string(),
+                "-ppn",
+                &app.slots_per_worker.to_string(),
+            ]);
+            if let Some(h) = hostfile {
+                push(&["-f", h]);
+            }
+            if !env.is_empty() {
+                let names: Vec<&str> = env.keys().map(String::as_str).collect();
+                push(&["-genvlist", &names.join(",")]);
+            }
         }
     }
     argv.extend(app.mpi.extra_args.iter().cloned());
@@ -152,8 +158,8 @@ fn volumes(app: &App) -> (Vec<Value>, Vec<Value>) {
         if let Some(h) = &v.host_path {
             let mut hp = Map::new();
             hp.insert("path".into(), json!(h.path));
-            if let Some(t) = &h.kind {
-                hp.insert("type".into(), json!(t));
+            if let Some(t) = h.kind {
+                hp.insert("type".into(), json!(t.as_str()));
             }
             vol.insert("hostPath".into(), Value::Object(hp));
         }
@@ -188,10 +194,10 @@ fn pod_values(app: &App) -> Value {
         .map(|t| {
             let mut m = Map::new();
             for (k, v) in [
-                ("key", &t.key),
-                ("operator", &t.operator),
-                ("value", &t.value),
-                ("effect", &t.effect),
+                ("key", t.key.as_deref()),
+                ("operator", t.operator.map(|o| o.as_str())),
+                ("value", t.value.as_deref()),
+                ("effect", t.effect.map(|e| e.as_str())),
             ] {
                 if let Some(v) = v {
                     m.insert(k.into(), json!(v));
@@ -259,10 +265,10 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
         "slotsPerWorker": app.slots_per_worker,
         "gpusPerWorker": app.gpus_per_worker,
         "np": app.workers * app.slots_per_worker,
-        "mpiImplementation": app.mpi.implementation,
+        "mpiImplementation": app.mpi.implementation.as_str(),
         "sshAuthMountPath": ssh_auth_mount_path(app),
         "runPolicy": {
-            "cleanPodPolicy": app.run_policy.clean_pod_policy,
+            "cleanPodPolicy": app.run_policy.clean_pod_policy.as_str(),
             "backoffLimit": app.run_policy.backoff_limit,
             "ttlSecondsAfterFinished": app.run_policy.ttl_seconds_after_finished,
             "activeDeadlineSeconds": app.run_policy.active_deadline_seconds,

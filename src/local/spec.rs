@@ -3,8 +3,8 @@
 
 use super::rundir::RunDir;
 use super::{LABEL_BACKEND, LABEL_DIR, LABEL_JOB, launcher_name, network_name, worker_name};
-use crate::app::App;
 use crate::app::spec::ResourceSpec;
+use crate::app::{App, Backend};
 use crate::backend::Run;
 use crate::backend::values::{HOSTFILE, MPI_DIR, SCRIPTS_DIR, SSH_DIR, env_pairs, launch_argv};
 use crate::error::{Error, Result};
@@ -173,7 +173,7 @@ pub fn labels(
     l.insert(LABEL_APP.into(), app.name.clone());
     l.insert(LABEL_RUN.into(), run_id.into());
     l.insert(LABEL_JOB.into(), job.into());
-    l.insert(LABEL_BACKEND.into(), "local".into());
+    l.insert(LABEL_BACKEND.into(), Backend::Local.as_str().into());
     l.insert(LABEL_DIR.into(), dir.display().to_string());
     match role {
         Some(r) => l.insert(LABEL_ROLE.into(), r.into()),
