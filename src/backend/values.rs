@@ -4,7 +4,7 @@
 use super::Run;
 use super::ssh::{REDACTED, SshKeys};
 use crate::app::App;
-use crate::app::spec::{Launcher, MpiImplementation};
+use crate::app::spec::{CleanPodPolicy, Launcher, MpiImplementation};
 use crate::app::validate::param_env_name;
 use crate::assets;
 use crate::render::manifests::{LABEL_ROLE, LABEL_RUN};
@@ -84,10 +84,31 @@ pub fn launch_argv(run: &Run, hostfile: Option<&str>) -> Vec<String> {
             if let Some(h) = hostfile {
                 push(&["--hostfile", h]);
             }
-            push(&[
-                "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1", "-mca", "btl",
-                "^openib",
-            ]);
+            // hvdctl's defaults, each unless `mpi.extraArgs` says otherwise (Open MPI refuses
+            // a mapping or binding given twice).
+            let extra = &app.mpi.extra_args;
+            let given = |opt: &str| {
+                extra
+                    .iter()
+                    .any(|a| a.trim_start_matches('-') == opt.trim_start_matches('-'))
+            };
+            let mca_given = |param: &str| {
+                extra
+                    .windows(2)
+                    .any(|w| matches!(w[0].as_str(), "-mca" | "--mca") && w[1] == param)
+            };
+            if !given("bind-to") {
+                push(&["-bind-to", "none"]);
+            }
+            if !given("map-by") {
+                push(&["-map-by", "slot"]);
+            }
+            if !mca_given("pml") {
+                push(&["-mca", "pml", "ob1"]);
+            }
+            if !mca_given("btl") {
+                push(&["-mca", "btl", "^openib"]);
+            }
             // Ranks started over ssh do not inherit the pod's environment: forward it.
             for k in env.keys() {
                 push(&["-x", k]);
@@ -233,19 +254,54 @@ pub fn worker_host(run: &Run, i: u32) -> String {
 
 /// The hostfile of a run whose workers are named by `host(i)`.
 pub fn hostfile(app: &App, host: impl Fn(u32) -> String) -> String {
+    // Hydra (MPICH, Intel MPI) reads `host:N`; Open MPI and horovodrun read `host slots=N`.
+    let hydra = app.mpi.launcher == Launcher::Mpirun
+        && matches!(
+            app.mpi.implementation,
+            MpiImplementation::Mpich | MpiImplementation::Intel
+        );
     (0..app.workers)
-        .map(|i| format!("{} slots={}\n", host(i), app.slots_per_worker))
+        .map(|i| {
+            if hydra {
+                format!("{}:{}\n", host(i), app.slots_per_worker)
+            } else {
+                format!("{} slots={}\n", host(i), app.slots_per_worker)
+            }
+        })
         .collect()
 }
 
-/// `discover_hosts.sh` for elastic runs: prints every worker whose sshd answers.
+/// `discover_hosts.sh` for elastic runs: prints each of the run's workers whose sshd answers
+/// now (on the port worker.sh uses: 22 as root, 2222 otherwise).
 pub fn discover_hosts(app: &App, host: impl Fn(u32) -> String) -> String {
-    let max = app.elastic.as_ref().map_or(app.workers, |e| e.max_workers);
-    let hosts: Vec<String> = (0..max).map(host).collect();
+    let hosts: Vec<String> = (0..app.workers).map(host).collect();
     format!(
-        "#!/bin/bash\n# Prints the workers that accept ssh now (Horovod elastic host discovery).\nfor h in {}; do\n  timeout 2 bash -c \"exec 3<>/dev/tcp/$h/22\" 2>/dev/null && echo \"$h\"\ndone\nexit 0\n",
+        "#!/bin/bash\n# Prints the workers that accept ssh now (Horovod elastic host discovery).\nif [ \"$(id -u)\" = 0 ]; then port=${{HVDCTL_SSH_PORT:-22}}; else port=${{HVDCTL_SSH_PORT:-2222}}; fi\nfor h in {}; do\n  timeout 2 bash -c \"exec 3<>/dev/tcp/$h/$port\" 2>/dev/null && echo \"$h\"\ndone\nexit 0\n",
         hosts.join(" ")
     )
+}
+
+/// The port the workers' sshd listens on (worker.sh's rule: 22 as root, 2222 otherwise).
+pub fn ssh_port(app: &App) -> u16 {
+    if runs_as_root(app) { 22 } else { 2222 }
+}
+
+/// The environment hvdctl's launcher/worker scripts read (native and local backends).
+/// `cleanPodPolicy: None` keeps the workers up after the command (to look at them); with
+/// `Running` and `All` they stop when it ends.
+pub fn launcher_env(app: &App) -> Vec<(&'static str, String)> {
+    let mut env = vec![
+        ("HVDCTL_SSH_DIR", SSH_DIR.to_string()),
+        ("HVDCTL_HOSTFILE", HOSTFILE.to_string()),
+        (
+            "HVDCTL_SSHD_TIMEOUT",
+            app.mpi.sshd_timeout_seconds.to_string(),
+        ),
+    ];
+    if app.run_policy.clean_pod_policy == CleanPodPolicy::None {
+        env.push(("HVDCTL_KEEP_WORKERS", "1".into()));
+    }
+    env
 }
 
 /// All values for the manifest template of `run`. Without `ssh` (dry run) the key is redacted.
@@ -267,6 +323,7 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
         "np": app.workers * app.slots_per_worker,
         "mpiImplementation": app.mpi.implementation.as_str(),
         "sshAuthMountPath": ssh_auth_mount_path(app),
+        "ssh": {"port": ssh_port(app)},
         "runPolicy": {
             "cleanPodPolicy": app.run_policy.clean_pod_policy.as_str(),
             "backoffLimit": app.run_policy.backoff_limit,
@@ -287,7 +344,20 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
     }
     match run.backend.operator_launch() {
         true => {
-            v["launcher"]["command"] = json!(launch_argv(run, None));
+            // The operator writes the hostfile at the same path; horovodrun must be told it
+            // (mpirun also finds it through the operator's environment). mpirun forwards
+            // LD_LIBRARY_PATH (-x), so it is defined (empty when the image sets none) for
+            // Open MPI not to warn: the one step launcher.sh does on the other backends.
+            let mut cmd: Vec<String> = [
+                "/bin/sh",
+                "-c",
+                "export LD_LIBRARY_PATH=\"${LD_LIBRARY_PATH:-}\"; exec \"$@\"",
+                "launch",
+            ]
+            .map(String::from)
+            .to_vec();
+            cmd.extend(launch_argv(run, Some(HOSTFILE)));
+            v["launcher"]["command"] = json!(cmd);
             v["worker"]["command"] = json!(["/usr/sbin/sshd", "-De"]);
         }
         false => {
@@ -296,11 +366,11 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
             cmd.extend(launch_argv(run, Some(HOSTFILE)));
             v["launcher"]["command"] = json!(cmd);
             v["worker"]["command"] = json!(["/bin/bash", format!("{SCRIPTS_DIR}/worker.sh")]);
-            v["env"].as_array_mut().expect("env is a list").extend([
-                json!({"name": "HVDCTL_SSH_DIR", "value": SSH_DIR}),
-                json!({"name": "HVDCTL_HOSTFILE", "value": HOSTFILE}),
-                json!({"name": "HVDCTL_SSHD_TIMEOUT", "value": app.mpi.sshd_timeout_seconds.to_string()}),
-            ]);
+            v["env"].as_array_mut().expect("env is a list").extend(
+                launcher_env(app)
+                    .into_iter()
+                    .map(|(name, value)| json!({"name": name, "value": value})),
+            );
             let config = format!("{job}-config");
             let secret = format!("{job}-ssh");
             let mut native_vols = v["volumes"].as_array().cloned().unwrap_or_default();
@@ -339,4 +409,98 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
         }
     }
     v
+}
+
+#[cfg(test)]
+mod launch_tests {
+    use super::*;
+    use crate::app::Backend;
+
+    fn app(yaml: &str) -> App {
+        crate::app::load::from_text(
+            &format!("name: t\nimage: i:1\ncommand: [python3, x.py]\nworkers: 2\nslotsPerWorker: 2\n{yaml}"),
+            "hvdctl.yaml",
+            &[],
+        )
+        .unwrap()
+    }
+
+    fn argv(app: &App, backend: &str) -> Vec<String> {
+        let run = Run {
+            app,
+            backend: backend.parse::<Backend>().unwrap(),
+            run_id: "r1".into(),
+            namespace: "ns".into(),
+            image: "i:1".into(),
+        };
+        let v = values(&run, None);
+        serde_json::from_value(v["launcher"]["command"].clone()).unwrap()
+    }
+
+    #[test]
+    fn hostfile_forms_follow_the_mpi() {
+        let host = |i| format!("w-{i}");
+        assert_eq!(hostfile(&app(""), host), "w-0 slots=2\nw-1 slots=2\n");
+        let mpich = app("mpi: {implementation: MPICH}");
+        assert_eq!(hostfile(&mpich, host), "w-0:2\nw-1:2\n");
+        let intel = app("mpi: {implementation: Intel}");
+        assert_eq!(hostfile(&intel, host), "w-0:2\nw-1:2\n");
+        // horovodrun reads `host slots=N` whatever the MPI.
+        let hvd = app("mpi: {implementation: MPICH, launcher: horovodrun}");
+        assert_eq!(hostfile(&hvd, host), "w-0 slots=2\nw-1 slots=2\n");
+    }
+
+    #[test]
+    fn horovodrun_under_the_operator_gets_the_hostfile() {
+        let a = argv(&app("mpi: {launcher: horovodrun}"), "mpijob");
+        let at = a.iter().position(|x| x == "horovodrun").unwrap();
+        assert_eq!(
+            a[at..at + 5],
+            ["horovodrun", "-np", "4", "--hostfile", HOSTFILE]
+        );
+    }
+
+    #[test]
+    fn ld_library_path_is_defined_before_mpirun_under_the_operator() {
+        let a = argv(&app(""), "mpijob");
+        assert_eq!(a[0..2], ["/bin/sh", "-c"]);
+        assert!(a[2].contains("export LD_LIBRARY_PATH=\"${LD_LIBRARY_PATH:-}\""));
+        assert_eq!(a[4], "mpirun");
+        assert!(a.windows(2).any(|w| w == ["-x", "LD_LIBRARY_PATH"]));
+    }
+
+    #[test]
+    fn extra_args_override_the_defaults() {
+        let a = argv(
+            &app("mpi: {extraArgs: [--map-by, ppr:1:node, --bind-to, core, -mca, btl, tcp,self]}"),
+            "native",
+        );
+        let count = |x: &str| a.iter().filter(|y| y.trim_start_matches('-') == x).count();
+        assert_eq!(count("map-by"), 1, "{a:?}");
+        assert_eq!(count("bind-to"), 1, "{a:?}");
+        assert!(!a.iter().any(|x| x == "^openib"), "{a:?}");
+        assert!(a.windows(3).any(|w| w == ["-mca", "pml", "ob1"]), "{a:?}");
+        let d = argv(&app(""), "native");
+        assert!(d.windows(2).any(|w| w == ["-map-by", "slot"]), "{d:?}");
+    }
+
+    #[test]
+    fn discovery_lists_only_the_workers_that_exist() {
+        let a = app("elastic: {minWorkers: 1, maxWorkers: 5}\nmpi: {launcher: horovodrun}");
+        let s = discover_hosts(&a, |i| format!("w-{i}"));
+        assert!(s.contains("for h in w-0 w-1; do"), "{s}");
+        assert!(!s.contains("w-2"), "{s}");
+    }
+
+    #[test]
+    fn clean_pod_policy_none_keeps_the_workers() {
+        let keep = |yaml: &str| {
+            launcher_env(&app(yaml))
+                .iter()
+                .any(|(k, v)| *k == "HVDCTL_KEEP_WORKERS" && v == "1")
+        };
+        assert!(keep("runPolicy: {cleanPodPolicy: None}"));
+        assert!(!keep("runPolicy: {cleanPodPolicy: Running}"));
+        assert!(!keep("runPolicy: {cleanPodPolicy: All}"));
+    }
 }

@@ -227,11 +227,11 @@ pub fn env(run: &Run) -> Vec<String> {
         .into_iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
-    env.extend([
-        format!("HVDCTL_SSH_DIR={SSH_DIR}"),
-        format!("HVDCTL_HOSTFILE={HOSTFILE}"),
-        format!("HVDCTL_SSHD_TIMEOUT={}", run.app.mpi.sshd_timeout_seconds),
-    ]);
+    env.extend(
+        crate::backend::values::launcher_env(run.app)
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}")),
+    );
     env
 }
 
