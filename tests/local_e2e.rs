@@ -989,3 +989,118 @@ fn a_deleted_native_launcher_stops_the_workers() {
     );
     assert_eq!(kubelet_leftovers(&docker, &fc, &job), Vec::<String>::new());
 }
+
+/// A test image with Debian's MPICH and a C hello built with `mpicc.mpich`, sshd set up as in
+/// the app templates (built once per content).
+fn mpich_image(docker: &DockerClient) -> String {
+    static IMAGE: OnceLock<String> = OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let hello = r#"#include <mpi.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int rank, size, sum = 0; char host[256];
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    gethostname(host, sizeof host);
+    printf("mpich rank %d of %d on %s\n", rank, size, host);
+    fflush(stdout);
+    MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) printf("mpich sum %d (expected %d)\n", sum, size * (size - 1) / 2);
+    MPI_Finalize();
+    return 0;
+}
+"#;
+            let dockerfile = "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n\
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends mpich libmpich-dev gcc libc6-dev openssh-server openssh-client bash && rm -rf /var/lib/apt/lists/*\n\
+RUN mkdir -p /run/sshd && ssh-keygen -A && printf 'PermitRootLogin prohibit-password\\nStrictModes no\\n' >> /etc/ssh/sshd_config\n\
+RUN id -u mpiuser >/dev/null 2>&1 || useradd --create-home --uid 1000 --user-group --shell /bin/bash mpiuser\n\
+COPY hello.c /app/hello.c\n\
+RUN mpicc.mpich -o /app/hello /app/hello.c\n";
+            std::fs::write(dir.path().join("hello.c"), hello).unwrap();
+            std::fs::write(dir.path().join("Dockerfile"), dockerfile).unwrap();
+            let mut h = Sha256::new();
+            h.update(hello);
+            h.update(dockerfile);
+            let rt = rt();
+            let base = rt.block_on(docker.bollard().inspect_image(&base_image())).unwrap();
+            h.update(base.id.unwrap_or_default().as_bytes());
+            let tag = format!("{:x}", h.finalize())[..16].to_string();
+            let reference = format!("hvdctl-test/mpich-hello:{tag}");
+            if rt.block_on(docker.bollard().inspect_image(&reference)).is_ok() {
+                return reference;
+            }
+            let mut req = BuildRequest::new(dir.path(), "hvdctl-test/mpich-hello", &tag);
+            req.build_args.insert("BASE_IMAGE".into(), base_image());
+            req.progress = ProgressMode::Plain;
+            let mut log: Vec<u8> = Vec::new();
+            if let Err(e) = rt.block_on(hvdctl::image::build(docker, &req, &mut log)) {
+                panic!("building {reference}: {e}\n{}", String::from_utf8_lossy(&log));
+            }
+            reference
+        })
+        .clone()
+}
+
+/// `mpi.implementation: MPICH` through the native backend on the Docker kubelet: Hydra's
+/// `mpirun -f` reads the `host:N` hostfile and starts every rank over ssh.
+#[test]
+fn mpich_runs_with_its_hostfile_form_on_the_docker_kubelet() {
+    let Some(docker) = docker() else { return };
+    let img = mpich_image(&docker);
+    let (fc, _tmp, kc) = docker_cluster(false);
+    let (_app_tmp, dir) = new_app("hello");
+    let id = run_id("m");
+    let job = format!("hello-{id}");
+    let d = hvdctl(&dir)
+        .env("KUBECONFIG", &kc)
+        .args(["deploy", "--backend", "native", "--run-id", &id, "--image", &img, "--no-push", "--logs"])
+        .args(["--set", "mpi.implementation=MPICH", "--set", "workers=2", "--set", "slotsPerWorker=2"])
+        .args(["--set", "command=[/app/hello]"])
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let (out, err) = (String::from_utf8_lossy(&d.stdout), String::from_utf8_lossy(&d.stderr));
+    assert_eq!(d.status.code(), Some(0), "{out}\n{err}");
+    for r in 0..4 {
+        assert!(out.contains(&format!("mpich rank {r} of 4")), "rank {r}: {out}");
+    }
+    assert!(out.contains("mpich sum 6 (expected 6)"), "{out}");
+    let u = hvdctl(&dir).env("KUBECONFIG", &kc).args(["undeploy", &id]).output().unwrap();
+    assert_eq!(u.status.code(), Some(0), "{}", String::from_utf8_lossy(&u.stderr));
+    assert_eq!(kubelet_leftovers(&docker, &fc, &job), Vec::<String>::new());
+}
+
+/// cleanPodPolicy on the native backend, at run time: `Running` (the default) stops the
+/// workers when the command ends; `None` keeps them up until undeploy.
+#[test]
+fn clean_pod_policy_decides_whether_native_workers_stay() {
+    let Some(docker) = docker() else { return };
+    let img = image(&docker);
+    let (fc, _tmp, kc) = docker_cluster(false);
+    let (_app_tmp, dir) = new_app("hello");
+    for (policy, stays) in [("None", true), ("Running", false)] {
+        let id = run_id(if stays { "p" } else { "q" });
+        let d = hvdctl(&dir)
+            .env("KUBECONFIG", &kc)
+            .args(["deploy", "--backend", "native", "--run-id", &id, "--image", &img, "--no-push", "--logs"])
+            .args(["--set", &format!("runPolicy.cleanPodPolicy={policy}")])
+            .timeout(Duration::from_secs(300))
+            .output()
+            .unwrap();
+        assert_eq!(d.status.code(), Some(0), "{}", String::from_utf8_lossy(&d.stderr));
+        std::thread::sleep(Duration::from_secs(3));
+        let phases: Vec<String> = fc
+            .list("pods", Some("default"), &format!("hvdctl.io/run={id},hvdctl.io/role=worker"))
+            .iter()
+            .map(|p| p["status"]["phase"].as_str().unwrap_or_default().to_string())
+            .collect();
+        let want = if stays { "Running" } else { "Succeeded" };
+        assert!(phases.len() == 2 && phases.iter().all(|p| p == want), "{policy}: {phases:?}");
+        let u = hvdctl(&dir).env("KUBECONFIG", &kc).args(["undeploy", &id]).output().unwrap();
+        assert_eq!(u.status.code(), Some(0), "{}", String::from_utf8_lossy(&u.stderr));
+    }
+}
