@@ -26,6 +26,9 @@ pub fn run(g: &Global, ui: &Ui, a: InitArgs) -> Result<u8> {
     }
     let plan = init::plan(&req)?;
     let written = init::write(&plan)?;
+    for p in plan.replaced() {
+        eprintln!("replaced {}", p.display());
+    }
     let shown = if dir.as_os_str() == "." {
         ".".to_string()
     } else {
