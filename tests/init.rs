@@ -253,6 +253,13 @@ fn a_users_own_catalog() {
     )
     .unwrap();
     std::fs::write(cat.join("src/main.sh"), "echo {{not rendered}}\n").unwrap();
+    // Not YAML: values as they are, no quoting.
+    std::fs::write(
+        cat.join("README.md.hbs"),
+        "# {{name}}\n\nBuilt as `{{image}}:latest`, job `{{name}}-<run id>`.\n",
+    )
+    .unwrap();
+    std::fs::write(cat.join("run.sh.hbs"), "#!/bin/sh\nexec {{name}} \"$@\"\n").unwrap();
     let mut c = hvdctl();
     c.arg("init")
         .arg(tmp.path().join("t"))
@@ -263,6 +270,18 @@ fn a_users_own_catalog() {
     assert_eq!(
         std::fs::read_to_string(tmp.path().join("t/src/main.sh")).unwrap(),
         "echo {{not rendered}}\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("t/README.md")).unwrap(),
+        "# t\n\nBuilt as `t:latest`, job `t-<run id>`.\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("t/run.sh")).unwrap(),
+        "#!/bin/sh\nexec t \"$@\"\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("t/hvdctl.yaml")).unwrap(),
+        "name: \"t\"\nimage: \"t\"\ncommand: [/bin/true]\n"
     );
     assert!(
         tmp.path().join("t/k8s/native.yaml.hbs").is_file(),

@@ -244,7 +244,13 @@ pub fn plan(req: &InitRequest) -> Result<Plan> {
                     req.template, f.path
                 ))
             })?;
-            let rendered = render::render(&format!("{}/{}", req.template, f.path), &text, &values)?;
+            // YAML files get values as quoted scalars, anything else (a README) as they are.
+            let rendered = render::render_as(
+                render::Format::of(target),
+                &format!("{}/{}", req.template, f.path),
+                &text,
+                &values,
+            )?;
             out.push(TemplateFile {
                 path: target.to_string(),
                 data: rendered.into_bytes(),
