@@ -535,7 +535,20 @@ fn broken_user_templates_are_input_errors() {
         (
             "missing value",
             orig.replace("{{job.name}}", "{{job.nam}}"),
-            "job.nam",
+            "/k8s/native.yaml.hbs:12:9: `job.nam` is not a template value\n  hint: did you mean `job.name`?",
+        ),
+        (
+            "misspelt value in a comment",
+            orig.replace("{{json workers}}", "{{json wrkers}}").replace(
+                "subdomain: {{job.name}}",
+                "subdomain: {{job.name}}\n  # {{wrkers}}",
+            ),
+            "`wrkers` is not a template value\n  hint: did you mean `workers`?",
+        ),
+        (
+            "value in an anchor",
+            orig.replace("clusterIP: None", "clusterIP: &{{job.name}} None"),
+            "outside a YAML scalar",
         ),
         (
             "not yaml",

@@ -74,12 +74,140 @@ fn force_writes_into_a_non_empty_directory() {
     c.arg("init")
         .arg(&dir)
         .args(["--template", "mpi-hello", "--no-input", "--force"]);
-    assert_eq!(run(c).code, 0);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        !o.stderr.contains("replaced"),
+        "nothing was replaced: {}",
+        o.stderr
+    );
     assert_eq!(
         std::fs::read_to_string(dir.join("keep.txt")).unwrap(),
         "mine"
     );
+    // Again: now every file of the template is replaced, and each is listed.
+    let mut c = hvdctl();
+    c.arg("init")
+        .arg(&dir)
+        .args(["--template", "mpi-hello", "--no-input", "--force"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    for f in [
+        "Dockerfile",
+        "hello.py",
+        "hvdctl.yaml",
+        "k8s/native.yaml.hbs",
+    ] {
+        let line = format!("replaced {}", dir.join(f).display());
+        assert!(o.stderr.lines().any(|l| l == line), "{line}: {}", o.stderr);
+    }
     assert!(dir.join("hello.py").is_file());
+}
+
+#[test]
+fn dotfiles_the_template_writes_are_never_overwritten_without_force() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("dots");
+    std::fs::create_dir_all(dir.join(".git")).unwrap();
+    std::fs::write(dir.join(".dockerignore"), "mine\n").unwrap();
+    std::fs::write(dir.join(".envrc"), "export X=1\n").unwrap();
+    let before = tree(&dir);
+    let mut c = hvdctl();
+    c.arg("init")
+        .arg(&dir)
+        .args(["--template", "mpi-hello", "--no-input"]);
+    let o = run(c);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("already has .dockerignore") && o.stderr.contains("--force"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(tree(&dir), before, "nothing written");
+    assert_eq!(
+        std::fs::read_to_string(dir.join(".dockerignore")).unwrap(),
+        "mine\n"
+    );
+
+    let mut c = hvdctl();
+    c.arg("init")
+        .arg(&dir)
+        .args(["--template", "mpi-hello", "--no-input", "--force"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let replaced: Vec<&str> = o
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("replaced "))
+        .collect();
+    assert_eq!(
+        replaced,
+        [format!("replaced {}", dir.join(".dockerignore").display())],
+        "{}",
+        o.stderr
+    );
+    assert_ne!(
+        std::fs::read_to_string(dir.join(".dockerignore")).unwrap(),
+        "mine\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join(".envrc")).unwrap(),
+        "export X=1\n",
+        "files the template does not write are kept"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn force_replaces_a_symlink_not_what_it_points_to() {
+    let tmp = tempfile::tempdir().unwrap();
+    let outside = tmp.path().join("outside.txt");
+    std::fs::write(&outside, "precious\n").unwrap();
+    let dir = tmp.path().join("linked");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join(".dockerignore")).unwrap();
+    let mut c = hvdctl();
+    c.arg("init")
+        .arg(&dir)
+        .args(["--template", "mpi-hello", "--no-input", "--force"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("replaced "), "{}", o.stderr);
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "precious\n");
+    assert!(
+        !std::fs::symlink_metadata(dir.join(".dockerignore"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+}
+
+#[test]
+fn app_names_from_directories_keep_their_digits() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (dir, name) in [
+        ("resnet50", "resnet50"),
+        ("resnet101", "resnet101"),
+        ("app-v2", "app-v2"),
+        ("bert_base_2", "bert-base-2"),
+    ] {
+        let d = init_app(tmp.path(), dir, "mpi-hello");
+        let yaml = std::fs::read_to_string(d.join("hvdctl.yaml")).unwrap();
+        assert!(
+            yaml.contains(&format!("name: \"{name}\"\n")),
+            "{dir}: {yaml}"
+        );
+        let mut c = hvdctl();
+        c.arg("-C")
+            .arg(&d)
+            .args(["deploy", "--dry-run", "-o", "json", "--run-id", "ab12c"]);
+        let o = run(c);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        assert!(
+            o.stdout.contains(&format!("\"hvdctl.io/app\": \"{name}\"")),
+            "{dir}"
+        );
+    }
 }
 
 #[test]
@@ -125,6 +253,13 @@ fn a_users_own_catalog() {
     )
     .unwrap();
     std::fs::write(cat.join("src/main.sh"), "echo {{not rendered}}\n").unwrap();
+    // Not YAML: values as they are, no quoting.
+    std::fs::write(
+        cat.join("README.md.hbs"),
+        "# {{name}}\n\nBuilt as `{{image}}:latest`, job `{{name}}-<run id>`.\n",
+    )
+    .unwrap();
+    std::fs::write(cat.join("run.sh.hbs"), "#!/bin/sh\nexec {{name}} \"$@\"\n").unwrap();
     let mut c = hvdctl();
     c.arg("init")
         .arg(tmp.path().join("t"))
@@ -135,6 +270,18 @@ fn a_users_own_catalog() {
     assert_eq!(
         std::fs::read_to_string(tmp.path().join("t/src/main.sh")).unwrap(),
         "echo {{not rendered}}\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("t/README.md")).unwrap(),
+        "# t\n\nBuilt as `t:latest`, job `t-<run id>`.\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("t/run.sh")).unwrap(),
+        "#!/bin/sh\nexec t \"$@\"\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(tmp.path().join("t/hvdctl.yaml")).unwrap(),
+        "name: \"t\"\nimage: \"t\"\ncommand: [/bin/true]\n"
     );
     assert!(
         tmp.path().join("t/k8s/native.yaml.hbs").is_file(),

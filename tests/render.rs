@@ -161,6 +161,43 @@ fn native_secret_is_redacted_in_dry_runs() {
 }
 
 #[test]
+fn templates_write_composite_scalars_literally() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = init_app(tmp.path(), "mnist", "mpi-hello");
+    let tpl = dir.join("k8s/native.yaml.hbs");
+    let text = std::fs::read_to_string(&tpl)
+        .unwrap()
+        .replace("- name: worker\n", "- name: {{app.name}}-worker\n")
+        .replace(
+            "  publishNotReadyAddresses: true\n",
+            "  publishNotReadyAddresses: true\n  externalName: \"{{job.name}}.{{job.namespace}}\"\n",
+        );
+    std::fs::write(&tpl, text).unwrap();
+    let mut c = hvdctl();
+    c.arg("-C").arg(&dir).args([
+        "deploy",
+        "--dry-run",
+        "--run-id",
+        "ab12c",
+        "--backend",
+        "native",
+        "-o",
+        "json",
+        // A value that would add a key if it were pasted into the YAML.
+        "--set",
+        "name=mnist",
+    ]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let items = v["items"].as_array().unwrap();
+    let pod = items.iter().find(|i| i["kind"] == "Pod").unwrap();
+    assert_eq!(pod["spec"]["containers"][0]["name"], "mnist-worker");
+    let svc = items.iter().find(|i| i["kind"] == "Service").unwrap();
+    assert_eq!(svc["spec"]["externalName"], "mnist-ab12c.default");
+}
+
+#[test]
 fn namespace_comes_from_flag_then_app() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = init_app(tmp.path(), "ns", "mpi-hello");

@@ -1,11 +1,12 @@
 //! Property: any string set through `--set` or hvdctl.yaml, in any string field that reaches a
-//! manifest, lands verbatim as that field's value and adds nothing else to the object set.
+//! manifest, lands verbatim as that field's value and adds nothing else to the object set; and
+//! a value written inside a larger scalar of any style is part of that one scalar.
 
 use hvdctl::app::Backend;
 use hvdctl::app::load::from_text;
 use hvdctl::app::set;
 use hvdctl::backend::{Run, objects};
-use hvdctl::render::{manifests, quote::quote};
+use hvdctl::render::{self, manifests, quote::quote};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -127,9 +128,32 @@ fn known_nasty_values() {
         "!!binary x",
         "%YAML 1.2",
         "{{job.name}}",
+        "\u{e000}0\u{e001}",
+        "\u{e000}",
+        "x\u{e001}",
     ] {
         check(v).unwrap_or_else(|e| panic!("{v:?}: {e}"));
+        composite(v).unwrap_or_else(|e| panic!("{v:?}: {e}"));
     }
+}
+
+/// A template with values inside larger scalars of every style: each scalar is read back as
+/// the template's text with the value in it, and nothing else appears.
+fn composite(v: &str) -> Result<(), TestCaseError> {
+    let template = "name: {{v}}-data\nlist: [a-{{v}}, {{v}}, '{{v}}''s']\nquoted: \"<{{v}}>\"\nblock: |\n  x {{v}}\n  y\nlast: {{v}}{{v}}\n";
+    let out = render::render("t.yaml.hbs", template, &serde_json::json!({ "v": v }))
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let back: Value =
+        serde_norway::from_str(&out).map_err(|e| TestCaseError::fail(format!("{e}: {out}")))?;
+    let want = serde_json::json!({
+        "name": format!("{v}-data"),
+        "list": [format!("a-{v}"), v, format!("{v}'s")],
+        "quoted": format!("<{v}>"),
+        "block": format!("x {v}\ny\n"),
+        "last": format!("{v}{v}"),
+    });
+    prop_assert_eq!(back, want, "{}", out);
+    Ok(())
 }
 
 proptest! {
@@ -140,5 +164,6 @@ proptest! {
         "[\\n\\r\\t#:{}*&!|>'\"%@`, \\-\\[\\]\u{7f}\u{85}\u{2028}\u{2029}\u{feff}a-z]{0,24}",
     ]) {
         check(&v)?;
+        composite(&v)?;
     }
 }

@@ -1,6 +1,6 @@
 use crate::app::validate;
 use crate::cli::{Global, InitArgs};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::scaffold::init::{self, InitRequest};
 use crate::scaffold::{Catalog, DEFAULT_TEMPLATE};
 use crate::ui::Ui;
@@ -26,6 +26,9 @@ pub fn run(g: &Global, ui: &Ui, a: InitArgs) -> Result<u8> {
     }
     let plan = init::plan(&req)?;
     let written = init::write(&plan)?;
+    for p in plan.replaced() {
+        eprintln!("replaced {}", p.display());
+    }
     let shown = if dir.as_os_str() == "." {
         ".".to_string()
     } else {
@@ -49,8 +52,7 @@ pub fn run(g: &Global, ui: &Ui, a: InitArgs) -> Result<u8> {
 }
 
 fn prompt_missing(a: &InitArgs, catalog: &Catalog, req: &mut InitRequest) -> Result<()> {
-    use dialoguer::{Input, Select};
-    let prompt_err = |e: dialoguer::Error| Error::input(format!("prompt failed: {e}"));
+    use crate::ui::prompt;
     if a.template.is_none() {
         let list = catalog.list()?;
         let items: Vec<String> = list
@@ -61,45 +63,29 @@ fn prompt_missing(a: &InitArgs, catalog: &Catalog, req: &mut InitRequest) -> Res
             .iter()
             .position(|t| t.name == DEFAULT_TEMPLATE)
             .unwrap_or(0);
-        let i = Select::new()
-            .with_prompt("Template")
-            .items(&items)
-            .default(default)
-            .interact()
-            .map_err(prompt_err)?;
+        let i = prompt::select("Template", &items, default)?;
         req.template = list[i].name.clone();
     }
     if a.name.is_none() {
-        let mut input = Input::<String>::new().with_prompt("App name");
-        if let Some(d) = init::name_from_dir(&req.dir) {
-            input = input.default(d);
-        }
-        let name = input
-            .validate_with(|s: &String| {
-                if validate::is_dns1035_label(s) {
-                    Ok(())
-                } else {
-                    Err("lowercase letters, digits and `-`, starting with a letter")
-                }
-            })
-            .interact_text()
-            .map_err(prompt_err)?;
+        let default = init::name_from_dir(&req.dir);
+        let name = prompt::input("App name", default.as_deref(), |s| {
+            if validate::is_dns1035_label(s) {
+                Ok(())
+            } else {
+                Err("lowercase letters, digits and `-`, starting with a letter".into())
+            }
+        })?;
         req.name = Some(name);
     }
     if a.image.is_none() {
         let default = req.name.clone().unwrap_or_default();
-        let image = Input::<String>::new()
-            .with_prompt("Image repository")
-            .default(default)
-            .validate_with(|s: &String| {
-                if validate::is_image_ref(s) {
-                    Ok(())
-                } else {
-                    Err("not a valid image reference")
-                }
-            })
-            .interact_text()
-            .map_err(prompt_err)?;
+        let image = prompt::input("Image repository", Some(&default), |s| {
+            if validate::is_image_ref(s) {
+                Ok(())
+            } else {
+                Err("not a valid image reference".into())
+            }
+        })?;
         req.image = Some(image);
     }
     Ok(())

@@ -12,7 +12,9 @@ use std::fmt::Write;
 fn needs_escape(c: char) -> bool {
     matches!(c,
         '\u{0}'..='\u{1f}' | '"' | '\\' | '\u{7f}'..='\u{9f}' |
-        '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}')
+        '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}' |
+        // hvdctl's placeholders (see `super::scalars`): never raw in rendered text.
+        super::scalars::OPEN | super::scalars::CLOSE)
 }
 
 /// Writes `s` as a double-quoted JSON/YAML string.

@@ -29,10 +29,110 @@ pub struct Plan {
     pub name: String,
     pub image: String,
     pub files: Vec<TemplateFile>,
+    /// Files already in the directory that writing replaces (only with `force`).
+    replaced: Vec<Existing>,
 }
 
-/// The app name a directory suggests: its last component, lowercased, with characters a
-/// Kubernetes name cannot hold turned into `-`. `None` if nothing usable remains.
+impl Plan {
+    /// The files writing this plan replaces, as paths under the app directory.
+    pub fn replaced(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        self.replaced.iter().map(|e| self.dir.join(&e.path))
+    }
+}
+
+/// A file of the plan that is already in the target directory, kept so that a failed write
+/// can put it back.
+#[derive(Debug)]
+struct Existing {
+    path: String,
+    original: Original,
+}
+
+#[derive(Debug)]
+enum Original {
+    File { data: Vec<u8>, mode: u32 },
+    Symlink(PathBuf),
+}
+
+/// The plan's files that already exist under `dir`. Without `force` any is an error (the
+/// directory may hold nothing but dotfiles, and `.dockerignore` is one a template writes);
+/// a directory where a file must go (or the reverse) is an error even with `force`.
+fn existing(dir: &Path, files: &[TemplateFile], force: bool) -> Result<Vec<Existing>> {
+    let mut found = Vec::new();
+    for f in files {
+        let mut at = dir.to_path_buf();
+        let parts: Vec<&str> = f.path.split('/').collect();
+        for (i, part) in parts.iter().enumerate() {
+            at.push(part);
+            let last = i + 1 == parts.len();
+            let meta = match std::fs::symlink_metadata(&at) {
+                Ok(m) => m,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                Err(e) => {
+                    return Err(Error::input(format!("cannot use {}: {e}", at.display())));
+                }
+            };
+            let ft = meta.file_type();
+            if !last {
+                if !ft.is_dir() {
+                    return Err(Error::input(format!(
+                        "{} is in the way: the template puts files in a directory of that name",
+                        at.display()
+                    ))
+                    .hint("move it away, or choose another directory"));
+                }
+                continue;
+            }
+            let original = if ft.is_symlink() {
+                Original::Symlink(
+                    std::fs::read_link(&at)
+                        .map_err(|e| Error::input(format!("cannot read {}: {e}", at.display())))?,
+                )
+            } else if ft.is_file() {
+                #[cfg(unix)]
+                let mode = {
+                    use std::os::unix::fs::PermissionsExt;
+                    meta.permissions().mode()
+                };
+                #[cfg(not(unix))]
+                let mode = 0o644;
+                let data = std::fs::read(&at)
+                    .map_err(|e| Error::input(format!("cannot read {}: {e}", at.display())))?;
+                Original::File { data, mode }
+            } else {
+                return Err(Error::input(format!(
+                    "{} is in the way: the template writes a file there",
+                    at.display()
+                ))
+                .hint("move it away, or choose another directory"));
+            };
+            found.push(Existing {
+                path: f.path.clone(),
+                original,
+            });
+        }
+    }
+    if !force && !found.is_empty() {
+        let names: Vec<&str> = found.iter().map(|e| e.path.as_str()).collect();
+        return Err(Error::input(format!(
+            "{} already has {} (the template writes {})",
+            if dir == Path::new(".") {
+                "the current directory".to_string()
+            } else {
+                dir.display().to_string()
+            },
+            names.join(", "),
+            if names.len() == 1 { "it" } else { "them" }
+        ))
+        .hint("pass --force to replace them (each replaced file is listed), or move them away"));
+    }
+    Ok(found)
+}
+
+/// The app name a directory suggests: its last component, lowercased, with runs of characters
+/// a Kubernetes name cannot hold turned into one `-`, starting at its first letter (a DNS-1035
+/// label starts with a letter), cut to the length job and pod names leave for it. Digits stay:
+/// `resnet50` and `resnet101` are different apps. `None` if nothing usable remains.
 pub fn name_from_dir(dir: &Path) -> Option<String> {
     let abs = std::path::absolute(dir).ok()?;
     let base = abs
@@ -41,18 +141,19 @@ pub fn name_from_dir(dir: &Path) -> Option<String> {
         .as_os_str()
         .to_string_lossy()
         .to_lowercase();
-    let mut s: String = base
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    while s.contains("--") {
-        s = s.replace("--", "-");
+    let mut s = String::with_capacity(base.len());
+    for c in base.chars() {
+        if c.is_ascii_alphanumeric() {
+            s.push(c);
+        } else if !s.is_empty() && !s.ends_with('-') {
+            s.push('-');
+        }
     }
-    let s = s
-        .trim_matches(|c: char| c == '-' || c.is_ascii_digit())
-        .to_string();
-    let s = s.trim_end_matches('-').to_string();
-    let s: String = s.chars().take(validate::max_name_len(99)).collect();
+    let start = s.find(|c: char| c.is_ascii_lowercase())?;
+    let s: String = s[start..]
+        .chars()
+        .take(validate::max_name_len(99))
+        .collect();
     let s = s.trim_end_matches('-').to_string();
     validate::is_dns1035_label(&s).then_some(s)
 }
@@ -143,7 +244,13 @@ pub fn plan(req: &InitRequest) -> Result<Plan> {
                     req.template, f.path
                 ))
             })?;
-            let rendered = render::render(&format!("{}/{}", req.template, f.path), &text, &values)?;
+            // YAML files get values as quoted scalars, anything else (a README) as they are.
+            let rendered = render::render_as(
+                render::Format::of(target),
+                &format!("{}/{}", req.template, f.path),
+                &text,
+                &values,
+            )?;
             out.push(TemplateFile {
                 path: target.to_string(),
                 data: rendered.into_bytes(),
@@ -176,15 +283,18 @@ pub fn plan(req: &InitRequest) -> Result<Plan> {
         &[],
     )?;
     out.sort_by(|a, b| a.path.cmp(&b.path));
+    let replaced = existing(&req.dir, &out, req.force)?;
     Ok(Plan {
         dir: req.dir.clone(),
         name,
         image,
         files: out,
+        replaced,
     })
 }
 
-/// Writes a plan. On failure, removes the files and directories it created.
+/// Writes a plan. On failure, removes the files and directories it created and puts back the
+/// files it replaced.
 pub fn write(plan: &Plan) -> Result<Vec<PathBuf>> {
     let mut created_dirs: Vec<PathBuf> = Vec::new();
     let mut written: Vec<PathBuf> = Vec::new();
@@ -204,8 +314,12 @@ pub fn write(plan: &Plan) -> Result<Vec<PathBuf>> {
                 std::fs::create_dir_all(parent)?;
                 created_dirs.extend(missing.into_iter().rev());
             }
-            std::fs::write(&path, &f.data)?;
+            if plan.replaced.iter().any(|e| e.path == f.path) {
+                // Replace a symlink itself, never the file it points to.
+                std::fs::remove_file(&path)?;
+            }
             written.push(path.clone());
+            std::fs::write(&path, &f.data)?;
             #[cfg(unix)]
             if f.executable {
                 use std::os::unix::fs::PermissionsExt;
@@ -218,6 +332,12 @@ pub fn write(plan: &Plan) -> Result<Vec<PathBuf>> {
         for p in written.iter().rev() {
             let _ = std::fs::remove_file(p);
         }
+        for r in &plan.replaced {
+            let path = plan.dir.join(&r.path);
+            if written.contains(&path) {
+                restore(&path, &r.original);
+            }
+        }
         for d in created_dirs.iter().rev() {
             let _ = std::fs::remove_dir(d);
         }
@@ -229,24 +349,120 @@ pub fn write(plan: &Plan) -> Result<Vec<PathBuf>> {
     Ok(written)
 }
 
+/// Puts a replaced file back (best effort: this runs while another error is reported).
+fn restore(path: &Path, original: &Original) {
+    let _ = std::fs::remove_file(path);
+    match original {
+        Original::File { data, mode } => {
+            if std::fs::write(path, data).is_ok() {
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(*mode));
+                }
+                #[cfg(not(unix))]
+                let _ = mode;
+            }
+        }
+        Original::Symlink(target) => {
+            #[cfg(unix)]
+            let _ = std::os::unix::fs::symlink(target, path);
+            #[cfg(not(unix))]
+            let _ = target;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn names_from_dirs() {
+        let name = |d: &str| name_from_dir(Path::new(d));
+        for (dir, want) in [
+            ("/tmp/mnist", "mnist"),
+            ("/tmp/My_Project", "my-project"),
+            ("/tmp/resnet50", "resnet50"),
+            ("/tmp/resnet101", "resnet101"),
+            ("/tmp/app-v2", "app-v2"),
+            ("/tmp/bert_base_2", "bert-base-2"),
+            ("/tmp/2024-run", "run"),
+            ("/tmp/-x--y__z-", "x-y-z"),
+            ("/tmp/Über Model 3", "ber-model-3"),
+        ] {
+            assert_eq!(name(dir).as_deref(), Some(want), "{dir}");
+        }
+        assert_eq!(name("/tmp/___"), None);
+        assert_eq!(name("/tmp/2024"), None);
+        // Cut to what job and pod names leave, never ending in `-`.
+        let long = name(&format!("/tmp/{}-{}", "a".repeat(46), "b".repeat(10))).unwrap();
+        assert_eq!(long, "a".repeat(46));
+        let long = name(&format!("/tmp/{}", "x9".repeat(40))).unwrap();
+        assert_eq!(long.len(), validate::max_name_len(99));
+        assert!(validate::is_dns1035_label(&long));
+    }
+
+    #[test]
+    fn a_failed_write_puts_replaced_files_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::write(dir.join(".dockerignore"), "mine\n").unwrap();
+        // `blocker` is a file where the plan needs a directory: the second write fails.
+        std::fs::write(dir.join("blocker"), "x").unwrap();
+        let file = |path: &str| TemplateFile {
+            path: path.into(),
+            data: b"new\n".to_vec(),
+            executable: false,
+        };
+        let files = vec![file(".dockerignore"), file("a.txt"), file("blocker/b.txt")];
+        assert!(existing(dir, &files, false).is_err(), "not without force");
+        let replaced = vec![Existing {
+            path: ".dockerignore".into(),
+            original: Original::File {
+                data: b"mine\n".to_vec(),
+                mode: 0o640,
+            },
+        }];
+        let plan = Plan {
+            dir: dir.to_path_buf(),
+            name: "a".into(),
+            image: "a".into(),
+            files,
+            replaced,
+        };
+        let e = write(&plan).unwrap_err();
+        assert_eq!(e.exit_code(), 1);
         assert_eq!(
-            name_from_dir(Path::new("/tmp/mnist")).as_deref(),
-            Some("mnist")
+            std::fs::read_to_string(dir.join(".dockerignore")).unwrap(),
+            "mine\n"
         );
-        assert_eq!(
-            name_from_dir(Path::new("/tmp/My_Project")).as_deref(),
-            Some("my-project")
-        );
-        assert_eq!(
-            name_from_dir(Path::new("/tmp/2024-run")).as_deref(),
-            Some("run")
-        );
-        assert_eq!(name_from_dir(Path::new("/tmp/___")), None);
+        assert!(!dir.join("a.txt").exists());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.join(".dockerignore"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o640);
+        }
+    }
+
+    #[test]
+    fn a_directory_in_the_way_is_refused_even_with_force() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("Dockerfile")).unwrap();
+        std::fs::write(tmp.path().join("k8s"), "x").unwrap();
+        for path in ["Dockerfile", "k8s/mpijob.yaml.hbs"] {
+            let f = TemplateFile {
+                path: path.into(),
+                data: Vec::new(),
+                executable: false,
+            };
+            let e = existing(tmp.path(), &[f], true).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            assert!(e.message.contains("is in the way"), "{}", e.message);
+        }
     }
 }

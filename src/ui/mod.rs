@@ -1,6 +1,8 @@
 //! Terminal awareness: colour, progress, prompts. Nothing else in hvdctl asks whether it is
 //! talking to a terminal; it asks a [`Ui`].
 
+pub mod prompt;
+
 use std::io::IsTerminal;
 
 /// `--color`.
