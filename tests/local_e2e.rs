@@ -1057,20 +1057,52 @@ fn mpich_runs_with_its_hostfile_form_on_the_docker_kubelet() {
     let job = format!("hello-{id}");
     let d = hvdctl(&dir)
         .env("KUBECONFIG", &kc)
-        .args(["deploy", "--backend", "native", "--run-id", &id, "--image", &img, "--no-push", "--logs"])
-        .args(["--set", "mpi.implementation=MPICH", "--set", "workers=2", "--set", "slotsPerWorker=2"])
+        .args([
+            "deploy",
+            "--backend",
+            "native",
+            "--run-id",
+            &id,
+            "--image",
+            &img,
+            "--no-push",
+            "--logs",
+        ])
+        .args([
+            "--set",
+            "mpi.implementation=MPICH",
+            "--set",
+            "workers=2",
+            "--set",
+            "slotsPerWorker=2",
+        ])
         .args(["--set", "command=[/app/hello]"])
         .timeout(Duration::from_secs(300))
         .output()
         .unwrap();
-    let (out, err) = (String::from_utf8_lossy(&d.stdout), String::from_utf8_lossy(&d.stderr));
+    let (out, err) = (
+        String::from_utf8_lossy(&d.stdout),
+        String::from_utf8_lossy(&d.stderr),
+    );
     assert_eq!(d.status.code(), Some(0), "{out}\n{err}");
     for r in 0..4 {
-        assert!(out.contains(&format!("mpich rank {r} of 4")), "rank {r}: {out}");
+        assert!(
+            out.contains(&format!("mpich rank {r} of 4")),
+            "rank {r}: {out}"
+        );
     }
     assert!(out.contains("mpich sum 6 (expected 6)"), "{out}");
-    let u = hvdctl(&dir).env("KUBECONFIG", &kc).args(["undeploy", &id]).output().unwrap();
-    assert_eq!(u.status.code(), Some(0), "{}", String::from_utf8_lossy(&u.stderr));
+    let u = hvdctl(&dir)
+        .env("KUBECONFIG", &kc)
+        .args(["undeploy", &id])
+        .output()
+        .unwrap();
+    assert_eq!(
+        u.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&u.stderr)
+    );
     assert_eq!(kubelet_leftovers(&docker, &fc, &job), Vec::<String>::new());
 }
 
@@ -1086,21 +1118,57 @@ fn clean_pod_policy_decides_whether_native_workers_stay() {
         let id = run_id(if stays { "p" } else { "q" });
         let d = hvdctl(&dir)
             .env("KUBECONFIG", &kc)
-            .args(["deploy", "--backend", "native", "--run-id", &id, "--image", &img, "--no-push", "--logs"])
+            .args([
+                "deploy",
+                "--backend",
+                "native",
+                "--run-id",
+                &id,
+                "--image",
+                &img,
+                "--no-push",
+                "--logs",
+            ])
             .args(["--set", &format!("runPolicy.cleanPodPolicy={policy}")])
             .timeout(Duration::from_secs(300))
             .output()
             .unwrap();
-        assert_eq!(d.status.code(), Some(0), "{}", String::from_utf8_lossy(&d.stderr));
+        assert_eq!(
+            d.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&d.stderr)
+        );
         std::thread::sleep(Duration::from_secs(3));
         let phases: Vec<String> = fc
-            .list("pods", Some("default"), &format!("hvdctl.io/run={id},hvdctl.io/role=worker"))
+            .list(
+                "pods",
+                Some("default"),
+                &format!("hvdctl.io/run={id},hvdctl.io/role=worker"),
+            )
             .iter()
-            .map(|p| p["status"]["phase"].as_str().unwrap_or_default().to_string())
+            .map(|p| {
+                p["status"]["phase"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
             .collect();
         let want = if stays { "Running" } else { "Succeeded" };
-        assert!(phases.len() == 2 && phases.iter().all(|p| p == want), "{policy}: {phases:?}");
-        let u = hvdctl(&dir).env("KUBECONFIG", &kc).args(["undeploy", &id]).output().unwrap();
-        assert_eq!(u.status.code(), Some(0), "{}", String::from_utf8_lossy(&u.stderr));
+        assert!(
+            phases.len() == 2 && phases.iter().all(|p| p == want),
+            "{policy}: {phases:?}"
+        );
+        let u = hvdctl(&dir)
+            .env("KUBECONFIG", &kc)
+            .args(["undeploy", &id])
+            .output()
+            .unwrap();
+        assert_eq!(
+            u.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&u.stderr)
+        );
     }
 }
