@@ -257,8 +257,13 @@ build_horovod() {
     }
     horovod_image_current "$want" || die "$HOROVOD_IMAGE lacks its $HOROVOD_LABEL label after the build"
     new=$(docker_cli image inspect -f '{{.Id}}' "$HOROVOD_IMAGE")
-    # The image it replaces, unless something still uses it.
+    # The image it replaces, unless something still uses it, and the untagged image the
+    # legacy builder leaves for the Dockerfile's `context` stage (the step's ` ---> ID`).
     if [[ -n $old && $old != "$new" ]]; then docker_cli image rm "$old" >/dev/null 2>&1 || true; fi
+    local context_stage
+    context_stage=$(awk '/RUN mkdir -p \/context\/vendor/ {f = 1} f && /^ ---> [0-9a-f]+$/ {print $2; exit}' \
+        "$STATE/horovod-build.log")
+    if [[ -n $context_stage ]]; then docker_cli image rm "$context_stage" >/dev/null 2>&1 || true; fi
     log "$HOROVOD_IMAGE built in $((SECONDS - started))s"
 }
 
