@@ -15,6 +15,7 @@ pub mod docker;
 pub mod error;
 pub mod kubelet;
 pub mod logs;
+pub mod mpi;
 pub mod objects;
 pub mod patch;
 pub mod resources;
