@@ -371,12 +371,19 @@ mod docker {
     /// A fake cluster with the Docker kubelet; `None` (skipped, with a note) when no daemon
     /// answers, unless `CI` is set: then the test fails.
     pub fn cluster() -> Option<FakeCluster> {
-        match FakeCluster::start(Options {
+        cluster_with(|_| {})
+    }
+
+    /// `cluster()` with options changed by `f`.
+    pub fn cluster_with(f: impl FnOnce(&mut Options)) -> Option<FakeCluster> {
+        let mut opts = Options {
             kubelet: KubeletMode::Docker,
             pause_image: Some(busybox()),
             restart_backoff: Duration::from_millis(300),
             ..Default::default()
-        }) {
+        };
+        f(&mut opts);
+        match FakeCluster::start(opts) {
             Ok(fc) => Some(fc),
             Err(e) => {
                 assert!(
@@ -896,5 +903,279 @@ spec:
         assert!(!names.contains(&dead), "{names}");
         assert!(names.contains(&live), "{names}");
         drop(fc);
+    }
+
+    /// An MPIJob `name` whose launcher and workers run `image`; `launcher`/`worker` are the
+    /// containers' commands as YAML (empty: none, so workers get the operator's sshd).
+    fn mpijob_yaml(name: &str, image: &str, workers: u32, launcher: &str, worker: &str) -> String {
+        let cmd = |c: &str| {
+            if c.is_empty() {
+                String::new()
+            } else {
+                format!("\n            command: {c}")
+            }
+        };
+        format!(
+            r#"apiVersion: kubeflow.org/v2beta1
+kind: MPIJob
+metadata: {{name: {name}}}
+spec:
+  slotsPerWorker: 2
+  runPolicy: {{cleanPodPolicy: Running, backoffLimit: 0}}
+  mpiReplicaSpecs:
+    Launcher:
+      replicas: 1
+      template:
+        spec:
+          terminationGracePeriodSeconds: 0
+          containers:
+          - name: launcher
+            image: {image}{lc}
+    Worker:
+      replicas: {workers}
+      template:
+        spec:
+          terminationGracePeriodSeconds: 0
+          containers:
+          - name: worker
+            image: {image}{wc}
+"#,
+            lc = cmd(launcher),
+            wc = cmd(worker),
+        )
+    }
+
+    fn role_pod(fc: &FakeCluster, job: &str, role: &str) -> String {
+        wait_until(
+            &format!("{job}'s {role} pod"),
+            Duration::from_secs(20),
+            || {
+                fc.list(
+                    "pods",
+                    Some("default"),
+                    &format!(
+                        "training.kubeflow.org/job-name={job},training.kubeflow.org/job-role={role}"
+                    ),
+                )
+                .first()
+                .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+            },
+        )
+    }
+
+    #[test]
+    fn docker_mpijob_ssh_secret_hostfile_env_and_hostnames() {
+        let Some(fc) = cluster_with(|o| o.mpi_operator = true) else {
+            return;
+        };
+        let Some(k) = Kubectl::new(&fc) else { return };
+        let sleep = r#"[sleep, "3600"]"#;
+        let file = k.write("pi.yaml", &mpijob_yaml("pi", &debian(), 2, sleep, sleep));
+        k.ok(&["apply", "-f", &file]);
+        let launcher = role_pod(&fc, "pi", "launcher");
+        ready(&fc, &launcher);
+        let ips: Vec<String> = (0..2)
+            .map(|i| {
+                ready(&fc, &format!("pi-worker-{i}"))["status"]["podIP"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        // The ssh Secret's items and modes at sshAuthMountPath (default /root/.ssh, 0600),
+        // the ConfigMap's at /etc/mpi (launcher only).
+        let modes = exec(
+            &k,
+            &launcher,
+            "launcher",
+            "cd /root/.ssh && stat -L -c '%a %n' * && cd /etc/mpi && stat -L -c '%a %n' *",
+        );
+        assert_eq!(
+            modes,
+            "600 authorized_keys\n600 id_rsa\n600 id_rsa.pub\n444 discover_hosts.sh\n444 hostfile\n"
+                .replace("444 discover", "555 discover"),
+        );
+        let worker_files = exec(
+            &k,
+            "pi-worker-1",
+            "worker",
+            "stat -L -c '%a %n' /root/.ssh/*; ls /etc/mpi 2>&1 || true",
+        );
+        assert!(
+            worker_files.starts_with(
+                "600 /root/.ssh/authorized_keys\n600 /root/.ssh/id_rsa\n600 /root/.ssh/id_rsa.pub\n"
+            ) && worker_files.contains("No such file"),
+            "{worker_files}"
+        );
+        let keys = exec(
+            &k,
+            &launcher,
+            "launcher",
+            "cmp /root/.ssh/id_rsa.pub /root/.ssh/authorized_keys && head -1 /root/.ssh/id_rsa && cut -d' ' -f1 /root/.ssh/id_rsa.pub",
+        );
+        assert_eq!(keys, "-----BEGIN OPENSSH PRIVATE KEY-----\nssh-ed25519\n");
+        let hostfile = exec(&k, &launcher, "launcher", "cat /etc/mpi/hostfile");
+        assert_eq!(
+            hostfile,
+            "pi-worker-0.pi.default.svc slots=2\npi-worker-1.pi.default.svc slots=2\n"
+        );
+        // Every hostfile line resolves, from the launcher, to that worker's pod IP.
+        for (i, line) in hostfile.lines().enumerate() {
+            let host = line.split(' ').next().unwrap();
+            let got = exec(&k, &launcher, "launcher", &format!("getent hosts {host}"));
+            assert_eq!(
+                got.split_whitespace().next(),
+                Some(ips[i].as_str()),
+                "{got}"
+            );
+        }
+        let env = exec(
+            &k,
+            &launcher,
+            "launcher",
+            "env | grep -E '^(OMPI_|K_MPI|NVIDIA_)' | sort",
+        );
+        assert_eq!(
+            env,
+            "K_MPI_JOB_ROLE=launcher\nNVIDIA_DRIVER_CAPABILITIES=\nNVIDIA_VISIBLE_DEVICES=\nOMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile\nOMPI_MCA_orte_keep_fqdn_hostnames=true\nOMPI_MCA_orte_set_default_slots=2\nOMPI_MCA_plm_rsh_args=-o ConnectionAttempts=10\n"
+        );
+        assert_eq!(
+            exec(
+                &k,
+                "pi-worker-0",
+                "worker",
+                "echo $K_MPI_JOB_ROLE; hostname"
+            ),
+            "worker\npi-worker-0\n"
+        );
+        let discover = || exec(&k, &launcher, "launcher", "/etc/mpi/discover_hosts.sh");
+        assert_eq!(
+            discover(),
+            "pi-worker-0.pi.default.svc\npi-worker-1.pi.default.svc\n"
+        );
+        // Scaling down: the hostfile and discover_hosts.sh follow in the running launcher.
+        let t = Instant::now();
+        k.ok(&[
+            "patch",
+            "mpijob",
+            "pi",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"mpiReplicaSpecs":{"Worker":{"replicas":1}}}}"#,
+        ]);
+        wait_until("launcher sees one worker", Duration::from_secs(10), || {
+            (discover() == "pi-worker-0.pi.default.svc\n"
+                && exec(&k, &launcher, "launcher", "cat /etc/mpi/hostfile")
+                    == "pi-worker-0.pi.default.svc slots=2\n")
+                .then_some(())
+        });
+        eprintln!("scale-down visible in the launcher after {:?}", t.elapsed());
+        // The Service is `<job>` and selects the launcher too.
+        let svc = exec(
+            &k,
+            &launcher,
+            "launcher",
+            "getent ahostsv4 pi.default.svc | awk '{print $1}' | sort -u | wc -l",
+        );
+        assert_eq!(svc.trim(), "2", "launcher + the remaining worker");
+        k.ok(&["delete", "mpijob", "pi"]);
+    }
+
+    /// A small image with sshd and Open MPI, built from the Debian test image (needs Debian's
+    /// apt mirrors). `None` (skipped, with a note) when it cannot be built and `CI` is unset.
+    fn openmpi_image() -> Option<String> {
+        let tag = "fake-cluster-test/openmpi:bookworm";
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("Dockerfile"),
+            format!(
+                "FROM {}\n\
+                 RUN apt-get update && apt-get install -y --no-install-recommends openssh-server openssh-client openmpi-bin && rm -rf /var/lib/apt/lists/*\n\
+                 RUN mkdir -p /run/sshd && sed -i 's/^#\\?StrictModes .*/StrictModes no/' /etc/ssh/sshd_config \
+                 && printf 'StrictHostKeyChecking no\\nUserKnownHostsFile /dev/null\\nLogLevel ERROR\\n' >> /etc/ssh/ssh_config\n",
+                debian()
+            ),
+        )
+        .unwrap();
+        let o = Command::new("docker")
+            .args(["build", "-q", "-t", tag])
+            .arg(dir.path())
+            .output()
+            .expect("run docker build");
+        if !o.status.success() {
+            let why = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "building {tag} failed: {why}"
+            );
+            eprintln!("SKIPPED: cannot build {tag} (no apt mirror?): {why}");
+            return None;
+        }
+        Some(tag.to_string())
+    }
+
+    #[test]
+    fn docker_mpijob_mpirun_over_ssh() {
+        let Some(fc) = cluster_with(|o| o.mpi_operator = true) else {
+            return;
+        };
+        let Some(k) = Kubectl::new(&fc) else { return };
+        let t = Instant::now();
+        let Some(image) = openmpi_image() else { return };
+        eprintln!("image ready after {:?}", t.elapsed());
+        let t = Instant::now();
+        // Workers have no command: the operator's `/usr/sbin/sshd -De` runs. The launcher
+        // waits until the workers' names resolve, then mpirun reads the operator's env and
+        // hostfile and reaches the workers over ssh with the Secret's key.
+        let launcher = r#"[sh, -c, 'for h in $(cut -d" " -f1 /etc/mpi/hostfile); do until getent hosts $h >/dev/null; do sleep 0.1; done; done; exec mpirun --allow-run-as-root -np 4 hostname']"#;
+        let file = k.write("mpi.yaml", &mpijob_yaml("mpi", &image, 2, launcher, ""));
+        k.ok(&["apply", "-f", &file]);
+        let done = fc
+            .wait_for("mpijobs", "default", "mpi", Duration::from_secs(60), |j| {
+                j.and_then(|j| j.pointer("/status/conditions"))
+                    .and_then(Value::as_array)
+                    .is_some_and(|c| {
+                        c.iter().any(|c| {
+                            (c["type"] == "Succeeded" || c["type"] == "Failed")
+                                && c["status"] == "True"
+                        })
+                    })
+            })
+            .map(|j| j.unwrap())
+            .unwrap_or_else(|j| panic!("MPIJob did not finish: {j:#?}"));
+        let pod = role_pod(&fc, "mpi", "launcher");
+        let logs = k.ok(&["logs", &pod]);
+        eprintln!("mpirun over ssh finished after {:?}", t.elapsed());
+        let mut hosts: Vec<&str> = logs
+            .lines()
+            .filter(|l| l.starts_with("mpi-worker-"))
+            .collect();
+        hosts.sort_unstable();
+        assert_eq!(
+            hosts,
+            [
+                "mpi-worker-0",
+                "mpi-worker-0",
+                "mpi-worker-1",
+                "mpi-worker-1"
+            ],
+            "{logs}"
+        );
+        let succeeded = done["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Succeeded" && c["status"] == "True");
+        assert!(succeeded, "{done:#?}\n{logs}");
+        // cleanPodPolicy Running: the workers' sshd are stopped once the launcher is done.
+        wait_until("workers removed", Duration::from_secs(20), || {
+            fc.list(
+                "pods",
+                Some("default"),
+                "training.kubeflow.org/job-role=worker",
+            )
+            .is_empty()
+            .then_some(())
+        });
     }
 }
