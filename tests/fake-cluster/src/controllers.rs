@@ -157,6 +157,13 @@ impl Controllers {
         soon(self.jobs(now));
         self.statefulsets();
         self.claims();
+        if self
+            .store
+            .scheduler
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            crate::scheduler::schedule(&self.store, crate::resources::NODES);
+        }
         if self.synthetic {
             soon(self.kubelet.sync(&self.store, now));
         }
