@@ -343,6 +343,187 @@ fn kubectl_without_mpi_operator_and_client_side_apply() {
     );
 }
 
+fn gpu_pod(name: &str, gpus: u32, extra: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  terminationGracePeriodSeconds: 0\n{extra}  containers:\n  - {{name: c, image: hvd, resources: {{limits: {{nvidia.com/gpu: {gpus}, cpu: 500m, memory: 1Gi}}}}}}\n---\n"
+    )
+}
+
+fn scheduled_cond(fc: &FakeCluster, pod: &str) -> (String, String) {
+    let p = fc.get("pods", "default", pod).unwrap();
+    let c = p["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "PodScheduled"))
+        .cloned()
+        .unwrap_or_default();
+    (
+        c["status"].as_str().unwrap_or_default().to_string(),
+        c["message"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+/// Nodes with capacity, the scheduler's bindings and refusals, seen through kubectl.
+#[test]
+fn kubectl_nodes_and_scheduling() {
+    let fc = FakeCluster::start(Options {
+        kubelet_delay: Duration::from_millis(20),
+        nodes: fake_cluster::scheduler::NodeSpec {
+            count: 2,
+            cpu: "2".into(),
+            memory: "4Gi".into(),
+            gpus: 1,
+            taints: vec![],
+        },
+        ..Default::default()
+    })
+    .unwrap();
+    let Some(k) = Kubectl::new(&fc) else { return };
+    let rows = table_rows(&k.ok(&["get", "nodes"]));
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0][..3], ["fake-node-0", "Ready", "<none>"]);
+    assert_eq!(rows[1][4], "v1.32.0-fake");
+    let alloc = k.ok(&[
+        "get",
+        "node",
+        "fake-node-1",
+        "-o",
+        "jsonpath={.status.allocatable}",
+    ]);
+    let alloc: serde_json::Value = serde_json::from_str(&alloc).unwrap();
+    assert_eq!(alloc["nvidia.com/gpu"], "1");
+    assert_eq!(alloc["cpu"], "2");
+    // Two GPUs in the cluster: two one-GPU pods run (one per node), the third waits.
+    let file = k.write(
+        "gpu.yaml",
+        &format!(
+            "{}{}{}",
+            gpu_pod("g1", 1, ""),
+            gpu_pod("g2", 1, ""),
+            gpu_pod("g3", 1, "")
+        ),
+    );
+    k.ok(&["apply", "-f", &file]);
+    let phase = |p: &str| {
+        fc.get("pods", "default", p).unwrap()["status"]["phase"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    wait_until("g1, g2 running", Duration::from_secs(5), || {
+        (phase("g1") == "Running" && phase("g2") == "Running").then_some(())
+    });
+    let node = |p: &str| {
+        fc.get("pods", "default", p).unwrap()["spec"]["nodeName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mut nodes = [node("g1"), node("g2")];
+    nodes.sort();
+    assert_eq!(nodes, ["fake-node-0", "fake-node-1"]);
+    let want = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.";
+    wait_until("g3 unschedulable", Duration::from_secs(5), || {
+        (scheduled_cond(&fc, "g3") == ("False".into(), want.into())).then_some(())
+    });
+    let p3 = fc.get("pods", "default", "g3").unwrap();
+    assert_eq!(p3["status"]["phase"], "Pending");
+    assert_eq!(node("g3"), "");
+    let c = p3["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "PodScheduled")
+        .unwrap()
+        .clone();
+    assert_eq!(c["reason"], "Unschedulable");
+    let events = k.ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "reason=FailedScheduling",
+    ]);
+    assert!(
+        events.contains("Warning") && events.contains("pod/g3") && events.contains(want),
+        "{events}"
+    );
+    let describe = k.ok(&["describe", "node", &node("g1")]);
+    assert!(
+        describe.contains("nvidia.com/gpu:     1")
+            && describe.contains("Non-terminated Pods:          (1 in total)")
+            && describe.contains("g1"),
+        "{describe}"
+    );
+    // Freeing a GPU lets the waiting pod in.
+    let freed = node("g1");
+    k.ok(&["delete", "pod", "g1"]);
+    wait_until("g3 bound after g1 left", Duration::from_secs(5), || {
+        (node("g3") == freed).then_some(())
+    });
+    wait_until("g3 running", Duration::from_secs(5), || {
+        (phase("g3") == "Running").then_some(())
+    });
+    let events = k.ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=g3",
+    ]);
+    assert!(
+        events.contains(&format!("Successfully assigned default/g3 to {freed}")),
+        "{events}"
+    );
+    // Reasons combine per node, sorted as "<count> <reason>" strings: a selector that
+    // matches only one node (full) and CPU that fits nowhere.
+    let file = k.write(
+        "misfits.yaml",
+        &format!(
+            "{}{}",
+            gpu_pod(
+                "sel",
+                1,
+                &format!("  nodeSelector: {{kubernetes.io/hostname: {freed}}}\n")
+            ),
+            gpu_pod("cpu", 0, "").replace("cpu: 500m", "cpu: \"3\"")
+        ),
+    );
+    k.ok(&["apply", "-f", &file]);
+    wait_until("misfits refused", Duration::from_secs(5), || {
+        (scheduled_cond(&fc, "sel").1
+            == "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
+            && scheduled_cond(&fc, "cpu").1
+                == "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
+            .then_some(())
+    });
+    // Taints (all nodes) keep out pods without a matching toleration.
+    let tainted = FakeCluster::start(Options {
+        kubelet_delay: Duration::from_millis(20),
+        nodes: fake_cluster::scheduler::NodeSpec {
+            count: 1,
+            taints: vec!["dedicated=ml:NoSchedule".into()],
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .unwrap();
+    let kt = Kubectl::new(&tainted).unwrap();
+    let tol = "  tolerations: [{key: dedicated, operator: Equal, value: ml, effect: NoSchedule}]\n";
+    let file = kt.write(
+        "taint.yaml",
+        &format!("{}{}", gpu_pod("plain", 0, ""), gpu_pod("tolerant", 0, tol)),
+    );
+    kt.ok(&["apply", "-f", &file]);
+    wait_until("taint honoured", Duration::from_secs(5), || {
+        (scheduled_cond(&tainted, "plain").1
+            == "0/1 nodes are available: 1 node(s) had untolerated taint {dedicated: ml}. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+            && tainted.get("pods", "default", "tolerant").unwrap()["spec"]["nodeName"] == "fake-node-0")
+            .then_some(())
+    });
+    assert!(
+        kt.ok(&["describe", "node", "fake-node-0"])
+            .contains("Taints:             dedicated=ml:NoSchedule")
+    );
+}
+
 /// The Docker kubelet, through the real `kubectl` (exec, logs, delete) and the library.
 mod docker {
     use super::*;
@@ -1177,5 +1358,78 @@ spec:
             .is_empty()
             .then_some(())
         });
+    }
+
+    #[test]
+    fn docker_scheduler_binds_what_fits_and_runs_nothing_else() {
+        let Some(fc) = cluster_with(|o| {
+            o.nodes = fake_cluster::scheduler::NodeSpec {
+                count: 2,
+                cpu: "1".into(),
+                memory: "2Gi".into(),
+                ..Default::default()
+            }
+        }) else {
+            return;
+        };
+        let Some(k) = Kubectl::new(&fc) else { return };
+        let pod = |name: &str, limits: &str| {
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  terminationGracePeriodSeconds: 0\n  containers:\n  - {{name: c, image: {}, command: [sleep, \"3600\"], resources: {{limits: {{{limits}}}}}}}\n---\n",
+                busybox()
+            )
+        };
+        let file = k.write(
+            "pods.yaml",
+            &format!(
+                "{}{}{}",
+                pod("small", "cpu: 600m, memory: 64Mi"),
+                pod("second", "cpu: 600m, memory: 64Mi"),
+                pod("gpu", "nvidia.com/gpu: 1, memory: 64Mi"),
+            ),
+        );
+        k.ok(&["apply", "-f", &file]);
+        let a = ready(&fc, "small");
+        let b = ready(&fc, "second");
+        // 600m each on 1-CPU nodes: one per node.
+        assert_ne!(a["spec"]["nodeName"], b["spec"]["nodeName"]);
+        let wide = k.ok(&["get", "pod", "small", "-o", "wide"]);
+        assert!(
+            wide.contains(a["spec"]["nodeName"].as_str().unwrap()),
+            "{wide}"
+        );
+        wait_until("gpu pod refused", Duration::from_secs(10), || {
+            let p = fc.get("pods", "default", "gpu").unwrap();
+            let c = p["status"]["conditions"].as_array().and_then(|c| {
+                c.iter()
+                    .find(|c| c["type"] == "PodScheduled" && c["status"] == "False")
+                    .cloned()
+            })?;
+            Some(c["message"].as_str().unwrap().to_string())
+        });
+        let msg = k.ok(&[
+            "get",
+            "pod",
+            "gpu",
+            "-o",
+            "jsonpath={.status.conditions[0].message}",
+        ]);
+        assert_eq!(
+            msg,
+            "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+        );
+        // Nothing of the refused pod reached Docker.
+        let id = fc.docker_id().unwrap().to_string();
+        let names = docker_cli(&[
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label=io.hvdctl.fake-cluster.id={id}"),
+            "--format",
+            "{{.Label \"io.hvdctl.fake-cluster.pod\"}}",
+        ])
+        .unwrap();
+        assert!(names.contains("small") && !names.contains("gpu"), "{names}");
+        k.ok(&["delete", "pod", "gpu", "small", "second"]);
     }
 }
