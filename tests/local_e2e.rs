@@ -1212,3 +1212,48 @@ fn clean_pod_policy_decides_whether_native_workers_stay() {
         );
     }
 }
+
+/// mpi-hello through the mpijob backend: the fake MPI Operator makes the launcher Job, the
+/// workers, the ssh Secret and /etc/mpi as MPI Operator v0.8 does, and the Docker kubelet
+/// runs them: every rank reports over real ssh, `logs -f` exits 0, status says Succeeded.
+#[test]
+fn mpijob_backend_runs_for_real_on_the_docker_kubelet() {
+    let Some(docker) = docker() else { return };
+    let img = image(&docker);
+    let (fc, _tmp, kc) = docker_cluster(true);
+    let (_app_tmp, dir) = new_app("hello");
+    let id = run_id("j");
+    let job = format!("hello-{id}");
+    let started = Instant::now();
+    let d = hvdctl(&dir)
+        .env("KUBECONFIG", &kc)
+        .args(["deploy", "--backend", "mpijob", "--run-id", &id, "--image", &img])
+        .args(["--no-push", "--logs", "--set", "workers=2", "--set", "slotsPerWorker=2"])
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&d.stdout),
+        String::from_utf8_lossy(&d.stderr),
+    );
+    eprintln!("mpijob 2x2 on the docker kubelet: {:.1?}", started.elapsed());
+    assert_eq!(d.status.code(), Some(0), "{out}\n{err}");
+    for r in 0..4 {
+        assert!(out.contains(&format!("rank {r} of 4")), "rank {r}: {out}");
+    }
+    assert!(out.contains("= 6 (expected 6) OK"), "{out}");
+    let s = hvdctl(&dir)
+        .env("KUBECONFIG", &kc)
+        .args(["status", &id, "-o", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&s.stdout).unwrap();
+    assert_eq!(v["state"], "Succeeded", "{v}");
+    let u = hvdctl(&dir)
+        .env("KUBECONFIG", &kc)
+        .args(["undeploy", &id])
+        .output()
+        .unwrap();
+    assert_eq!(u.status.code(), Some(0), "{}", String::from_utf8_lossy(&u.stderr));
+    assert_eq!(kubelet_leftovers(&docker, &fc, &job), Vec::<String>::new());
+}
