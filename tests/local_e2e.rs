@@ -1227,8 +1227,23 @@ fn mpijob_backend_runs_for_real_on_the_docker_kubelet() {
     let started = Instant::now();
     let d = hvdctl(&dir)
         .env("KUBECONFIG", &kc)
-        .args(["deploy", "--backend", "mpijob", "--run-id", &id, "--image", &img])
-        .args(["--no-push", "--logs", "--set", "workers=2", "--set", "slotsPerWorker=2"])
+        .args([
+            "deploy",
+            "--backend",
+            "mpijob",
+            "--run-id",
+            &id,
+            "--image",
+            &img,
+        ])
+        .args([
+            "--no-push",
+            "--logs",
+            "--set",
+            "workers=2",
+            "--set",
+            "slotsPerWorker=2",
+        ])
         .timeout(Duration::from_secs(300))
         .output()
         .unwrap();
@@ -1236,7 +1251,10 @@ fn mpijob_backend_runs_for_real_on_the_docker_kubelet() {
         String::from_utf8_lossy(&d.stdout),
         String::from_utf8_lossy(&d.stderr),
     );
-    eprintln!("mpijob 2x2 on the docker kubelet: {:.1?}", started.elapsed());
+    eprintln!(
+        "mpijob 2x2 on the docker kubelet: {:.1?}",
+        started.elapsed()
+    );
     assert_eq!(d.status.code(), Some(0), "{out}\n{err}");
     for r in 0..4 {
         assert!(out.contains(&format!("rank {r} of 4")), "rank {r}: {out}");
@@ -1254,6 +1272,139 @@ fn mpijob_backend_runs_for_real_on_the_docker_kubelet() {
         .args(["undeploy", &id])
         .output()
         .unwrap();
-    assert_eq!(u.status.code(), Some(0), "{}", String::from_utf8_lossy(&u.stderr));
+    assert_eq!(
+        u.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&u.stderr)
+    );
     assert_eq!(kubelet_leftovers(&docker, &fc, &job), Vec::<String>::new());
+}
+
+/// The Horovod base made by `scripts/dev-services.sh horovod`, or None (SKIPPED) — a failure
+/// under CI, where `scripts/test.sh` makes it.
+fn horovod_base(docker: &DockerClient) -> Option<String> {
+    let base = std::env::var("HVDCTL_TEST_HOROVOD_IMAGE")
+        .unwrap_or_else(|_| "hvdctl-test/horovod:0.28.1-cpu".into());
+    if rt().block_on(docker.bollard().inspect_image(&base)).is_ok() {
+        return Some(base);
+    }
+    if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
+        panic!(
+            "CI is set but the Horovod base {base} is missing (scripts/dev-services.sh horovod)"
+        );
+    }
+    eprintln!("SKIPPED: no Horovod base {base} (make it with scripts/dev-services.sh horovod)");
+    None
+}
+
+/// The `horovod` template trains through Kubernetes manifests: mpijob backend with
+/// `mpi.launcher: horovodrun` (which must be given the operator's hostfile, or every rank
+/// starts on the launcher), the fake MPI Operator and the Docker kubelet; 2 ranks on 2
+/// worker containers, the loss falls, rank 0 checkpoints and says done.
+#[test]
+fn horovod_template_trains_through_the_mpijob_backend_with_horovodrun() {
+    let Some(docker) = docker() else { return };
+    let Some(base) = horovod_base(&docker) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let o = hvdctl(tmp.path())
+        .args(["init", "hvd", "--template", "horovod", "--no-input"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = tmp.path().join("hvd");
+    let b = hvdctl(&dir)
+        .args(["build", "--tag", "t1", "--progress", "plain", "--build-arg"])
+        .arg(format!("BASE_IMAGE={base}"))
+        .timeout(Duration::from_secs(600))
+        .output()
+        .unwrap();
+    assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    let (fc, _tmp, kc) = docker_cluster(true);
+    let id = run_id("h");
+    let started = Instant::now();
+    let d = hvdctl(&dir)
+        .env("KUBECONFIG", &kc)
+        .args([
+            "deploy",
+            "--backend",
+            "mpijob",
+            "--run-id",
+            &id,
+            "--image",
+            "hvd:t1",
+            "--no-push",
+            "--logs",
+        ])
+        .args([
+            "--set",
+            "mpi.launcher=horovodrun",
+            "--set",
+            "workers=2",
+            "--set",
+            "parameters.epochs=2",
+        ])
+        .args([
+            "--set",
+            "env.SYNTHETIC_SAMPLES=2000",
+            "--set",
+            "env.OMP_NUM_THREADS=1",
+        ])
+        .timeout(Duration::from_secs(600))
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&d.stdout),
+        String::from_utf8_lossy(&d.stderr),
+    );
+    eprintln!(
+        "horovod 2 ranks, 2 epochs through mpijob: {:.1?}",
+        started.elapsed()
+    );
+    assert_eq!(d.status.code(), Some(0), "{out}\n{err}");
+    for r in 0..2 {
+        assert!(
+            out.contains(&format!(
+                "rank {r} of 2 (local rank 0) on hvd-{id}-worker-{r}"
+            )),
+            "{out}"
+        );
+    }
+    let loss = |epoch: u32| -> f64 {
+        let l = out
+            .lines()
+            .find(|l| l.contains(&format!("epoch {epoch}/2: train_loss=")))
+            .unwrap_or_else(|| panic!("no epoch {epoch}: {out}"));
+        let v = l
+            .split("train_loss=")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap();
+        v.parse().unwrap()
+    };
+    assert!(loss(2) < loss(1), "the loss falls: {out}");
+    assert!(
+        out.contains("checkpoint: /tmp/checkpoints/checkpoint-0002.pt"),
+        "{out}"
+    );
+    assert!(out.contains("done"), "{out}");
+    let u = hvdctl(&dir)
+        .env("KUBECONFIG", &kc)
+        .args(["undeploy", &id])
+        .output()
+        .unwrap();
+    assert_eq!(
+        u.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&u.stderr)
+    );
+    assert_eq!(
+        kubelet_leftovers(&docker, &fc, &format!("hvd-{id}")),
+        Vec::<String>::new()
+    );
 }
