@@ -750,6 +750,8 @@ fn native_backend_runs_for_real_on_the_docker_kubelet() {
             "--logs",
         ])
         .args(["--set", "workers=2", "--set", "slotsPerWorker=2"])
+        // The app's own mapping replaces hvdctl's `-map-by slot` (Open MPI refuses two).
+        .args(["--set", "mpi.extraArgs=[--map-by, node]"])
         .timeout(Duration::from_secs(300))
         .output()
         .unwrap();
@@ -766,6 +768,13 @@ fn native_backend_runs_for_real_on_the_docker_kubelet() {
         assert!(out.contains(&format!("rank {r} of 4")), "rank {r}: {out}");
     }
     assert!(out.contains("= 6 (expected 6) OK"), "{out}");
+    // By node: ranks 0 and 2 on worker 0, 1 and 3 on worker 1.
+    for (r, w) in [(0, 0), (1, 1), (2, 0), (3, 1)] {
+        assert!(
+            out.contains(&format!("rank {r} of 4 on {job}-worker-{w}")),
+            "rank {r}: {out}"
+        );
+    }
     let s = hvdctl(&dir)
         .env("KUBECONFIG", &kc)
         .args(["status", &id, "-o", "json"])
@@ -1260,6 +1269,8 @@ fn mpijob_backend_runs_for_real_on_the_docker_kubelet() {
         assert!(out.contains(&format!("rank {r} of 4")), "rank {r}: {out}");
     }
     assert!(out.contains("= 6 (expected 6) OK"), "{out}");
+    // mpirun forwards LD_LIBRARY_PATH; defined before it runs, Open MPI has nothing to warn.
+    assert!(!out.contains("LD_LIBRARY_PATH"), "{out}");
     let s = hvdctl(&dir)
         .env("KUBECONFIG", &kc)
         .args(["status", &id, "-o", "json"])
