@@ -586,6 +586,15 @@ impl Controllers {
                         .get("template")
                         .cloned()
                         .unwrap_or_else(|| json!({}));
+                    if s(&template, "/spec/restartPolicy").is_some_and(|p| !p.is_empty()) {
+                        self.store.record_event(
+                            &mj,
+                            "Warning",
+                            "SetPodTemplateRestartPolicy",
+                            "Restart policy in pod template overridden by restart policy in replica spec",
+                            "mpi-job-controller",
+                        );
+                    }
                     apply_restart_policy(&mut template, &launcher_spec, "OnFailure");
                     let template = job.launcher_template(&template);
                     let mut spec = json!({"template": template, "podReplacementPolicy": "Failed"});
@@ -774,16 +783,14 @@ fn trim_name(name: &str, max: usize) -> &str {
     }
 }
 
-/// The operator's rule: the replica spec's restartPolicy wins (ExitCode means Never); else
-/// the template's; else the operator default.
+/// The operator's rule: the replica spec's restartPolicy (defaulted to `default`; `ExitCode`
+/// means Never) replaces whatever the template says.
 fn apply_restart_policy(template: &mut Value, replica_spec: &Value, default: &str) {
-    let from_spec = s(replica_spec, "/restartPolicy")
-        .map(|p| if p == "ExitCode" { "Never" } else { p })
-        .map(String::from);
-    let from_template = s(template, "/spec/restartPolicy").map(String::from);
-    let policy = from_spec
-        .or(from_template)
-        .unwrap_or_else(|| default.to_string());
+    let policy = match s(replica_spec, "/restartPolicy").filter(|p| !p.is_empty()) {
+        Some("ExitCode") => "Never",
+        Some(p) => p,
+        None => default,
+    };
     if template["spec"].is_object() {
         template["spec"]["restartPolicy"] = json!(policy);
     }

@@ -1306,9 +1306,10 @@ spec:
         eprintln!("image ready after {:?}", t.elapsed());
         let t = Instant::now();
         // Workers have no command: the operator's `/usr/sbin/sshd -De` runs. The launcher
-        // waits until the workers' names resolve, then mpirun reads the operator's env and
-        // hostfile and reaches the workers over ssh with the Secret's key.
-        let launcher = r#"[sh, -c, 'for h in $(cut -d" " -f1 /etc/mpi/hostfile); do until getent hosts $h >/dev/null; do sleep 0.1; done; done; exec mpirun --allow-run-as-root -np 4 hostname']"#;
+        // waits until ssh with the Secret's key reaches every hostfile host (as a launcher
+        // script waits for the workers' sshd), then mpirun reads the operator's env and
+        // hostfile and starts its ranks on the workers over ssh.
+        let launcher = r#"[sh, -c, 'for h in $(cut -d" " -f1 /etc/mpi/hostfile); do n=0; until ssh -o ConnectTimeout=2 $h true; do n=$((n+1)); [ $n -lt 100 ] || exit 3; sleep 0.2; done; done; exec mpirun --allow-run-as-root -np 4 hostname']"#;
         let file = k.write("mpi.yaml", &mpijob_yaml("mpi", &image, 2, launcher, ""));
         k.ok(&["apply", "-f", &file]);
         let done = fc
@@ -1325,7 +1326,15 @@ spec:
             .map(|j| j.unwrap())
             .unwrap_or_else(|j| panic!("MPIJob did not finish: {j:#?}"));
         let pod = role_pod(&fc, "mpi", "launcher");
-        let logs = k.ok(&["logs", &pod]);
+        let mut logs = k.ok(&["logs", &pod]);
+        for w in ["mpi-worker-0", "mpi-worker-1"] {
+            if let Some(p) = fc.get("pods", "default", w) {
+                logs.push_str(&format!(
+                    "\n[{w}: {}]\n",
+                    p["status"]["containerStatuses"][0]["state"]
+                ));
+            }
+        }
         eprintln!("mpirun over ssh finished after {:?}", t.elapsed());
         let mut hosts: Vec<&str> = logs
             .lines()
