@@ -342,6 +342,11 @@ impl Backoff {
     }
 }
 
+/// Rounds in a row that may bring no new line while the end of a log cannot be confirmed
+/// before a tail gives up on it (with a warning). 5 was too few on a loaded machine: with
+/// injected request failures a tail gave up on a finished container and lost 233 lines.
+const FRUITLESS: u32 = 20;
+
 pub struct Tail<S> {
     target: Target,
     ctx: Ctx<S>,
@@ -488,7 +493,7 @@ impl<S: LogSource> Tail<S> {
                     fruitless += u32::from(end.new == 0);
                     if end.new == 0
                         || caught_up
-                        || fruitless >= 5
+                        || fruitless >= FRUITLESS
                         || self.confirm(false, None).await == Some(true)
                     {
                         return self.report;
@@ -504,7 +509,7 @@ impl<S: LogSource> Tail<S> {
                     Some(true) => drained = true,
                     Some(false) => {
                         fruitless += 1;
-                        if fruitless >= 5 {
+                        if fruitless >= FRUITLESS {
                             self.report.warning = Some(format!(
                                 "{}: could not confirm the end of the log of container {}; stopped after {fruitless} tries",
                                 self.target.prefix, self.target.container
