@@ -2,8 +2,7 @@
 //! backends, plus the bad situations, faults and interruptions.
 
 use crate::util::*;
-use fake_cluster::{Faults, Options};
-use std::path::{Path, PathBuf};
+use fake_cluster::Faults;
 use std::time::Duration;
 
 fn env(mpi_operator: bool) -> Cluster {
