@@ -3,8 +3,12 @@
 # auth on 127.0.0.1:5000, and two base images made locally (nothing is pulled):
 #   hvdctl-test/busybox:latest   FROM scratch + Debian's static busybox
 #   hvdctl-test/debian:bookworm  debootstrap --variant=minbase, imported
+# and, on request, a third one built on the second:
+#   hvdctl-test/horovod:0.28.1-cpu  templates/bases/horovod-debian/Dockerfile: Debian's
+#                                   PyTorch and Open MPI + Horovod compiled from its sdist
 #
 #   scripts/dev-services.sh          install what is missing, start everything (idempotent)
+#   scripts/dev-services.sh horovod  the same, then build the Horovod image unless it is current
 #   scripts/dev-services.sh stop     stop what this script started
 #   scripts/dev-services.sh env      print the environment the tests read
 #
@@ -19,6 +23,16 @@ REGISTRY_USER="hvdctl"
 DOCKER_SOCK="/var/run/docker.sock"
 export DOCKER_HOST="unix://$DOCKER_SOCK"
 PACKAGES=(docker.io docker-registry apache2-utils busybox-static debootstrap)
+
+# The Horovod base. Its Dockerfile is also what `hvdctl init --base debian` gives users, so
+# the build context is that directory: the Dockerfile plus vendor/ holding the Horovod sdist.
+# The build's containers reach Debian's apt mirror, but may not reach the Python package
+# index; the host downloads the sdist into vendor/ once (vendor/ is not committed).
+REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+HOROVOD_DIR="$REPO_DIR/templates/bases/horovod-debian"
+HOROVOD_IMAGE="hvdctl-test/horovod:0.28.1-cpu"
+# The image carries the hash of its inputs in this label; a matching label means "current".
+HOROVOD_LABEL="hvdctl.io/horovod-base-hash"
 
 log() { printf 'dev-services: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -36,7 +50,7 @@ pid_alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 install_packages() {
     local missing=()
-    for p in "${PACKAGES[@]}"; do
+    for p in "$@"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
     done
     [[ ${#missing[@]} == 0 ]] && return 0
@@ -165,7 +179,99 @@ build_debian() {
     docker_cli import -c 'CMD ["bash"]' "$tarball" "$ref" >/dev/null
 }
 
+# The value of `ARG NAME=value` in the Horovod Dockerfile: the one place where the Horovod
+# version and its sdist's sha256 are written down.
+horovod_arg() {
+    sed -n "s/^ARG $1=//p" "$HOROVOD_DIR/Dockerfile" | head -n 1
+}
+
+# Hash of what the Horovod image is made of: its Dockerfile, the sdist (pinned by its sha256,
+# which the build checks) and the Debian base image it is built FROM.
+horovod_inputs_hash() {
+    local base_id
+    base_id=$(docker_cli image inspect -f '{{.Id}}' hvdctl-test/debian:bookworm 2>/dev/null) || base_id=none
+    {
+        printf 'dockerfile %s\n' "$(sha256sum <"$HOROVOD_DIR/Dockerfile" | cut -d' ' -f1)"
+        printf 'sdist %s\n' "$(horovod_arg HOROVOD_SDIST_SHA256)"
+        printf 'base %s\n' "$base_id"
+    } | sha256sum | cut -d' ' -f1
+}
+
+horovod_image_current() {
+    local have
+    have=$(docker_cli image inspect -f "{{index .Config.Labels \"$HOROVOD_LABEL\"}}" "$HOROVOD_IMAGE" 2>/dev/null) ||
+        return 1
+    [[ $have == "$1" ]]
+}
+
+# vendor/horovod-VERSION.tar.gz: downloaded with the host's pip when missing, and checked
+# against the sha256 the Dockerfile pins.
+fetch_horovod_sdist() {
+    local version sha vendor sdist py=python3
+    version=$(horovod_arg HOROVOD_VERSION)
+    sha=$(horovod_arg HOROVOD_SDIST_SHA256)
+    [[ -n $version && -n $sha ]] ||
+        die "$HOROVOD_DIR/Dockerfile lacks 'ARG HOROVOD_VERSION=' or 'ARG HOROVOD_SDIST_SHA256='"
+    vendor="$HOROVOD_DIR/vendor"
+    sdist="horovod-$version.tar.gz"
+    if [[ -f $vendor/$sdist ]]; then
+        [[ $(sha256sum <"$vendor/$sdist" | cut -d' ' -f1) == "$sha" ]] && return 0
+        log "$vendor/$sdist does not have the pinned sha256; downloading it again"
+        rm -f "$vendor/$sdist"
+    fi
+    if ! "$py" -m pip --version >/dev/null 2>&1 </dev/null; then
+        install_packages python3-pip
+        py=/usr/bin/python3
+    fi
+    log "downloading $sdist into $vendor (host pip)"
+    mkdir -p "$vendor"
+    PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+        "$py" -m pip download --no-deps --no-binary :all: "horovod==$version" -d "$vendor" \
+        </dev/null >"$STATE/horovod-download.log" 2>&1 || {
+        tail -n 20 "$STATE/horovod-download.log" >&2
+        die "cannot download the Horovod $version sdist from the package index; put $sdist into $vendor (pip download --no-deps --no-binary :all: horovod==$version -d $vendor) and run again"
+    }
+    [[ -f $vendor/$sdist ]] || die "pip did not save $vendor/$sdist (log: $STATE/horovod-download.log)"
+    if [[ $(sha256sum <"$vendor/$sdist" | cut -d' ' -f1) != "$sha" ]]; then
+        rm -f "$vendor/$sdist"
+        die "the downloaded $sdist does not have the sha256 pinned in $HOROVOD_DIR/Dockerfile ($sha)"
+    fi
+}
+
+build_horovod() {
+    local want old new started
+    want=$(horovod_inputs_hash)
+    if horovod_image_current "$want"; then log "$HOROVOD_IMAGE is current"; return 0; fi
+    fetch_horovod_sdist
+    old=$(docker_cli image inspect -f '{{.Id}}' "$HOROVOD_IMAGE" 2>/dev/null || true)
+    log "building $HOROVOD_IMAGE: Debian packages, then Horovod compiles; about 10 minutes on 2 cores (log: $STATE/horovod-build.log)"
+    started=$SECONDS
+    # The legacy builder, like the other images here and `hvdctl build`. --no-cache: the label
+    # is the cache; a rebuild starts from fresh package lists, never from a stale apt layer.
+    DOCKER_BUILDKIT=0 docker_cli build --no-cache --force-rm --target horovod \
+        --build-arg BASE_IMAGE=hvdctl-test/debian:bookworm \
+        --label "$HOROVOD_LABEL=$want" -t "$HOROVOD_IMAGE" "$HOROVOD_DIR" \
+        </dev/null >"$STATE/horovod-build.log" 2>&1 || {
+        tail -n 40 "$STATE/horovod-build.log" >&2
+        die "building $HOROVOD_IMAGE failed (log: $STATE/horovod-build.log)"
+    }
+    horovod_image_current "$want" || die "$HOROVOD_IMAGE lacks its $HOROVOD_LABEL label after the build"
+    new=$(docker_cli image inspect -f '{{.Id}}' "$HOROVOD_IMAGE")
+    # The image it replaces, unless something still uses it, and the untagged image the
+    # legacy builder leaves for the Dockerfile's `context` stage (the step's ` ---> ID`).
+    if [[ -n $old && $old != "$new" ]]; then docker_cli image rm "$old" >/dev/null 2>&1 || true; fi
+    local context_stage
+    context_stage=$(awk '/RUN mkdir -p \/context\/vendor/ {f = 1} f && /^ ---> [0-9a-f]+$/ {print $2; exit}' \
+        "$STATE/horovod-build.log")
+    if [[ -n $context_stage ]]; then docker_cli image rm "$context_stage" >/dev/null 2>&1 || true; fi
+    log "$HOROVOD_IMAGE built in $((SECONDS - started))s"
+}
+
 write_env() {
+    local horovod_line=""
+    if horovod_image_current "$(horovod_inputs_hash)"; then
+        horovod_line="HVDCTL_TEST_HOROVOD_IMAGE=$HOROVOD_IMAGE"
+    fi
     cat >"$STATE/env" <<EOF
 DOCKER_HOST=$DOCKER_HOST
 HVDCTL_TEST_REGISTRY=$REGISTRY_ADDR
@@ -173,6 +279,7 @@ HVDCTL_TEST_REGISTRY_USER=$REGISTRY_USER
 HVDCTL_TEST_REGISTRY_PASSWORD=$(cat "$STATE/registry-password")
 HVDCTL_TEST_BUSYBOX_IMAGE=hvdctl-test/busybox:latest
 HVDCTL_TEST_DEBIAN_IMAGE=hvdctl-test/debian:bookworm
+${horovod_line}
 EOF
     chmod 600 "$STATE/env"
 }
@@ -190,13 +297,23 @@ stop_one() {
     rm -f "$pidfile"
 }
 
-case "${1:-start}" in
-start)
-    install_packages
+start_all() {
+    install_packages "${PACKAGES[@]}"
     start_dockerd
     start_registry
     build_busybox
     build_debian
+}
+
+case "${1:-start}" in
+start)
+    start_all
+    write_env
+    log "ready; environment for the tests in $STATE/env"
+    ;;
+horovod)
+    start_all
+    build_horovod
     write_env
     log "ready; environment for the tests in $STATE/env"
     ;;
@@ -209,6 +326,6 @@ env)
     cat "$STATE/env"
     ;;
 *)
-    die "usage: $0 [start|stop|env]"
+    die "usage: $0 [start|horovod|stop|env]"
     ;;
 esac

@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/dev-services.sh
+# The services, plus the Horovod base image the training tests use (made once per machine).
+scripts/dev-services.sh horovod
 command -v kubectl >/dev/null || echo "test.sh: kubectl not found: the kubectl cross-checks skip locally and fail under CI" >&2
 
 cargo fmt --all --check

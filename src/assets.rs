@@ -1,12 +1,14 @@
 //! Files embedded in the binary from `templates/`: the app catalog (`apps/<name>/...`), the
-//! shared Kubernetes manifest templates (`k8s/*.yaml.hbs`) and hvdctl's launcher/worker
-//! scripts (`scripts/*.sh`). An installed hvdctl needs no files beside it.
+//! shared Kubernetes manifest templates (`k8s/*.yaml.hbs`), hvdctl's launcher/worker
+//! scripts (`scripts/*.sh`) and alternative app Dockerfiles (`bases/<name>/Dockerfile`). An installed hvdctl needs no files beside it.
 
 use rust_embed::RustEmbed;
 use std::borrow::Cow;
 
 #[derive(RustEmbed)]
 #[folder = "templates/"]
+// A base's vendor/ (sources downloaded for local image builds) never goes into the binary.
+#[exclude = "bases/*/vendor/*"]
 struct Assets;
 
 /// The text of an embedded file, e.g. `k8s/native.yaml.hbs`.

@@ -213,6 +213,10 @@ pub struct InitArgs {
     /// Write into a non-empty directory, replacing files the template provides
     #[arg(long)]
     pub force: bool,
+    /// The image's base (horovod and horovod-elastic): official (the horovod/horovod image) or
+    /// debian (Debian packages + Horovod built from source, CPU; see the template README)
+    #[arg(long, value_enum, value_name = "BASE")]
+    pub base: Option<crate::scaffold::Base>,
 }
 
 #[derive(Debug, Args)]

@@ -30,7 +30,8 @@ impl KubeBackend for MpiJobBackend {
     }
 
     fn operator_selector(&self, job: &str) -> Option<String> {
-        Some(format!("training.kubeflow.org/job-name={job}"))
+        // What MPI Operator v0.5+ labels its Secret, ConfigMap, Service and launcher Job with.
+        Some(format!("app={job}"))
     }
 
     fn job_object(&self, job: &str) -> (ApiKind, String) {

@@ -18,6 +18,7 @@ pub fn run(g: &Global, ui: &Ui, a: InitArgs) -> Result<u8> {
         image: a.image.clone(),
         force: a.force,
         catalog: catalog.clone(),
+        base: a.base.unwrap_or_default(),
     };
     // Refuse a non-empty directory before asking anything.
     init::check_target(&dir, a.force)?;

@@ -20,6 +20,7 @@ pub struct InitRequest {
     pub image: Option<String>,
     pub force: bool,
     pub catalog: Catalog,
+    pub base: super::Base,
 }
 
 /// The files of a new app, ready to write.
@@ -205,7 +206,28 @@ pub fn check_target(dir: &Path, force: bool) -> Result<()> {
 
 /// Validates the request and renders every file in memory.
 pub fn plan(req: &InitRequest) -> Result<Plan> {
-    let files = req.catalog.files(&req.template)?;
+    let mut files = req.catalog.files(&req.template)?;
+    if let Some((path, fits)) = req.base.dockerfile() {
+        let builtin = matches!(req.catalog, Catalog::BuiltIn);
+        if !builtin || !fits.contains(&req.template.as_str()) {
+            return Err(Error::input(format!(
+                "--base debian: the {} template has no Debian base; it is for the built-in {} templates",
+                req.template,
+                fits.join(" and ")
+            )));
+        }
+        let data = crate::assets::bytes(path)
+            .expect("base Dockerfiles are embedded")
+            .into_owned();
+        match files.iter_mut().find(|f| f.path == "Dockerfile") {
+            Some(f) => f.data = data,
+            None => files.push(TemplateFile {
+                path: "Dockerfile".into(),
+                data,
+                executable: false,
+            }),
+        }
+    }
     check_target(&req.dir, req.force)?;
     let name = match &req.name {
         Some(n) => n.clone(),
@@ -228,7 +250,8 @@ pub fn plan(req: &InitRequest) -> Result<Plan> {
             "--image {image}: not a valid image reference (e.g. registry.example.com/team/{name}; lowercase)"
         )));
     }
-    let values = json!({"name": name, "image": image});
+    let values =
+        json!({"name": name, "image": image, "debianBase": req.base == super::Base::Debian});
     let mut out = Vec::new();
     for f in files {
         // `*.hbs` files are rendered with name and image, except manifest templates under k8s/,

@@ -312,3 +312,47 @@ fn version_and_completions() {
         );
     }
 }
+
+#[test]
+fn the_debian_base_replaces_the_dockerfile_of_horovod_apps_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    for t in ["horovod", "horovod-elastic"] {
+        let dir = tmp.path().join(t);
+        let o = run({
+            let mut c = hvdctl();
+            c.arg("init")
+                .arg(&dir)
+                .args(["--template", t, "--base", "debian", "--no-input"]);
+            c
+        });
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let docker = std::fs::read_to_string(dir.join("Dockerfile")).unwrap();
+        assert!(
+            docker.contains("Horovod 0.28.1 source distribution"),
+            "{t}: {docker}"
+        );
+        assert!(docker.contains("FROM ${BASE_IMAGE} AS horovod"), "{t}");
+        let yaml = std::fs::read_to_string(dir.join("hvdctl.yaml")).unwrap();
+        assert!(yaml.contains("BASE_IMAGE: debian:bookworm"), "{t}: {yaml}");
+        assert!(!yaml.contains("horovod/horovod:0.28.1"), "{t}: {yaml}");
+    }
+    let o = run({
+        let mut c = hvdctl();
+        c.arg("init").arg(tmp.path().join("m")).args([
+            "--template",
+            "mpi-hello",
+            "--base",
+            "debian",
+            "--no-input",
+        ]);
+        c
+    });
+    assert_eq!(o.code, 2);
+    assert!(
+        o.stderr
+            .contains("the mpi-hello template has no Debian base"),
+        "{}",
+        o.stderr
+    );
+    assert!(!tmp.path().join("m").exists(), "nothing written");
+}

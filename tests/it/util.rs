@@ -350,8 +350,7 @@ pub async fn docker_with(image: &str) -> Option<(DockerClient, String)> {
 /// The daemon with the Debian base image, for the tests that run hvdctl's local backend or
 /// the Docker kubelet (or `None`: SKIPPED; a failure under CI).
 pub fn docker() -> Option<DockerClient> {
-    rt().block_on(docker_with(&debian_image()))
-        .map(|(d, _)| d)
+    rt().block_on(docker_with(&debian_image())).map(|(d, _)| d)
 }
 
 /// The daemon with the busybox image and the registry (or `None`: SKIPPED; a failure under CI).
@@ -365,7 +364,9 @@ pub async fn services() -> Option<Services> {
     ) else {
         return unavailable(
             "the Docker test services",
-            format!("no registry settings (HVDCTL_TEST_REGISTRY…) in the services env file ({START_SERVICES})"),
+            format!(
+                "no registry settings (HVDCTL_TEST_REGISTRY…) in the services env file ({START_SERVICES})"
+            ),
         );
     };
     Some(Services {

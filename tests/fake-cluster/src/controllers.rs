@@ -157,6 +157,13 @@ impl Controllers {
         soon(self.jobs(now));
         self.statefulsets();
         self.claims();
+        if self
+            .store
+            .scheduler
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            crate::scheduler::schedule(&self.store, crate::resources::NODES);
+        }
         if self.synthetic {
             soon(self.kubelet.sync(&self.store, now));
         }
@@ -491,149 +498,126 @@ impl Controllers {
                 .unwrap_or_else(|| json!({}));
             let worker_spec = specs.get("Worker").cloned();
             let launcher_spec = specs.get("Launcher").cloned().unwrap_or_else(|| json!({}));
-            let workers = worker_spec
-                .as_ref()
-                .map(|w| w.get("replicas").and_then(Value::as_i64).unwrap_or(1))
-                .unwrap_or(0)
-                .max(0);
-            let slots = mj
-                .pointer("/spec/slotsPerWorker")
-                .and_then(Value::as_i64)
-                .unwrap_or(1);
+            let job = crate::mpi::JobSpec::of(&mj);
+            let workers = job.workers;
+            // The operator defaults runPolicy.cleanPodPolicy to None.
             let clean = s(&mj, "/spec/runPolicy/cleanPodPolicy")
                 .or(s(&mj, "/spec/cleanPodPolicy"))
-                .unwrap_or("Running")
+                .unwrap_or("None")
                 .to_string();
-            let base_labels = |role: &str| -> Vec<(&'static str, String)> {
-                vec![
-                    ("training.kubeflow.org/job-name", name.clone()),
-                    ("training.kubeflow.org/job-role", role.to_string()),
-                    (
-                        "training.kubeflow.org/operator-name",
-                        "mpi-operator".to_string(),
-                    ),
-                ]
-            };
             let finished = cond_true(&mj, "Succeeded") || cond_true(&mj, "Failed");
-            let svc_host = |i: i64| format!("{name}-worker-{i}.{name}.{ns}.svc");
-
-            // ssh Secret, hostfile ConfigMap, headless Service.
-            if self
-                .store
-                .get(SECRETS, &ns, &format!("{name}-ssh"))
-                .is_none()
-                && !finished
-            {
-                let key = util::base64(format!("-----BEGIN OPENSSH PRIVATE KEY-----\nfake-{uid}\n-----END OPENSSH PRIVATE KEY-----\n").as_bytes());
-                let secret = json!({
-                    "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/ssh-auth",
-                    "metadata": {"name": format!("{name}-ssh"), "namespace": ns, "labels": labels_json(&base_labels("launcher")[..1]), "ownerReferences": [owner_ref(&mj)]},
-                    "data": {"ssh-privatekey": key, "ssh-publickey": util::base64(format!("ssh-ed25519 AAAAfake{} fake@mpi-operator\n", &uid[..8]).as_bytes())},
-                });
-                self.create(SECRETS, &ns, secret, &mj, "secret");
-            }
-            let hostfile: String = (0..workers)
-                .map(|i| format!("{} slots={slots}\n", svc_host(i)))
-                .collect();
-            let discover: String = std::iter::once("#!/bin/sh\n".to_string())
-                .chain((0..workers).map(|i| format!("echo {}:{slots}\n", svc_host(i))))
-                .collect();
-            let cm_data = json!({"hostfile": hostfile, "discover_hosts.sh": discover});
-            match self.store.get(CONFIGMAPS, &ns, &format!("{name}-config")) {
-                None if !finished => {
-                    let cm = json!({
-                        "apiVersion": "v1", "kind": "ConfigMap",
-                        "metadata": {"name": format!("{name}-config"), "namespace": ns, "labels": labels_json(&base_labels("launcher")[..1]), "ownerReferences": [owner_ref(&mj)]},
-                        "data": cm_data,
-                    });
-                    self.create(CONFIGMAPS, &ns, cm, &mj, "configmap");
-                }
-                Some(cm) if cm.get("data") != Some(&cm_data) && !finished => {
-                    self.store
-                        .mutate(CONFIGMAPS, &ns, &format!("{name}-config"), |c| {
-                            c["data"] = cm_data.clone()
-                        });
-                }
-                _ => {}
-            }
-            if self.store.get(SERVICES, &ns, &name).is_none() && !finished {
-                let svc = json!({
-                    "apiVersion": "v1", "kind": "Service",
-                    "metadata": {"name": name, "namespace": ns, "labels": labels_json(&base_labels("worker")[..1]), "ownerReferences": [owner_ref(&mj)]},
-                    "spec": {"clusterIP": "None", "publishNotReadyAddresses": true, "selector": labels_json(&[base_labels("worker")[0].clone(), base_labels("worker")[2].clone()])},
-                });
-                self.create(SERVICES, &ns, svc, &mj, "service");
-            }
-
             let mine: Vec<&Arc<Value>> = owned_by(&pods, &uid).collect();
+            let is_worker = |p: &Value| {
+                s(p, "/metadata/labels/training.kubeflow.org~1job-role") == Some("worker")
+            };
+
+            // Headless Service, hostfile ConfigMap, ssh Secret (the operator's order).
+            if !finished {
+                if self.store.get(SERVICES, &ns, &name).is_none() {
+                    self.create(SERVICES, &ns, job.service(owner_ref(&mj)), &mj, "service");
+                }
+                let running: Vec<&str> = mine
+                    .iter()
+                    .filter(|p| is_worker(p) && phase(p) == "Running" && !deleting(p))
+                    .map(|p| name_of(p))
+                    .collect();
+                let cm_data = json!({"hostfile": job.hostfile(), "discover_hosts.sh": job.discover_hosts(&running)});
+                let cm_name = format!("{name}-config");
+                match self.store.get(CONFIGMAPS, &ns, &cm_name) {
+                    None => {
+                        let cm = job.config_map(owner_ref(&mj), cm_data);
+                        self.create(CONFIGMAPS, &ns, cm, &mj, "configmap");
+                    }
+                    Some(cm) if cm.get("data") != Some(&cm_data) => {
+                        self.store
+                            .mutate(CONFIGMAPS, &ns, &cm_name, |c| c["data"] = cm_data.clone());
+                    }
+                    Some(_) => {}
+                }
+                if self
+                    .store
+                    .get(SECRETS, &ns, &format!("{name}-ssh"))
+                    .is_none()
+                {
+                    match job.ssh_secret(owner_ref(&mj)) {
+                        Ok(secret) => self.create(SECRETS, &ns, secret, &mj, "secret"),
+                        Err(e) => self.store.record_event(
+                            &mj,
+                            "Warning",
+                            "FailedCreate",
+                            &e,
+                            "mpi-job-controller",
+                        ),
+                    }
+                }
+            }
+
             if !finished {
                 if let Some(ws) = &worker_spec {
                     let mut template = ws.get("template").cloned().unwrap_or_else(|| json!({}));
                     apply_restart_policy(&mut template, ws, "Never");
-                    add_env(&mut template, &[("K_MPI_JOB_ROLE", "worker")]);
                     for i in 0..workers {
-                        let pod_name = format!("{name}-worker-{i}");
+                        let pod_name = job.worker_name(i);
                         if mine.iter().any(|p| name_of(p) == pod_name) {
                             continue;
                         }
-                        let mut extra = base_labels("worker");
-                        extra.push(("training.kubeflow.org/replica-index", i.to_string()));
-                        let mut pod = pod_from_template(&template, &pod_name, &ns, &extra, &mj);
-                        pod["spec"]["hostname"] = json!(pod_name);
-                        pod["spec"]["subdomain"] = json!(name);
+                        let pod = job.worker_pod(&template, i, owner_ref(&mj));
                         self.create(PODS, &ns, pod, &mj, "worker pod");
                     }
                 }
                 for p in &mine {
                     let idx = s(p, "/metadata/labels/training.kubeflow.org~1replica-index")
                         .and_then(|i| i.parse::<i64>().ok());
-                    if s(p, "/metadata/labels/training.kubeflow.org~1job-role") == Some("worker")
-                        && idx.is_some_and(|i| i >= workers)
-                    {
+                    let idx = idx.map(|i| if job.launcher_as_worker { i - 1 } else { i });
+                    if is_worker(p) && idx.is_some_and(|i| i >= workers) {
                         self.store.remove(PODS, &ns, name_of(p), "Background");
                     }
                 }
-                let launcher_name = format!("{name}-launcher");
-                if self.store.get(JOBS, &ns, &launcher_name).is_none() {
+                let launcher_name = job.launcher_name();
+                let workers_ready = mine
+                    .iter()
+                    .filter(|p| is_worker(p) && !deleting(p) && is_ready(p))
+                    .count() as i64
+                    >= workers;
+                if self.store.get(JOBS, &ns, &launcher_name).is_none()
+                    && (!job.wait_for_workers || workers_ready)
+                {
                     let mut template = launcher_spec
                         .get("template")
                         .cloned()
                         .unwrap_or_else(|| json!({}));
-                    apply_restart_policy(&mut template, &launcher_spec, "OnFailure");
-                    add_env(
-                        &mut template,
-                        &[
-                            ("K_MPI_JOB_ROLE", "launcher"),
-                            ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
-                            ("OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile"),
-                            ("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
-                            ("OMPI_MCA_orte_set_default_slots", &slots.to_string()),
-                        ],
-                    );
-                    let mut labels = template
-                        .pointer("/metadata/labels")
-                        .cloned()
-                        .filter(Value::is_object)
-                        .unwrap_or_else(|| json!({}));
-                    for (k, v) in base_labels("launcher") {
-                        labels[k] = json!(v);
+                    if s(&template, "/spec/restartPolicy").is_some_and(|p| !p.is_empty()) {
+                        self.store.record_event(
+                            &mj,
+                            "Warning",
+                            "SetPodTemplateRestartPolicy",
+                            "Restart policy in pod template overridden by restart policy in replica spec",
+                            "mpi-job-controller",
+                        );
                     }
-                    template["metadata"]["labels"] = labels.clone();
-                    let mut spec = json!({"template": template, "backoffLimit": mj.pointer("/spec/runPolicy/backoffLimit").cloned().unwrap_or(json!(6))});
-                    for k in ["ttlSecondsAfterFinished", "activeDeadlineSeconds"] {
+                    apply_restart_policy(&mut template, &launcher_spec, "OnFailure");
+                    let template = job.launcher_template(&template);
+                    let mut spec = json!({"template": template, "podReplacementPolicy": "Failed"});
+                    for k in [
+                        "backoffLimit",
+                        "ttlSecondsAfterFinished",
+                        "activeDeadlineSeconds",
+                    ] {
                         if let Some(v) = mj.pointer(&format!("/spec/runPolicy/{k}")) {
                             spec[k] = v.clone();
                         }
                     }
-                    let job = json!({
+                    if spec.get("backoffLimit").is_none() {
+                        spec["backoffLimit"] = json!(6);
+                    }
+                    let launcher_job = json!({
                         "apiVersion": "batch/v1", "kind": "Job",
-                        "metadata": {"name": launcher_name, "namespace": ns, "labels": labels, "ownerReferences": [owner_ref(&mj)]},
+                        "metadata": {"name": launcher_name, "namespace": ns, "labels": {"app": name}, "ownerReferences": [owner_ref(&mj)]},
                         "spec": spec,
                     });
-                    self.create(JOBS, &ns, job, &mj, "launcher job");
+                    self.create(JOBS, &ns, launcher_job, &mj, "launcher job");
                 }
             }
-
             // Status.
             let launcher = self.store.get(JOBS, &ns, &format!("{name}-launcher"));
             let worker_pods: Vec<&&Arc<Value>> = mine
@@ -791,14 +775,6 @@ fn controller_name(owner: &Value) -> &'static str {
     }
 }
 
-fn labels_json(pairs: &[(&str, String)]) -> Value {
-    let mut m = json!({});
-    for (k, v) in pairs {
-        m[*k] = json!(v);
-    }
-    m
-}
-
 fn trim_name(name: &str, max: usize) -> &str {
     if name.len() <= max {
         name
@@ -807,37 +783,15 @@ fn trim_name(name: &str, max: usize) -> &str {
     }
 }
 
-/// The operator's rule: the replica spec's restartPolicy wins (ExitCode means Never); else
-/// the template's; else the operator default.
+/// The operator's rule: the replica spec's restartPolicy (defaulted to `default`; `ExitCode`
+/// means Never) replaces whatever the template says.
 fn apply_restart_policy(template: &mut Value, replica_spec: &Value, default: &str) {
-    let from_spec = s(replica_spec, "/restartPolicy")
-        .map(|p| if p == "ExitCode" { "Never" } else { p })
-        .map(String::from);
-    let from_template = s(template, "/spec/restartPolicy").map(String::from);
-    let policy = from_spec
-        .or(from_template)
-        .unwrap_or_else(|| default.to_string());
+    let policy = match s(replica_spec, "/restartPolicy").filter(|p| !p.is_empty()) {
+        Some("ExitCode") => "Never",
+        Some(p) => p,
+        None => default,
+    };
     if template["spec"].is_object() {
         template["spec"]["restartPolicy"] = json!(policy);
-    }
-}
-
-/// Adds env vars (without overriding the template's) to every container.
-fn add_env(template: &mut Value, vars: &[(&str, &str)]) {
-    if let Some(cs) = template
-        .pointer_mut("/spec/containers")
-        .and_then(Value::as_array_mut)
-    {
-        for c in cs {
-            if !c["env"].is_array() {
-                c["env"] = json!([]);
-            }
-            let env = c["env"].as_array_mut().expect("array");
-            for (k, v) in vars {
-                if !env.iter().any(|e| s(e, "/name") == Some(k)) {
-                    env.push(json!({"name": k, "value": v}));
-                }
-            }
-        }
     }
 }

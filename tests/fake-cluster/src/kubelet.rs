@@ -296,7 +296,11 @@ impl Kubelet {
                 }
             }
         }
+        let scheduler = store.scheduler.load(Ordering::Relaxed);
         for pod in pods {
+            if scheduler && s(&pod, "/spec/nodeName").is_none_or(str::is_empty) {
+                continue;
+            }
             let uid = util::uid_of(&pod).to_string();
             let rt = self
                 .pod(&uid)

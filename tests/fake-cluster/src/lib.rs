@@ -15,9 +15,11 @@ pub mod docker;
 pub mod error;
 pub mod kubelet;
 pub mod logs;
+pub mod mpi;
 pub mod objects;
 pub mod patch;
 pub mod resources;
+pub mod scheduler;
 pub mod selectors;
 mod server;
 pub mod store;
@@ -88,6 +90,9 @@ pub struct Options {
     pub history_limit: usize,
     /// How often watches with `allowWatchBookmarks` get a BOOKMARK when idle.
     pub bookmark_interval: Duration,
+    /// Node objects and the scheduler (`count` 0, the default: no Node objects, every pod
+    /// runs whatever it requests).
+    pub nodes: scheduler::NodeSpec,
 }
 
 impl Default for Options {
@@ -102,6 +107,7 @@ impl Default for Options {
             restart_backoff: Duration::from_millis(200),
             history_limit: 10_000,
             bookmark_interval: Duration::from_secs(1),
+            nodes: scheduler::NodeSpec::default(),
         }
     }
 }
@@ -181,6 +187,15 @@ impl FakeCluster {
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let store = Arc::new(Store::new(opts.mpi_operator, opts.history_limit));
+        if opts.nodes.count > 0 {
+            opts.nodes
+                .validate()
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+            scheduler::create_nodes(&store, resources::NODES, &opts.nodes);
+            store
+                .scheduler
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let kubelet = Arc::new(kubelet::Kubelet::new(
             opts.kubelet_delay.as_nanos() as i64,
             opts.restart_backoff.as_nanos() as i64,

@@ -9,6 +9,7 @@ use fake_cluster::{FakeCluster, Faults, KubeletMode, Options};
 
 const USAGE: &str = "usage: fake-cluster [--listen ADDR] [--kubeconfig FILE] [--mpi-operator]
   [--kubelet synthetic|docker] [--pause-image IMAGE]
+  [--nodes N [--node-cpu C] [--node-memory M] [--node-gpus G] [--node-taint K=V:EFFECT]...]
   [--cut-logs-every N] [--fail-rate F] [--log-fail-rate F] [--watch-expire-secs S]
   [--delay-ms MS] [--forbid VERB:RESOURCE]... [--kubelet-delay-ms MS]
   [--restart-backoff-ms MS] [--history-limit N] [--bookmark-interval-ms MS]";
@@ -59,6 +60,11 @@ fn run() -> Result<(), String> {
                 }
             }
             "--pause-image" => opts.pause_image = Some(value()?),
+            "--nodes" => opts.nodes.count = num(&flag, value()?)?,
+            "--node-cpu" => opts.nodes.cpu = value()?,
+            "--node-memory" => opts.nodes.memory = value()?,
+            "--node-gpus" => opts.nodes.gpus = num(&flag, value()?)?,
+            "--node-taint" => opts.nodes.taints.push(value()?),
             "--cut-logs-every" => faults.cut_logs_every = num(&flag, value()?)?,
             "--fail-rate" => faults.fail_rate = num(&flag, value()?)?,
             "--log-fail-rate" => faults.log_fail_rate = num(&flag, value()?)?,
@@ -91,6 +97,9 @@ fn run() -> Result<(), String> {
         }
     }
     opts.faults = faults;
+    if opts.nodes.count > 0 {
+        opts.nodes.validate()?;
+    }
     let fc = FakeCluster::start(opts).map_err(|e| format!("cannot start: {e}"))?;
     // The kubeconfig is written before the URL is printed: a reader of the first line can use it at once.
     if let Some(path) = kubeconfig {

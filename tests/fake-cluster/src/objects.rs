@@ -250,6 +250,7 @@ pub fn default_on_create(def: &ResourceDef, obj: &mut Value, uid: &str) {
         }
         "pods" => {
             default_pod_spec(&mut obj["spec"]);
+            default_requests(&mut obj["spec"]);
             obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
         }
         "services" => {
@@ -339,7 +340,10 @@ pub fn default_on_create(def: &ResourceDef, obj: &mut Value, uid: &str) {
 /// Defaults that also apply on update (an apply that replaces a list must not lose them).
 pub fn default_on_update(def: &ResourceDef, obj: &mut Value) {
     match def.plural {
-        "pods" => default_pod_spec(&mut obj["spec"]),
+        "pods" => {
+            default_pod_spec(&mut obj["spec"]);
+            default_requests(&mut obj["spec"]);
+        }
         "jobs" | "statefulsets" => default_pod_spec(&mut obj["spec"]["template"]["spec"]),
         _ => {}
     }
@@ -406,6 +410,34 @@ pub fn check_immutable(def: &ResourceDef, old: &Value, new: &Value) -> ApiResult
         }
     }
     Ok(())
+}
+
+/// The apiserver defaults each unset container request to its limit (pods only).
+fn default_requests(spec: &mut Value) {
+    for list in ["containers", "initContainers"] {
+        for c in spec
+            .get_mut(list)
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            let Some(limits) = c
+                .pointer("/resources/limits")
+                .and_then(Value::as_object)
+                .cloned()
+            else {
+                continue;
+            };
+            if !c["resources"]["requests"].is_object() {
+                c["resources"]["requests"] = json!({});
+            }
+            for (k, v) in limits {
+                if c["resources"]["requests"].get(&k).is_none() {
+                    c["resources"]["requests"][k] = v;
+                }
+            }
+        }
+    }
 }
 
 fn default_pod_spec(spec: &mut Value) {

@@ -170,6 +170,17 @@ pub static RESOURCES: &[ResourceDef] = &[
         status_sub: true,
         mpi: false,
     },
+    ResourceDef {
+        group: "",
+        version: "v1",
+        kind: "Node",
+        plural: "nodes",
+        singular: "node",
+        namespaced: false,
+        short_names: &["no"],
+        status_sub: true,
+        mpi: false,
+    },
 ];
 
 /// Index of a resource in [`RESOURCES`].
@@ -208,6 +219,7 @@ pub const JOBS: ResId = 7;
 pub const STATEFULSETS: ResId = 8;
 pub const MPIJOBS: ResId = 9;
 pub const PVCS: ResId = 10;
+pub const NODES: ResId = 11;
 
 fn categories(r: &ResourceDef) -> Vec<&'static str> {
     match r.plural {

@@ -79,6 +79,8 @@ pub struct Store {
     pub history_max_age: Mutex<Option<Duration>>,
     /// Pods are deleted gracefully (marked, then removed by the kubelet): the Docker kubelet.
     pub graceful_pods: std::sync::atomic::AtomicBool,
+    /// Node objects exist and the scheduler binds pods; kubelets run only bound pods.
+    pub scheduler: std::sync::atomic::AtomicBool,
 }
 
 fn key(ns: &str, name: &str) -> Key {
@@ -222,6 +224,7 @@ impl Store {
             history_limit: history_limit.max(16),
             history_max_age: Mutex::new(None),
             graceful_pods: std::sync::atomic::AtomicBool::new(false),
+            scheduler: std::sync::atomic::AtomicBool::new(false),
         };
         for ns in ["default", "kube-system", "kube-public"] {
             let _ = store.create(

@@ -82,6 +82,18 @@ pub fn columns(def: &ResourceDef) -> Vec<Value> {
             ("Message", "string", 0),
         ],
         "mpijobs" => &[("Name", "string", 0), ("Age", "date", 0)],
+        "nodes" => &[
+            ("Name", "string", 0),
+            ("Status", "string", 0),
+            ("Roles", "string", 0),
+            ("Age", "string", 0),
+            ("Version", "string", 0),
+            ("Internal-IP", "string", 1),
+            ("External-IP", "string", 1),
+            ("OS-Image", "string", 1),
+            ("Kernel-Version", "string", 1),
+            ("Container-Runtime", "string", 1),
+        ],
         _ => &[("Name", "string", 0), ("Age", "string", 0)],
     };
     names.iter().map(|(n, t, p)| col(n, t, *p)).collect()
@@ -272,6 +284,50 @@ fn cells(def: &ResourceDef, o: &Value, now: i64) -> Vec<Value> {
                 json!(s(o, "/reason").unwrap_or_default()),
                 json!(obj),
                 json!(s(o, "/message").unwrap_or_default()),
+            ]
+        }
+        "nodes" => {
+            let ready = o
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .and_then(|c| c.iter().find(|c| s(c, "/type") == Some("Ready")))
+                .map_or("Unknown", |c| {
+                    if s(c, "/status") == Some("True") {
+                        "Ready"
+                    } else {
+                        "NotReady"
+                    }
+                });
+            let status = if o.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true)
+            {
+                format!("{ready},SchedulingDisabled")
+            } else {
+                ready.to_string()
+            };
+            let addr = |t: &str| {
+                o.pointer("/status/addresses")
+                    .and_then(Value::as_array)
+                    .and_then(|a| a.iter().find(|a| s(a, "/type") == Some(t)))
+                    .and_then(|a| s(a, "/address"))
+                    .unwrap_or("<none>")
+                    .to_string()
+            };
+            let info = |k: &str| {
+                s(o, &format!("/status/nodeInfo/{k}"))
+                    .unwrap_or("")
+                    .to_string()
+            };
+            vec![
+                name,
+                json!(status),
+                json!("<none>"),
+                json!(obj_age(o, now)),
+                json!(info("kubeletVersion")),
+                json!(addr("InternalIP")),
+                json!(addr("ExternalIP")),
+                json!(info("osImage")),
+                json!(info("kernelVersion")),
+                json!(info("containerRuntimeVersion")),
             ]
         }
         _ => vec![name, json!(obj_age(o, now))],

@@ -769,6 +769,17 @@ fn binary_prints_url_and_writes_kubeconfig() {
             "5",
             "--fail-rate",
             "0",
+            "--nodes",
+            "3",
+            "--node-cpu",
+            "4",
+            "--node-memory=8Gi",
+            "--node-gpus",
+            "2",
+            "--node-taint",
+            "gpu=yes:NoSchedule",
+            "--node-taint",
+            "spot:PreferNoSchedule",
         ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -780,6 +791,15 @@ fn binary_prints_url_and_writes_kubeconfig() {
         .unwrap();
     let url = first.trim().to_string();
     let config = std::fs::read_to_string(&kc).unwrap();
+    let nodes = {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(url.trim_start_matches("http://")).unwrap();
+        c.write_all(b"GET /api/v1/nodes HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        c.read_to_string(&mut text).unwrap();
+        text
+    };
     let _ = child.kill();
     let _ = child.wait();
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
@@ -791,4 +811,23 @@ fn binary_prints_url_and_writes_kubeconfig() {
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
+    let body = &nodes[nodes.find("\r\n\r\n").unwrap() + 4..];
+    let list: Value = serde_json::from_str(body.trim()).unwrap_or_else(|e| panic!("{e}: {nodes}"));
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 3);
+    assert_eq!(items[2]["metadata"]["name"], "fake-node-2");
+    assert_eq!(
+        items[0]["status"]["allocatable"],
+        json!({"cpu": "4", "memory": "8Gi", "pods": "110", "ephemeral-storage": "100Gi", "nvidia.com/gpu": "2"})
+    );
+    assert_eq!(
+        items[1]["spec"]["taints"],
+        json!([{"key": "gpu", "value": "yes", "effect": "NoSchedule"}, {"key": "spot", "effect": "PreferNoSchedule"}])
+    );
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_fake-cluster"))
+        .args(["--nodes", "1", "--node-taint", "gpu=yes:Sometimes"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("effect must be NoSchedule"));
 }

@@ -343,6 +343,187 @@ fn kubectl_without_mpi_operator_and_client_side_apply() {
     );
 }
 
+fn gpu_pod(name: &str, gpus: u32, extra: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  terminationGracePeriodSeconds: 0\n{extra}  containers:\n  - {{name: c, image: hvd, resources: {{limits: {{nvidia.com/gpu: {gpus}, cpu: 500m, memory: 1Gi}}}}}}\n---\n"
+    )
+}
+
+fn scheduled_cond(fc: &FakeCluster, pod: &str) -> (String, String) {
+    let p = fc.get("pods", "default", pod).unwrap();
+    let c = p["status"]["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "PodScheduled"))
+        .cloned()
+        .unwrap_or_default();
+    (
+        c["status"].as_str().unwrap_or_default().to_string(),
+        c["message"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+/// Nodes with capacity, the scheduler's bindings and refusals, seen through kubectl.
+#[test]
+fn kubectl_nodes_and_scheduling() {
+    let fc = FakeCluster::start(Options {
+        kubelet_delay: Duration::from_millis(20),
+        nodes: fake_cluster::scheduler::NodeSpec {
+            count: 2,
+            cpu: "2".into(),
+            memory: "4Gi".into(),
+            gpus: 1,
+            taints: vec![],
+        },
+        ..Default::default()
+    })
+    .unwrap();
+    let Some(k) = Kubectl::new(&fc) else { return };
+    let rows = table_rows(&k.ok(&["get", "nodes"]));
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0][..3], ["fake-node-0", "Ready", "<none>"]);
+    assert_eq!(rows[1][4], "v1.32.0-fake");
+    let alloc = k.ok(&[
+        "get",
+        "node",
+        "fake-node-1",
+        "-o",
+        "jsonpath={.status.allocatable}",
+    ]);
+    let alloc: serde_json::Value = serde_json::from_str(&alloc).unwrap();
+    assert_eq!(alloc["nvidia.com/gpu"], "1");
+    assert_eq!(alloc["cpu"], "2");
+    // Two GPUs in the cluster: two one-GPU pods run (one per node), the third waits.
+    let file = k.write(
+        "gpu.yaml",
+        &format!(
+            "{}{}{}",
+            gpu_pod("g1", 1, ""),
+            gpu_pod("g2", 1, ""),
+            gpu_pod("g3", 1, "")
+        ),
+    );
+    k.ok(&["apply", "-f", &file]);
+    let phase = |p: &str| {
+        fc.get("pods", "default", p).unwrap()["status"]["phase"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    wait_until("g1, g2 running", Duration::from_secs(5), || {
+        (phase("g1") == "Running" && phase("g2") == "Running").then_some(())
+    });
+    let node = |p: &str| {
+        fc.get("pods", "default", p).unwrap()["spec"]["nodeName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mut nodes = [node("g1"), node("g2")];
+    nodes.sort();
+    assert_eq!(nodes, ["fake-node-0", "fake-node-1"]);
+    let want = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.";
+    wait_until("g3 unschedulable", Duration::from_secs(5), || {
+        (scheduled_cond(&fc, "g3") == ("False".into(), want.into())).then_some(())
+    });
+    let p3 = fc.get("pods", "default", "g3").unwrap();
+    assert_eq!(p3["status"]["phase"], "Pending");
+    assert_eq!(node("g3"), "");
+    let c = p3["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "PodScheduled")
+        .unwrap()
+        .clone();
+    assert_eq!(c["reason"], "Unschedulable");
+    let events = k.ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "reason=FailedScheduling",
+    ]);
+    assert!(
+        events.contains("Warning") && events.contains("pod/g3") && events.contains(want),
+        "{events}"
+    );
+    let describe = k.ok(&["describe", "node", &node("g1")]);
+    assert!(
+        describe.contains("nvidia.com/gpu:     1")
+            && describe.contains("Non-terminated Pods:          (1 in total)")
+            && describe.contains("g1"),
+        "{describe}"
+    );
+    // Freeing a GPU lets the waiting pod in.
+    let freed = node("g1");
+    k.ok(&["delete", "pod", "g1"]);
+    wait_until("g3 bound after g1 left", Duration::from_secs(5), || {
+        (node("g3") == freed).then_some(())
+    });
+    wait_until("g3 running", Duration::from_secs(5), || {
+        (phase("g3") == "Running").then_some(())
+    });
+    let events = k.ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=g3",
+    ]);
+    assert!(
+        events.contains(&format!("Successfully assigned default/g3 to {freed}")),
+        "{events}"
+    );
+    // Reasons combine per node, sorted as "<count> <reason>" strings: a selector that
+    // matches only one node (full) and CPU that fits nowhere.
+    let file = k.write(
+        "misfits.yaml",
+        &format!(
+            "{}{}",
+            gpu_pod(
+                "sel",
+                1,
+                &format!("  nodeSelector: {{kubernetes.io/hostname: {freed}}}\n")
+            ),
+            gpu_pod("cpu", 0, "").replace("cpu: 500m", "cpu: \"3\"")
+        ),
+    );
+    k.ok(&["apply", "-f", &file]);
+    wait_until("misfits refused", Duration::from_secs(5), || {
+        (scheduled_cond(&fc, "sel").1
+            == "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
+            && scheduled_cond(&fc, "cpu").1
+                == "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
+            .then_some(())
+    });
+    // Taints (all nodes) keep out pods without a matching toleration.
+    let tainted = FakeCluster::start(Options {
+        kubelet_delay: Duration::from_millis(20),
+        nodes: fake_cluster::scheduler::NodeSpec {
+            count: 1,
+            taints: vec!["dedicated=ml:NoSchedule".into()],
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .unwrap();
+    let kt = Kubectl::new(&tainted).unwrap();
+    let tol = "  tolerations: [{key: dedicated, operator: Equal, value: ml, effect: NoSchedule}]\n";
+    let file = kt.write(
+        "taint.yaml",
+        &format!("{}{}", gpu_pod("plain", 0, ""), gpu_pod("tolerant", 0, tol)),
+    );
+    kt.ok(&["apply", "-f", &file]);
+    wait_until("taint honoured", Duration::from_secs(5), || {
+        (scheduled_cond(&tainted, "plain").1
+            == "0/1 nodes are available: 1 node(s) had untolerated taint {dedicated: ml}. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+            && tainted.get("pods", "default", "tolerant").unwrap()["spec"]["nodeName"] == "fake-node-0")
+            .then_some(())
+    });
+    assert!(
+        kt.ok(&["describe", "node", "fake-node-0"])
+            .contains("Taints:             dedicated=ml:NoSchedule")
+    );
+}
+
 /// The Docker kubelet, through the real `kubectl` (exec, logs, delete) and the library.
 mod docker {
     use super::*;
@@ -371,12 +552,19 @@ mod docker {
     /// A fake cluster with the Docker kubelet; `None` (skipped, with a note) when no daemon
     /// answers, unless `CI` is set: then the test fails.
     pub fn cluster() -> Option<FakeCluster> {
-        match FakeCluster::start(Options {
+        cluster_with(|_| {})
+    }
+
+    /// `cluster()` with options changed by `f`.
+    pub fn cluster_with(f: impl FnOnce(&mut Options)) -> Option<FakeCluster> {
+        let mut opts = Options {
             kubelet: KubeletMode::Docker,
             pause_image: Some(busybox()),
             restart_backoff: Duration::from_millis(300),
             ..Default::default()
-        }) {
+        };
+        f(&mut opts);
+        match FakeCluster::start(opts) {
             Ok(fc) => Some(fc),
             Err(e) => {
                 assert!(
@@ -896,5 +1084,361 @@ spec:
         assert!(!names.contains(&dead), "{names}");
         assert!(names.contains(&live), "{names}");
         drop(fc);
+    }
+
+    /// An MPIJob `name` whose launcher and workers run `image`; `launcher`/`worker` are the
+    /// containers' commands as YAML (empty: none, so workers get the operator's sshd).
+    fn mpijob_yaml(name: &str, image: &str, workers: u32, launcher: &str, worker: &str) -> String {
+        let cmd = |c: &str| {
+            if c.is_empty() {
+                String::new()
+            } else {
+                format!("\n            command: {c}")
+            }
+        };
+        format!(
+            r#"apiVersion: kubeflow.org/v2beta1
+kind: MPIJob
+metadata: {{name: {name}}}
+spec:
+  slotsPerWorker: 2
+  runPolicy: {{cleanPodPolicy: Running, backoffLimit: 0}}
+  mpiReplicaSpecs:
+    Launcher:
+      replicas: 1
+      template:
+        spec:
+          terminationGracePeriodSeconds: 0
+          containers:
+          - name: launcher
+            image: {image}{lc}
+    Worker:
+      replicas: {workers}
+      template:
+        spec:
+          terminationGracePeriodSeconds: 0
+          containers:
+          - name: worker
+            image: {image}{wc}
+"#,
+            lc = cmd(launcher),
+            wc = cmd(worker),
+        )
+    }
+
+    fn role_pod(fc: &FakeCluster, job: &str, role: &str) -> String {
+        wait_until(
+            &format!("{job}'s {role} pod"),
+            Duration::from_secs(20),
+            || {
+                fc.list(
+                    "pods",
+                    Some("default"),
+                    &format!(
+                        "training.kubeflow.org/job-name={job},training.kubeflow.org/job-role={role}"
+                    ),
+                )
+                .first()
+                .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+            },
+        )
+    }
+
+    #[test]
+    fn docker_mpijob_ssh_secret_hostfile_env_and_hostnames() {
+        let Some(fc) = cluster_with(|o| o.mpi_operator = true) else {
+            return;
+        };
+        let Some(k) = Kubectl::new(&fc) else { return };
+        let sleep = r#"[sleep, "3600"]"#;
+        let file = k.write("pi.yaml", &mpijob_yaml("pi", &debian(), 2, sleep, sleep));
+        k.ok(&["apply", "-f", &file]);
+        let launcher = role_pod(&fc, "pi", "launcher");
+        ready(&fc, &launcher);
+        let ips: Vec<String> = (0..2)
+            .map(|i| {
+                ready(&fc, &format!("pi-worker-{i}"))["status"]["podIP"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        // The ssh Secret's items and modes at sshAuthMountPath (default /root/.ssh, 0600),
+        // the ConfigMap's at /etc/mpi (launcher only).
+        let modes = exec(
+            &k,
+            &launcher,
+            "launcher",
+            "cd /root/.ssh && stat -L -c '%a %n' * && cd /etc/mpi && stat -L -c '%a %n' *",
+        );
+        assert_eq!(
+            modes,
+            "600 authorized_keys\n600 id_rsa\n600 id_rsa.pub\n444 discover_hosts.sh\n444 hostfile\n"
+                .replace("444 discover", "555 discover"),
+        );
+        let worker_files = exec(
+            &k,
+            "pi-worker-1",
+            "worker",
+            "stat -L -c '%a %n' /root/.ssh/*; ls /etc/mpi 2>&1 || true",
+        );
+        assert!(
+            worker_files.starts_with(
+                "600 /root/.ssh/authorized_keys\n600 /root/.ssh/id_rsa\n600 /root/.ssh/id_rsa.pub\n"
+            ) && worker_files.contains("No such file"),
+            "{worker_files}"
+        );
+        let keys = exec(
+            &k,
+            &launcher,
+            "launcher",
+            "cmp /root/.ssh/id_rsa.pub /root/.ssh/authorized_keys && head -1 /root/.ssh/id_rsa && cut -d' ' -f1 /root/.ssh/id_rsa.pub",
+        );
+        assert_eq!(keys, "-----BEGIN OPENSSH PRIVATE KEY-----\nssh-ed25519\n");
+        let hostfile = exec(&k, &launcher, "launcher", "cat /etc/mpi/hostfile");
+        assert_eq!(
+            hostfile,
+            "pi-worker-0.pi.default.svc slots=2\npi-worker-1.pi.default.svc slots=2\n"
+        );
+        // Every hostfile line resolves, from the launcher, to that worker's pod IP.
+        for (i, line) in hostfile.lines().enumerate() {
+            let host = line.split(' ').next().unwrap();
+            let got = exec(&k, &launcher, "launcher", &format!("getent hosts {host}"));
+            assert_eq!(
+                got.split_whitespace().next(),
+                Some(ips[i].as_str()),
+                "{got}"
+            );
+        }
+        let env = exec(
+            &k,
+            &launcher,
+            "launcher",
+            "env | grep -E '^(OMPI_|K_MPI|NVIDIA_)' | sort",
+        );
+        assert_eq!(
+            env,
+            "K_MPI_JOB_ROLE=launcher\nNVIDIA_DRIVER_CAPABILITIES=\nNVIDIA_VISIBLE_DEVICES=\nOMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile\nOMPI_MCA_orte_keep_fqdn_hostnames=true\nOMPI_MCA_orte_set_default_slots=2\nOMPI_MCA_plm_rsh_args=-o ConnectionAttempts=10\n"
+        );
+        assert_eq!(
+            exec(
+                &k,
+                "pi-worker-0",
+                "worker",
+                "echo $K_MPI_JOB_ROLE; hostname"
+            ),
+            "worker\npi-worker-0\n"
+        );
+        let discover = || exec(&k, &launcher, "launcher", "/etc/mpi/discover_hosts.sh");
+        assert_eq!(
+            discover(),
+            "pi-worker-0.pi.default.svc\npi-worker-1.pi.default.svc\n"
+        );
+        // Scaling down: the hostfile and discover_hosts.sh follow in the running launcher.
+        let t = Instant::now();
+        k.ok(&[
+            "patch",
+            "mpijob",
+            "pi",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"mpiReplicaSpecs":{"Worker":{"replicas":1}}}}"#,
+        ]);
+        wait_until("launcher sees one worker", Duration::from_secs(10), || {
+            (discover() == "pi-worker-0.pi.default.svc\n"
+                && exec(&k, &launcher, "launcher", "cat /etc/mpi/hostfile")
+                    == "pi-worker-0.pi.default.svc slots=2\n")
+                .then_some(())
+        });
+        eprintln!("scale-down visible in the launcher after {:?}", t.elapsed());
+        // The Service is `<job>` and selects the launcher too.
+        let svc = exec(
+            &k,
+            &launcher,
+            "launcher",
+            "getent ahostsv4 pi.default.svc | awk '{print $1}' | sort -u | wc -l",
+        );
+        assert_eq!(svc.trim(), "2", "launcher + the remaining worker");
+        k.ok(&["delete", "mpijob", "pi"]);
+    }
+
+    /// A small image with sshd and Open MPI, built from the Debian test image (needs Debian's
+    /// apt mirrors). `None` (skipped, with a note) when it cannot be built and `CI` is unset.
+    fn openmpi_image() -> Option<String> {
+        let tag = "fake-cluster-test/openmpi:bookworm";
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("Dockerfile"),
+            format!(
+                "FROM {}\n\
+                 RUN apt-get update && apt-get install -y --no-install-recommends openssh-server openssh-client openmpi-bin && rm -rf /var/lib/apt/lists/*\n\
+                 RUN mkdir -p /run/sshd && sed -i 's/^#\\?StrictModes .*/StrictModes no/' /etc/ssh/sshd_config \
+                 && printf 'StrictHostKeyChecking no\\nUserKnownHostsFile /dev/null\\nLogLevel ERROR\\n' >> /etc/ssh/ssh_config\n",
+                debian()
+            ),
+        )
+        .unwrap();
+        let o = Command::new("docker")
+            .args(["build", "-q", "-t", tag])
+            .arg(dir.path())
+            .output()
+            .expect("run docker build");
+        if !o.status.success() {
+            let why = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "building {tag} failed: {why}"
+            );
+            eprintln!("SKIPPED: cannot build {tag} (no apt mirror?): {why}");
+            return None;
+        }
+        Some(tag.to_string())
+    }
+
+    #[test]
+    fn docker_mpijob_mpirun_over_ssh() {
+        let Some(fc) = cluster_with(|o| o.mpi_operator = true) else {
+            return;
+        };
+        let Some(k) = Kubectl::new(&fc) else { return };
+        let t = Instant::now();
+        let Some(image) = openmpi_image() else { return };
+        eprintln!("image ready after {:?}", t.elapsed());
+        let t = Instant::now();
+        // Workers have no command: the operator's `/usr/sbin/sshd -De` runs. The launcher
+        // waits until ssh with the Secret's key reaches every hostfile host (as a launcher
+        // script waits for the workers' sshd), then mpirun reads the operator's env and
+        // hostfile and starts its ranks on the workers over ssh.
+        let launcher = r#"[sh, -c, 'for h in $(cut -d" " -f1 /etc/mpi/hostfile); do n=0; until ssh -o ConnectTimeout=2 $h true; do n=$((n+1)); [ $n -lt 100 ] || exit 3; sleep 0.2; done; done; exec mpirun --allow-run-as-root -np 4 hostname']"#;
+        let file = k.write("mpi.yaml", &mpijob_yaml("mpi", &image, 2, launcher, ""));
+        k.ok(&["apply", "-f", &file]);
+        let done = fc
+            .wait_for("mpijobs", "default", "mpi", Duration::from_secs(60), |j| {
+                j.and_then(|j| j.pointer("/status/conditions"))
+                    .and_then(Value::as_array)
+                    .is_some_and(|c| {
+                        c.iter().any(|c| {
+                            (c["type"] == "Succeeded" || c["type"] == "Failed")
+                                && c["status"] == "True"
+                        })
+                    })
+            })
+            .map(|j| j.unwrap())
+            .unwrap_or_else(|j| panic!("MPIJob did not finish: {j:#?}"));
+        let pod = role_pod(&fc, "mpi", "launcher");
+        let mut logs = k.ok(&["logs", &pod]);
+        for w in ["mpi-worker-0", "mpi-worker-1"] {
+            if let Some(p) = fc.get("pods", "default", w) {
+                logs.push_str(&format!(
+                    "\n[{w}: {}]\n",
+                    p["status"]["containerStatuses"][0]["state"]
+                ));
+            }
+        }
+        eprintln!("mpirun over ssh finished after {:?}", t.elapsed());
+        let mut hosts: Vec<&str> = logs
+            .lines()
+            .filter(|l| l.starts_with("mpi-worker-"))
+            .collect();
+        hosts.sort_unstable();
+        assert_eq!(
+            hosts,
+            [
+                "mpi-worker-0",
+                "mpi-worker-0",
+                "mpi-worker-1",
+                "mpi-worker-1"
+            ],
+            "{logs}"
+        );
+        let succeeded = done["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "Succeeded" && c["status"] == "True");
+        assert!(succeeded, "{done:#?}\n{logs}");
+        // cleanPodPolicy Running: the workers' sshd are stopped once the launcher is done.
+        wait_until("workers removed", Duration::from_secs(20), || {
+            fc.list(
+                "pods",
+                Some("default"),
+                "training.kubeflow.org/job-role=worker",
+            )
+            .is_empty()
+            .then_some(())
+        });
+    }
+
+    #[test]
+    fn docker_scheduler_binds_what_fits_and_runs_nothing_else() {
+        let Some(fc) = cluster_with(|o| {
+            o.nodes = fake_cluster::scheduler::NodeSpec {
+                count: 2,
+                cpu: "1".into(),
+                memory: "2Gi".into(),
+                ..Default::default()
+            }
+        }) else {
+            return;
+        };
+        let Some(k) = Kubectl::new(&fc) else { return };
+        let pod = |name: &str, limits: &str| {
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  terminationGracePeriodSeconds: 0\n  containers:\n  - {{name: c, image: {}, command: [sleep, \"3600\"], resources: {{limits: {{{limits}}}}}}}\n---\n",
+                busybox()
+            )
+        };
+        let file = k.write(
+            "pods.yaml",
+            &format!(
+                "{}{}{}",
+                pod("small", "cpu: 600m, memory: 64Mi"),
+                pod("second", "cpu: 600m, memory: 64Mi"),
+                pod("gpu", "nvidia.com/gpu: 1, memory: 64Mi"),
+            ),
+        );
+        k.ok(&["apply", "-f", &file]);
+        let a = ready(&fc, "small");
+        let b = ready(&fc, "second");
+        // 600m each on 1-CPU nodes: one per node.
+        assert_ne!(a["spec"]["nodeName"], b["spec"]["nodeName"]);
+        let wide = k.ok(&["get", "pod", "small", "-o", "wide"]);
+        assert!(
+            wide.contains(a["spec"]["nodeName"].as_str().unwrap()),
+            "{wide}"
+        );
+        wait_until("gpu pod refused", Duration::from_secs(10), || {
+            let p = fc.get("pods", "default", "gpu").unwrap();
+            let c = p["status"]["conditions"].as_array().and_then(|c| {
+                c.iter()
+                    .find(|c| c["type"] == "PodScheduled" && c["status"] == "False")
+                    .cloned()
+            })?;
+            Some(c["message"].as_str().unwrap().to_string())
+        });
+        let msg = k.ok(&[
+            "get",
+            "pod",
+            "gpu",
+            "-o",
+            "jsonpath={.status.conditions[0].message}",
+        ]);
+        assert_eq!(
+            msg,
+            "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+        );
+        // Nothing of the refused pod reached Docker.
+        let id = fc.docker_id().unwrap().to_string();
+        let names = docker_cli(&[
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label=io.hvdctl.fake-cluster.id={id}"),
+            "--format",
+            "{{.Label \"io.hvdctl.fake-cluster.pod\"}}",
+        ])
+        .unwrap();
+        assert!(names.contains("small") && !names.contains("gpu"), "{names}");
+        k.ok(&["delete", "pod", "gpu", "small", "second"]);
     }
 }

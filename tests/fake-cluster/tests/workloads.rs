@@ -466,7 +466,7 @@ fn cond(v: &Value, t: &str) -> Option<String> {
 #[test]
 fn mpi_operator_end_to_end() {
     let fc = start(true);
-    fc.create(mpijob("m", 2, json!([{"name": "FAKE_KUBELET_LINES", "value": "5"}, {"name": "FAKE_KUBELET_RATE", "value": "10"}]), None)).unwrap();
+    fc.create(mpijob("m", 2, json!([{"name": "FAKE_KUBELET_LINES", "value": "5"}, {"name": "FAKE_KUBELET_RATE", "value": "10"}]), Some("Running"))).unwrap();
     let uid = fc.get("mpijobs", "default", "m").unwrap()["metadata"]["uid"]
         .as_str()
         .unwrap()
@@ -482,20 +482,34 @@ fn mpi_operator_end_to_end() {
 
     let secret = fc.get("secrets", "default", "m-ssh").unwrap();
     assert_eq!(secret["type"], "kubernetes.io/ssh-auth");
-    assert!(secret["data"]["ssh-privatekey"].is_string());
+    // A real key pair: the private key parses and its public half is the published one.
+    let b64 = |k: &str| {
+        let v = fake_cluster::util::base64_decode(secret["data"][k].as_str().unwrap()).unwrap();
+        String::from_utf8(v).unwrap()
+    };
+    let private = ssh_key::PrivateKey::from_openssh(b64("ssh-privatekey")).expect("OpenSSH key");
+    assert_eq!(
+        private.public_key().to_openssh().unwrap() + "\n",
+        b64("ssh-publickey")
+    );
+    assert_eq!(secret["metadata"]["labels"]["app"], "m");
     let cm = fc.get("configmaps", "default", "m-config").unwrap();
     assert_eq!(
         cm["data"]["hostfile"],
         "m-worker-0.m.default.svc slots=2\nm-worker-1.m.default.svc slots=2\n"
     );
-    assert!(
-        cm["data"]["discover_hosts.sh"]
-            .as_str()
-            .unwrap()
-            .contains("echo m-worker-1.m.default.svc:2")
+    // Only Running workers, no slot counts (the operator's form).
+    assert_eq!(
+        cm["data"]["discover_hosts.sh"],
+        "#!/bin/sh\necho m-worker-0.m.default.svc\necho m-worker-1.m.default.svc\n"
     );
     let svc = fc.get("services", "default", "m").unwrap();
     assert_eq!(svc["spec"]["clusterIP"], "None");
+    assert_eq!(svc["spec"]["publishNotReadyAddresses"], false);
+    assert_eq!(
+        svc["spec"]["selector"],
+        json!({"training.kubeflow.org/job-name": "m", "training.kubeflow.org/operator-name": "mpi-operator"})
+    );
     let launcher_job = fc.get("jobs", "default", "m-launcher").unwrap();
     assert_eq!(
         launcher_job["metadata"]["ownerReferences"][0]["uid"],
@@ -518,6 +532,16 @@ fn mpi_operator_end_to_end() {
         assert_eq!(w["metadata"]["ownerReferences"][0]["kind"], "MPIJob");
         assert_eq!(w["metadata"]["ownerReferences"][0]["controller"], true);
         assert_eq!(w["spec"]["restartPolicy"], "Never");
+        assert_eq!(w["spec"]["subdomain"], "m");
+        assert_eq!(w["spec"]["hostname"], w["metadata"]["name"]);
+        let c = &w["spec"]["containers"][0];
+        assert_eq!(c["command"], json!(["/usr/sbin/sshd", "-De"]));
+        assert_eq!(
+            c["volumeMounts"],
+            json!([{"name": "ssh-auth", "mountPath": "/root/.ssh"}])
+        );
+        assert_eq!(w["spec"]["volumes"][0]["secret"]["defaultMode"], 0o600);
+        assert_eq!(w["spec"]["volumes"].as_array().unwrap().len(), 1);
     }
     let launcher = fc.list(
         "pods",
@@ -530,6 +554,37 @@ fn mpi_operator_end_to_end() {
         "launcher"
     );
     assert_eq!(launcher[0]["metadata"]["labels"]["job-name"], "m-launcher");
+    assert_eq!(launcher[0]["spec"]["hostname"], "m-launcher");
+    let lc = &launcher[0]["spec"]["containers"][0];
+    let env: Vec<(String, String)> = lc["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["value"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    for (k, v) in [
+        ("K_MPI_JOB_ROLE", "launcher"),
+        ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+        ("OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile"),
+        ("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
+        ("OMPI_MCA_orte_set_default_slots", "2"),
+        ("NVIDIA_VISIBLE_DEVICES", ""),
+    ] {
+        assert!(
+            env.contains(&(k.to_string(), v.to_string())),
+            "{k}={v} in {env:?}"
+        );
+    }
+    assert_eq!(
+        lc["volumeMounts"],
+        json!([{"name": "ssh-auth", "mountPath": "/root/.ssh"}, {"name": "mpi-job-config", "mountPath": "/etc/mpi"}])
+    );
+    assert_eq!(launcher_job["metadata"]["labels"], json!({"app": "m"}));
 
     let done = fc
         .wait_for("mpijobs", "default", "m", Duration::from_secs(5), |j| {
@@ -541,7 +596,7 @@ fn mpi_operator_end_to_end() {
     assert!(
         done["status"]["completionTime"].is_string() && done["status"]["startTime"].is_string()
     );
-    // cleanPodPolicy Running (default): the still-running workers are deleted.
+    // cleanPodPolicy Running: the still-running workers are deleted.
     wait_until("workers cleaned", Duration::from_secs(5), || {
         fc.list(
             "pods",
@@ -582,7 +637,7 @@ fn mpi_operator_failure_and_clean_none() {
         "f",
         1,
         json!([{"name": "FAKE_KUBELET_LINES", "value": "1"}, {"name": "FAKE_KUBELET_EXIT", "value": "1"}]),
-        Some("None"),
+        None, // the operator defaults cleanPodPolicy to None
     );
     j["spec"]["runPolicy"]["backoffLimit"] = json!(0);
     fc.create(j).unwrap();

@@ -1,8 +1,8 @@
 //! `hvdctl logs` in bad situations: each gives a clear message and a non-zero exit, quickly;
 //! none hangs silently.
 
-use fake_cluster::Faults;
 use super::*;
+use fake_cluster::Faults;
 use std::time::Duration;
 
 fn run(env: &Cluster, args: &[&str], timeout: Duration) -> (Option<i32>, String, String, Duration) {

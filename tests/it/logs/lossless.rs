@@ -11,8 +11,8 @@
 //! reconnect makes progress (a stream cut more often than one second's worth of lines could
 //! never advance — with any client that resumes from second-precision `sinceTime`).
 
-use fake_cluster::Faults;
 use super::*;
+use fake_cluster::Faults;
 use std::time::Duration;
 
 const LINES: u64 = 20_000;
@@ -88,7 +88,11 @@ fn native_run_that_succeeds_every_line_once_exit_0() {
         }
         env.fc.create(worker_pod(app, run, i, &containers)).unwrap();
     }
-    let ours = spawn(env.hvdctl_process(&["logs", run, "-f"]), env.dir.path(), "hvdctl");
+    let ours = spawn(
+        env.hvdctl_process(&["logs", run, "-f"]),
+        env.dir.path(),
+        "hvdctl",
+    );
     let theirs = kubectl_available().then(|| {
         let sel = selector(run);
         spawn(

@@ -412,6 +412,11 @@ impl DockerKubelet {
                     if terminal {
                         continue;
                     }
+                    if store.scheduler.load(Ordering::Relaxed)
+                        && s(pod, "/spec/nodeName").is_none_or(str::is_empty)
+                    {
+                        continue; // waits for the scheduler
+                    }
                     self.admit(store, pod);
                 }
             }
