@@ -2,7 +2,7 @@
 //! RSS under 64 MiB (the context is tarred while the daemon reads it). Its own test binary,
 //! so nothing else in the process inflates the peak.
 
-#[path = "image_util.rs"]
+#[path = "it/util.rs"]
 mod util;
 
 use hvdctl::image::ProgressMode;

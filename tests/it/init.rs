@@ -1,7 +1,6 @@
 //! `init`, `templates`, `completions`, `--version`: the scaffolding contract.
 
-mod common;
-use common::*;
+use crate::util::*;
 
 #[test]
 fn init_in_the_current_directory_names_the_app_after_it() {

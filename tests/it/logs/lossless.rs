@@ -11,10 +11,8 @@
 //! reconnect makes progress (a stream cut more often than one second's worth of lines could
 //! never advance — with any client that resumes from second-precision `sinceTime`).
 
-mod logs_util;
-
+use super::*;
 use fake_cluster::Faults;
-use logs_util::*;
 use std::time::Duration;
 
 const LINES: u64 = 20_000;
@@ -90,11 +88,15 @@ fn native_run_that_succeeds_every_line_once_exit_0() {
         }
         env.fc.create(worker_pod(app, run, i, &containers)).unwrap();
     }
-    let ours = spawn(env.hvdctl(&["logs", run, "-f"]), env.dir.path(), "hvdctl");
+    let ours = spawn(
+        env.hvdctl_process(&["logs", run, "-f"]),
+        env.dir.path(),
+        "hvdctl",
+    );
     let theirs = kubectl_available().then(|| {
         let sel = selector(run);
         spawn(
-            env.kubectl(&[
+            env.kubectl_process(&[
                 "logs",
                 "-f",
                 "-l",
@@ -176,14 +178,14 @@ fn mpijob_run_that_fails_every_line_once_exit_1() {
         );
     }
     let mut ours = spawn(
-        env.hvdctl(&["logs", &job, "-f", "-o", "json"]),
+        env.hvdctl_process(&["logs", &job, "-f", "-o", "json"]),
         env.dir.path(),
         "hvdctl",
     );
     let theirs = kubectl_available().then(|| {
         let sel = selector(run);
         spawn(
-            env.kubectl(&[
+            env.kubectl_process(&[
                 "logs",
                 "-f",
                 "-l",

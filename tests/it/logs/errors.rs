@@ -1,15 +1,13 @@
 //! `hvdctl logs` in bad situations: each gives a clear message and a non-zero exit, quickly;
 //! none hangs silently.
 
-mod logs_util;
-
+use super::*;
 use fake_cluster::Faults;
-use logs_util::*;
 use std::time::Duration;
 
-fn run(env: &Env, args: &[&str], timeout: Duration) -> (Option<i32>, String, String, Duration) {
+fn run(env: &Cluster, args: &[&str], timeout: Duration) -> (Option<i32>, String, String, Duration) {
     let mut r = spawn(
-        env.hvdctl(args),
+        env.hvdctl_process(args),
         env.dir.path(),
         &args.join("_").replace('/', "_"),
     );
@@ -47,7 +45,7 @@ fn run_with_no_pods_yet() {
 
     // Following: says what it waits for, at once, and Ctrl-C ends it with 130.
     let mut r = spawn(
-        env.hvdctl(&["logs", "nopod", "-f"]),
+        env.hvdctl_process(&["logs", "nopod", "-f"]),
         env.dir.path(),
         "follow",
     );
@@ -71,7 +69,7 @@ fn run_with_no_pods_yet() {
 
     // Once the Job runs, the waiting ends with its lines and exit 0.
     let mut r = spawn(
-        env.hvdctl(&["logs", "nopod", "-f"]),
+        env.hvdctl_process(&["logs", "nopod", "-f"]),
         env.dir.path(),
         "follow2",
     );

@@ -1,7 +1,6 @@
 //! Default tags: git short SHA when clean, plus a hash of what would be sent when not.
 
-#[path = "image_util.rs"]
-mod util;
+use crate::util;
 
 use std::path::Path;
 use std::process::Command;

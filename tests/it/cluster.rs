@@ -1,93 +1,12 @@
 //! deploy → status → events → undeploy with the real binary against fake-cluster, for both
 //! backends, plus the bad situations, faults and interruptions.
 
-mod common;
-use common::*;
-use fake_cluster::{FakeCluster, Faults, Options};
-use std::path::{Path, PathBuf};
+use crate::util::*;
+use fake_cluster::Faults;
 use std::time::Duration;
 
-struct Env {
-    fc: FakeCluster,
-    _tmp: tempfile::TempDir,
-    root: PathBuf,
-    kubeconfig: PathBuf,
-}
-
-fn env(mpi_operator: bool) -> Env {
-    let fc = FakeCluster::start(Options {
-        mpi_operator,
-        ..Default::default()
-    })
-    .expect("fake cluster starts");
-    let tmp = tempfile::tempdir().unwrap();
-    let kubeconfig = tmp.path().join("kubeconfig");
-    fc.write_kubeconfig(&kubeconfig).unwrap();
-    let root = tmp.path().to_path_buf();
-    Env {
-        fc,
-        _tmp: tmp,
-        root,
-        kubeconfig,
-    }
-}
-
-impl Env {
-    fn hv(&self, dir: &Path) -> assert_cmd::Command {
-        let mut c = hvdctl();
-        c.env("KUBECONFIG", &self.kubeconfig).arg("-C").arg(dir);
-        c
-    }
-    fn ours(&self, selector: &str) -> Vec<String> {
-        let mut names = Vec::new();
-        for r in [
-            "mpijobs",
-            "jobs",
-            "pods",
-            "services",
-            "configmaps",
-            "secrets",
-        ] {
-            for o in self.fc.list(r, None, selector) {
-                names.push(format!(
-                    "{r}/{}",
-                    o["metadata"]["name"].as_str().unwrap_or_default()
-                ));
-            }
-        }
-        names
-    }
-}
-
-fn kubectl(e: &Env, args: &[&str]) -> Option<String> {
-    if std::process::Command::new("kubectl")
-        .arg("version")
-        .arg("--client")
-        .output()
-        .is_err()
-    {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "kubectl is required in CI"
-        );
-        eprintln!("skipping the kubectl cross-check: kubectl is not installed");
-        return None;
-    }
-    let cache = e.root.join("kube-cache");
-    let o = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&e.kubeconfig)
-        .arg("--cache-dir")
-        .arg(&cache)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    Some(String::from_utf8_lossy(&o.stdout).into_owned())
+fn env(mpi_operator: bool) -> Cluster {
+    Cluster::synthetic(mpi_operator)
 }
 
 #[test]
@@ -162,7 +81,7 @@ fn lifecycle_on_both_backends() {
         } else {
             "jobs"
         };
-        if let Some(out) = kubectl(&e, &["get", kind, "-l", &sel, "-o", "name"]) {
+        if let Some(out) = e.kubectl(&["get", kind, "-l", &sel, "-o", "name"]) {
             assert!(out.contains(&format!("demo-{id}")), "{out}");
         }
 
@@ -431,13 +350,11 @@ fn interrupted_deploys_leave_no_orphans() {
         delay_ms: 3,
         ..Default::default()
     });
-    let bin = assert_cmd::cargo::cargo_bin("hvdctl");
     let mut interrupted = 0;
     for i in 0..50u64 {
         let backend = if i % 2 == 0 { "native" } else { "mpijob" };
-        let mut child = std::process::Command::new(&bin)
+        let mut child = hvdctl_process()
             .env("KUBECONFIG", &e.kubeconfig)
-            .env("CI", "true")
             .arg("-C")
             .arg(&dir)
             .args(["-q", "deploy", "--backend", backend, "--set", "workers=6"])
@@ -1036,10 +953,8 @@ fn events_follow_survives_dropped_watches() {
         watch_expire_secs: 1.0,
         ..Default::default()
     });
-    let bin = assert_cmd::cargo::cargo_bin("hvdctl");
-    let mut child = std::process::Command::new(bin)
+    let mut child = hvdctl_process()
         .env("KUBECONFIG", &e.kubeconfig)
-        .env("NO_COLOR", "1")
         .args(["-C", &dir.display().to_string(), "events", "-f", "ev1"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -1,8 +1,7 @@
 //! Every template × backend: `init --no-input` then `deploy --dry-run` gives manifests that
 //! parse into typed objects with nothing unknown, carry hvdctl's labels, and match snapshots.
 
-mod common;
-use common::*;
+use crate::util::*;
 use hvdctl::render::manifests;
 
 fn dry_run(dir: &std::path::Path, backend: &str, format: &str) -> Out {

@@ -1,55 +1,27 @@
-//! Shared by the `logs_*` tests: a fake cluster with a kubeconfig, hvdctl-labelled runs made
-//! directly in it (native-style launcher Job + worker pods, or an MPIJob), the real binaries as
-//! subprocesses, and the exactly-once check of numbered lines.
-#![allow(dead_code)]
+//! `hvdctl logs`: hvdctl-labelled runs made directly in a fake cluster (native-style launcher
+//! Job + worker pods, or an MPIJob), the real binaries as subprocesses, and the exactly-once
+//! check of numbered lines.
 
-use fake_cluster::{FakeCluster, Faults, Options};
+// Bad situations: a clear message and a non-zero exit, quickly.
+mod errors;
+// Every line exactly once under faults, with the job's exit code.
+mod lossless;
+
+pub use crate::util::*;
+use fake_cluster::{Faults, Options};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub struct Env {
-    pub fc: FakeCluster,
-    pub dir: tempfile::TempDir,
-    pub kubeconfig: PathBuf,
-}
-
-pub fn start(faults: Faults) -> Env {
-    let fc = FakeCluster::start(Options {
+/// A fake cluster playing the MPI Operator, with `faults`.
+pub fn start(faults: Faults) -> Cluster {
+    Cluster::start(Options {
         mpi_operator: true,
         faults,
         ..Default::default()
     })
-    .expect("fake cluster");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    fc.write_kubeconfig(&kubeconfig).expect("kubeconfig");
-    Env {
-        fc,
-        dir,
-        kubeconfig,
-    }
-}
-
-impl Env {
-    /// `hvdctl` run from an empty directory (no hvdctl.yaml) against the fake cluster.
-    pub fn hvdctl(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(assert_cmd::cargo::cargo_bin("hvdctl"));
-        c.args(args)
-            .current_dir(self.dir.path())
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("NO_COLOR", "1")
-            .env_remove("CI");
-        c
-    }
-
-    pub fn kubectl(&self, args: &[&str]) -> Command {
-        let mut c = Command::new("kubectl");
-        c.args(args).env("KUBECONFIG", &self.kubeconfig);
-        c
-    }
 }
 
 pub fn labels(app: &str, run: &str, role: &str) -> Value {
@@ -277,14 +249,4 @@ impl Running {
             .args(["-INT", &self.child.id().to_string()])
             .status();
     }
-}
-
-pub fn kubectl_available() -> bool {
-    Command::new("kubectl")
-        .arg("version")
-        .arg("--client")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }

@@ -1,7 +1,6 @@
 //! Build and push against the real daemon and registry from `scripts/dev-services.sh`.
 
-#[path = "image_util.rs"]
-mod util;
+use crate::util;
 
 use std::process::Command;
 

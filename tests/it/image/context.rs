@@ -1,8 +1,7 @@
 //! The build context: the tar archive's entries, and — against a real daemon — that hvdctl
 //! sends exactly the files `DOCKER_BUILDKIT=0 docker build` sends for the same tree.
 
-#[path = "image_util.rs"]
-mod util;
+use crate::util;
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;

@@ -1,8 +1,7 @@
 //! A corpus of bad inputs: each gives a clear error naming where, exit code 2, no panic, and
 //! no file written.
 
-mod common;
-use common::*;
+use crate::util::*;
 use std::path::Path;
 
 const BASE: &str =

@@ -1,0 +1,24 @@
+//! hvdctl's integration tests, one test binary (every extra binary is another link step of
+//! a large crate): each module is an area, `util` is what they share. The whole-process
+//! memory tests are binaries of their own (`tests/image_memory*.rs`).
+//!
+//! `cargo test --test it cluster::` runs one area.
+
+mod util;
+
+// Bad hvdctl.yaml, flags and init requests: exit 2, a clear error, nothing written.
+mod bad_inputs;
+// deploy, status, events, undeploy against the fake cluster, faults, interruptions.
+mod cluster;
+// Image building and pushing: Docker config auth, build contexts, .dockerignore, tags.
+mod image;
+// init, templates, completions, version.
+mod init;
+// The local backend and the fake cluster's Docker kubelet: real containers.
+mod local;
+// hvdctl logs: lossless under faults, bad situations.
+mod logs;
+// Rendered manifests of every template × backend (insta snapshots).
+mod render;
+// Values are data: any string given to --set or hvdctl.yaml stays one value.
+mod values_as_data;

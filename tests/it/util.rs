@@ -1,0 +1,464 @@
+//! What the integration tests share: the hvdctl command with a clean environment and its
+//! output, apps, the fake cluster (synthetic or Docker kubelet), the Docker test services
+//! with the images built once, and one rule for anything missing (daemon, registry, base
+//! images, kubectl): the test prints SKIPPED and passes, except under `CI`, where it fails.
+//!
+//! The whole-process memory tests include this file with `#[path]`.
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+use fake_cluster::{FakeCluster, KubeletMode, Options};
+use hvdctl::image::docker::{DockerClient, DockerHost};
+use hvdctl::image::{BuildRequest, ProgressMode};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub const TEMPLATES: &[&str] = &[
+    "horovod",
+    "horovod-tensorflow",
+    "horovod-elastic",
+    "mpi-hello",
+];
+pub const BACKENDS: &[&str] = &["mpijob", "native"];
+
+// --- Skip unless CI ------------------------------------------------------------------------
+
+/// `CI` is set (not empty): every requirement must be there.
+pub fn under_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
+}
+
+/// `what` is not available: a failure under CI; otherwise prints SKIPPED and gives `None`,
+/// and the test returns early.
+pub fn unavailable<T>(what: &str, why: impl std::fmt::Display) -> Option<T> {
+    if under_ci() {
+        panic!("CI is set but {what} is not available: {why}");
+    }
+    eprintln!("SKIPPED: {what} is not available: {why}");
+    None
+}
+
+// --- The binary ----------------------------------------------------------------------------
+
+/// An empty home directory: no `~/.kube/config`, no `~/.docker/config.json`.
+fn empty_home() -> PathBuf {
+    let home = Path::new(env!("CARGO_TARGET_TMPDIR")).join("empty-home");
+    std::fs::create_dir_all(&home).expect("home directory");
+    home
+}
+
+/// The hvdctl binary with a clean, non-interactive environment: no kubeconfig, no colour,
+/// `CI` set, an empty home. For tests that spawn it (interrupt it, read it while it runs).
+pub fn hvdctl_process() -> std::process::Command {
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("hvdctl"));
+    c.env_remove("KUBECONFIG")
+        .env("NO_COLOR", "1")
+        .env("CI", "true")
+        .env("HOME", empty_home());
+    c
+}
+
+/// [`hvdctl_process`] for tests that run it to the end.
+pub fn hvdctl() -> Command {
+    Command::from_std(hvdctl_process())
+}
+
+/// [`hvdctl`] run from `dir`.
+pub fn hvdctl_in(dir: &Path) -> Command {
+    let mut c = hvdctl();
+    c.current_dir(dir);
+    c
+}
+
+/// Output of a finished command.
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `c` to its end (killed after 5 minutes: a hang is a failure, not a stuck suite).
+pub fn run(mut c: Command) -> Out {
+    let o = c
+        .timeout(Duration::from_secs(300))
+        .output()
+        .expect("hvdctl runs");
+    Out {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+// --- Apps and files ------------------------------------------------------------------------
+
+/// `hvdctl init DIR --template T --no-input`, asserting success.
+pub fn init_app(parent: &Path, name: &str, template: &str) -> PathBuf {
+    let dir = parent.join(name);
+    let mut c = hvdctl();
+    c.arg("init")
+        .arg(&dir)
+        .args(["--template", template, "--no-input"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "init failed: {}", o.stderr);
+    dir
+}
+
+/// Every file below `dir` (relative paths), sorted.
+pub fn tree(dir: &Path) -> Vec<String> {
+    fn walk(root: &Path, d: &Path, out: &mut Vec<String>) {
+        if let Ok(rd) = std::fs::read_dir(d) {
+            for e in rd.flatten() {
+                let p = e.path();
+                out.push(p.strip_prefix(root).unwrap().display().to_string());
+                if p.is_dir() {
+                    walk(root, &p, out);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// Writes `files` (path → content) under `root`, creating directories.
+pub fn write_tree(root: &Path, files: &[(&str, &str)]) {
+    for (path, content) in files {
+        let p = root.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, content).unwrap();
+    }
+}
+
+/// A unique suffix for image names.
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}-{}", std::process::id(), rand::random::<u32>())
+}
+
+// --- The fake cluster ----------------------------------------------------------------------
+
+/// A fake cluster, a temp directory and a kubeconfig for it in that directory.
+pub struct Cluster {
+    pub fc: FakeCluster,
+    pub dir: tempfile::TempDir,
+    /// `dir`'s path: where apps are made.
+    pub root: PathBuf,
+    pub kubeconfig: PathBuf,
+}
+
+impl Cluster {
+    pub fn start(options: Options) -> Cluster {
+        let fc = FakeCluster::start(options).expect("the fake cluster starts");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        fc.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+        let root = dir.path().to_path_buf();
+        Cluster {
+            fc,
+            dir,
+            root,
+            kubeconfig,
+        }
+    }
+
+    /// With the synthetic kubelet (pods move through their phases, nothing runs).
+    pub fn synthetic(mpi_operator: bool) -> Cluster {
+        Cluster::start(Options {
+            mpi_operator,
+            ..Default::default()
+        })
+    }
+
+    /// With the Docker kubelet: pods are real containers on the test daemon.
+    pub fn docker_kubelet(mpi_operator: bool) -> Cluster {
+        Cluster::start(Options {
+            kubelet: KubeletMode::Docker,
+            pause_image: Some(busybox_image()),
+            mpi_operator,
+            ..Default::default()
+        })
+    }
+
+    /// hvdctl against this cluster on the app in `dir` (`-C dir`).
+    pub fn hv(&self, dir: &Path) -> Command {
+        let mut c = hvdctl();
+        c.env("KUBECONFIG", &self.kubeconfig).arg("-C").arg(dir);
+        c
+    }
+
+    /// hvdctl against this cluster, spawned from its directory (no hvdctl.yaml there).
+    pub fn hvdctl_process(&self, args: &[&str]) -> std::process::Command {
+        let mut c = hvdctl_process();
+        c.args(args)
+            .current_dir(self.dir.path())
+            .env("KUBECONFIG", &self.kubeconfig);
+        c
+    }
+
+    /// kubectl against this cluster, for tests that spawn it (see [`kubectl_available`]).
+    pub fn kubectl_process(&self, args: &[&str]) -> std::process::Command {
+        let mut c = std::process::Command::new("kubectl");
+        c.args(args).env("KUBECONFIG", &self.kubeconfig);
+        c
+    }
+
+    /// kubectl's stdout, asserting success; `None` when kubectl is not installed (SKIPPED,
+    /// a failure under CI).
+    pub fn kubectl(&self, args: &[&str]) -> Option<String> {
+        if !kubectl_available() {
+            return None;
+        }
+        let o = self
+            .kubectl_process(args)
+            .arg("--cache-dir")
+            .arg(self.root.join("kube-cache"))
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        Some(String::from_utf8_lossy(&o.stdout).into_owned())
+    }
+
+    /// `kind/name` of every object hvdctl may create that matches `selector`.
+    pub fn ours(&self, selector: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        for r in [
+            "mpijobs",
+            "jobs",
+            "pods",
+            "services",
+            "configmaps",
+            "secrets",
+        ] {
+            for o in self.fc.list(r, None, selector) {
+                names.push(format!(
+                    "{r}/{}",
+                    o["metadata"]["name"].as_str().unwrap_or_default()
+                ));
+            }
+        }
+        names
+    }
+}
+
+/// Whether kubectl can be run: when not, the kubectl cross-checks are SKIPPED (a failure
+/// under CI).
+pub fn kubectl_available() -> bool {
+    let found = std::process::Command::new("kubectl")
+        .args(["version", "--client"])
+        .output();
+    match found {
+        Ok(o) if o.status.success() => true,
+        Ok(o) => unavailable::<()>(
+            "kubectl",
+            format!(
+                "`kubectl version --client` failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        )
+        .is_some(),
+        Err(e) => unavailable::<()>("kubectl", format!("{e} (install kubectl)")).is_some(),
+    }
+}
+
+// --- Docker --------------------------------------------------------------------------------
+
+/// What `scripts/dev-services.sh` started.
+#[derive(Debug, Clone)]
+pub struct Services {
+    pub docker: DockerClient,
+    pub registry: String,
+    pub user: String,
+    pub password: String,
+    pub docker_host: String,
+}
+
+/// The services' env file, overridden by the same variables in the environment.
+fn services_env() -> BTreeMap<String, String> {
+    let dir =
+        std::env::var("HVDCTL_SERVICES_DIR").unwrap_or_else(|_| "/tmp/hvdctl-services".into());
+    let mut env = BTreeMap::new();
+    if let Ok(text) = std::fs::read_to_string(Path::new(&dir).join("env")) {
+        for line in text.lines() {
+            if let Some((k, v)) = line.split_once('=') {
+                env.insert(k.trim().to_string(), v.trim().to_string());
+            }
+        }
+    }
+    for k in [
+        "DOCKER_HOST",
+        "HVDCTL_TEST_REGISTRY",
+        "HVDCTL_TEST_REGISTRY_USER",
+        "HVDCTL_TEST_REGISTRY_PASSWORD",
+    ] {
+        if let Ok(v) = std::env::var(k) {
+            env.insert(k.to_string(), v);
+        }
+    }
+    env
+}
+
+pub fn busybox_image() -> String {
+    std::env::var("HVDCTL_TEST_BUSYBOX_IMAGE")
+        .unwrap_or_else(|_| "hvdctl-test/busybox:latest".into())
+}
+
+pub fn debian_image() -> String {
+    std::env::var("HVDCTL_TEST_DEBIAN_IMAGE")
+        .unwrap_or_else(|_| "hvdctl-test/debian:bookworm".into())
+}
+
+/// A runtime for the synchronous tests' Docker calls.
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+const START_SERVICES: &str = "start them with scripts/dev-services.sh";
+
+/// The test daemon holding `image`, or `None` (SKIPPED; a failure under CI).
+pub async fn docker_with(image: &str) -> Option<(DockerClient, String)> {
+    let host = services_env()
+        .remove("DOCKER_HOST")
+        .unwrap_or_else(|| "unix:///var/run/docker.sock".into());
+    let what = "the Docker test services";
+    let docker = match DockerHost::parse(&host) {
+        Ok(h) => match DockerClient::connect_to(&h).await {
+            Ok(d) => d,
+            Err(e) => return unavailable(what, format!("{e} ({START_SERVICES})")),
+        },
+        Err(e) => return unavailable(what, format!("DOCKER_HOST {host}: {e}")),
+    };
+    if docker.bollard().inspect_image(image).await.is_err() {
+        return unavailable(
+            what,
+            format!("the base image {image} is missing ({START_SERVICES})"),
+        );
+    }
+    Some((docker, host))
+}
+
+/// The daemon with the Debian base image, for the tests that run hvdctl's local backend or
+/// the Docker kubelet (or `None`: SKIPPED; a failure under CI).
+pub fn docker() -> Option<DockerClient> {
+    rt().block_on(docker_with(&debian_image())).map(|(d, _)| d)
+}
+
+/// The daemon with the busybox image and the registry (or `None`: SKIPPED; a failure under CI).
+pub async fn services() -> Option<Services> {
+    let (docker, docker_host) = docker_with(&busybox_image()).await?;
+    let env = services_env();
+    let (Some(registry), Some(user), Some(password)) = (
+        env.get("HVDCTL_TEST_REGISTRY"),
+        env.get("HVDCTL_TEST_REGISTRY_USER"),
+        env.get("HVDCTL_TEST_REGISTRY_PASSWORD"),
+    ) else {
+        return unavailable(
+            "the Docker test services",
+            format!(
+                "no registry settings (HVDCTL_TEST_REGISTRY…) in the services env file ({START_SERVICES})"
+            ),
+        );
+    };
+    Some(Services {
+        docker,
+        registry: registry.clone(),
+        user: user.clone(),
+        password: password.clone(),
+        docker_host,
+    })
+}
+
+/// An image built from `dir` with `BASE_IMAGE` = the Debian base image, tagged with a hash
+/// of `inputs` and the base image's id: built once per content, reused by later runs.
+/// Callers keep the reference in a `OnceLock` so one test process asks once.
+pub fn image_built_once(docker: &DockerClient, repo: &str, dir: &Path, inputs: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for i in inputs {
+        h.update(i);
+    }
+    let rt = rt();
+    let base = rt
+        .block_on(docker.bollard().inspect_image(&debian_image()))
+        .unwrap();
+    h.update(base.id.unwrap_or_default().as_bytes());
+    let tag = format!("{:x}", h.finalize())[..16].to_string();
+    let reference = format!("{repo}:{tag}");
+    if rt
+        .block_on(docker.bollard().inspect_image(&reference))
+        .is_ok()
+    {
+        eprintln!("using cached {reference}");
+        return reference;
+    }
+    let started = Instant::now();
+    let mut req = BuildRequest::new(dir, repo, &tag);
+    req.build_args.insert("BASE_IMAGE".into(), debian_image());
+    req.progress = ProgressMode::Plain;
+    let mut log: Vec<u8> = Vec::new();
+    if let Err(e) = rt.block_on(hvdctl::image::build(docker, &req, &mut log)) {
+        panic!(
+            "building {reference} failed: {e}\n{}",
+            String::from_utf8_lossy(&log)
+        );
+    }
+    eprintln!("built {reference} in {:.0?}", started.elapsed());
+    reference
+}
+
+/// Runs the docker CLI against the test daemon; returns stdout, panics with stderr on failure.
+pub fn docker_cli(host: &str, args: &[&str], env: &[(&str, &str)]) -> String {
+    // Debian's docker.io client first (what dev-services installs), then whatever is on PATH.
+    let debian = Path::new("/usr/bin/docker");
+    let bin = if debian.exists() {
+        debian
+    } else {
+        Path::new("docker")
+    };
+    let mut cmd = std::process::Command::new(bin);
+    cmd.args(args).env("DOCKER_HOST", host);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("running docker");
+    assert!(
+        out.status.success(),
+        "docker {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A Docker config dir holding `auths` for `registry`.
+pub fn docker_config_with_auth(registry: &str, user: &str, password: &str) -> tempfile::TempDir {
+    use base64::Engine;
+    let dir = tempfile::tempdir().unwrap();
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    let config = serde_json::json!({ "auths": { registry: { "auth": auth } } });
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    dir
+}
+
+/// Removes a test image but not its untagged parents: a concurrent test building the same
+/// steps may be using them as its build cache at this very moment.
+pub async fn remove_image(svc: &Services, reference: &str) {
+    let options = bollard::query_parameters::RemoveImageOptions {
+        noprune: true,
+        ..Default::default()
+    };
+    let _ = svc
+        .docker
+        .bollard()
+        .remove_image(reference, Some(options), None)
+        .await;
+}
