@@ -24,22 +24,7 @@ fn new_app(name: &str) -> (tempfile::TempDir, PathBuf) {
 
 /// The `mpi-hello` app's image, built once per content, so reruns reuse it.
 fn image(docker: &DockerClient) -> String {
-    static IMAGE: OnceLock<String> = OnceLock::new();
-    IMAGE
-        .get_or_init(|| {
-            let (_tmp, dir) = new_app("hello");
-            let files: Vec<(&str, Vec<u8>)> =
-                ["Dockerfile", "hello.py", "hvdctl.yaml", ".dockerignore"]
-                    .into_iter()
-                    .map(|f| (f, std::fs::read(dir.join(f)).unwrap_or_default()))
-                    .collect();
-            let inputs: Vec<&[u8]> = files
-                .iter()
-                .flat_map(|(f, content)| [f.as_bytes(), content.as_slice()])
-                .collect();
-            image_built_once(docker, "hvdctl-test/local-mpi-hello", &dir, &inputs)
-        })
-        .clone()
+    template_image(docker, "mpi-hello", &debian_image())
 }
 
 fn run_id(prefix: &str) -> String {
@@ -917,7 +902,7 @@ fn a_deleted_native_launcher_stops_the_workers() {
 
 /// A test image with Debian's MPICH and a C hello built with `mpicc.mpich`, sshd set up as in
 /// the app templates (built once per content).
-fn mpich_image(docker: &DockerClient) -> String {
+pub(crate) fn mpich_image(docker: &DockerClient) -> String {
     static IMAGE: OnceLock<String> = OnceLock::new();
     IMAGE
         .get_or_init(|| {
@@ -1193,20 +1178,6 @@ fn mpijob_backend_runs_for_real_on_the_docker_kubelet() {
     assert_eq!(kubelet_leftovers(&docker, &fc, &job), Vec::<String>::new());
 }
 
-/// The Horovod base made by `scripts/dev-services.sh horovod`, or None (SKIPPED) — a failure
-/// under CI, where `scripts/test.sh` makes it.
-fn horovod_base(docker: &DockerClient) -> Option<String> {
-    let base = std::env::var("HVDCTL_TEST_HOROVOD_IMAGE")
-        .unwrap_or_else(|_| "hvdctl-test/horovod:0.28.1-cpu".into());
-    if rt().block_on(docker.bollard().inspect_image(&base)).is_ok() {
-        return Some(base);
-    }
-    unavailable(
-        "the Horovod base image",
-        format!("{base} is missing (make it with scripts/dev-services.sh horovod)"),
-    )
-}
-
 /// The `horovod` template trains through Kubernetes manifests: mpijob backend with
 /// `mpi.launcher: horovodrun` (which must be given the operator's hostfile, or every rank
 /// starts on the launcher), the fake MPI Operator and the Docker kubelet; 2 ranks on 2
@@ -1217,6 +1188,7 @@ fn horovod_template_trains_through_the_mpijob_backend_with_horovodrun() {
     let Some(base) = horovod_base(&docker) else {
         return;
     };
+    let _training = one_training_at_a_time();
     let tmp = tempfile::tempdir().unwrap();
     let o = hvdctl_in(tmp.path())
         .args(["init", "hvd", "--template", "horovod", "--no-input"])

@@ -382,15 +382,27 @@ pub async fn services() -> Option<Services> {
 /// of `inputs` and the base image's id: built once per content, reused by later runs.
 /// Callers keep the reference in a `OnceLock` so one test process asks once.
 pub fn image_built_once(docker: &DockerClient, repo: &str, dir: &Path, inputs: &[&[u8]]) -> String {
+    image_built_once_on(docker, repo, dir, inputs, &debian_image())
+}
+
+/// `image_built_once` on another base image (`BASE_IMAGE` build argument).
+pub fn image_built_once_on(
+    docker: &DockerClient,
+    repo: &str,
+    dir: &Path,
+    inputs: &[&[u8]],
+    base: &str,
+) -> String {
     let mut h = Sha256::new();
     for i in inputs {
         h.update(i);
     }
     let rt = rt();
-    let base = rt
-        .block_on(docker.bollard().inspect_image(&debian_image()))
-        .unwrap();
-    h.update(base.id.unwrap_or_default().as_bytes());
+    let base_id = rt
+        .block_on(docker.bollard().inspect_image(base))
+        .unwrap_or_else(|e| panic!("base image {base}: {e}"))
+        .id;
+    h.update(base_id.unwrap_or_default().as_bytes());
     let tag = format!("{:x}", h.finalize())[..16].to_string();
     let reference = format!("{repo}:{tag}");
     if rt
@@ -402,7 +414,7 @@ pub fn image_built_once(docker: &DockerClient, repo: &str, dir: &Path, inputs: &
     }
     let started = Instant::now();
     let mut req = BuildRequest::new(dir, repo, &tag);
-    req.build_args.insert("BASE_IMAGE".into(), debian_image());
+    req.build_args.insert("BASE_IMAGE".into(), base.to_string());
     req.progress = ProgressMode::Plain;
     let mut log: Vec<u8> = Vec::new();
     if let Err(e) = rt.block_on(hvdctl::image::build(docker, &req, &mut log)) {
@@ -461,4 +473,62 @@ pub async fn remove_image(svc: &Services, reference: &str) {
         .bollard()
         .remove_image(reference, Some(options), None)
         .await;
+}
+
+/// The Horovod base made by `scripts/dev-services.sh horovod`, or None (SKIPPED) — a failure
+/// under CI, where `scripts/test.sh` makes it.
+pub fn horovod_base(docker: &DockerClient) -> Option<String> {
+    let base = std::env::var("HVDCTL_TEST_HOROVOD_IMAGE")
+        .unwrap_or_else(|_| "hvdctl-test/horovod:0.28.1-cpu".into());
+    if rt().block_on(docker.bollard().inspect_image(&base)).is_ok() {
+        return Some(base);
+    }
+    unavailable(
+        "the Horovod base image",
+        format!("{base} is missing (make it with scripts/dev-services.sh horovod)"),
+    )
+}
+
+/// The image of a built-in template's app (`hvdctl init NAME --template TEMPLATE`) on `base`,
+/// tagged `hvdctl-test/app-TEMPLATE:<hash of the app's files and the base>`: built once per
+/// content and machine, and once per test process (tests asking at the same time wait for
+/// one build).
+pub fn template_image(docker: &DockerClient, template: &str, base: &str) -> String {
+    static BUILT: std::sync::Mutex<BTreeMap<(String, String), String>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    let key = (template.to_string(), base.to_string());
+    if let Some(image) = built.get(&key) {
+        return image.clone();
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = init_app(tmp.path(), "app", template);
+    let files: Vec<(String, Vec<u8>)> = tree(&dir)
+        .into_iter()
+        .map(|f| {
+            let content = std::fs::read(dir.join(&f)).unwrap_or_default();
+            (f, content)
+        })
+        .collect();
+    let inputs: Vec<&[u8]> = files
+        .iter()
+        .flat_map(|(f, content)| [f.as_bytes(), content.as_slice()])
+        .collect();
+    let image = image_built_once_on(
+        docker,
+        &format!("hvdctl-test/app-{template}"),
+        &dir,
+        &inputs,
+        base,
+    );
+    built.insert(key, image.clone());
+    image
+}
+
+/// Held by every test that trains with Horovod (several containers busy for tens of seconds):
+/// those run one at a time, so that on a small machine one training does not starve another
+/// into its timeouts. Lighter tests still run beside them.
+pub fn one_training_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
