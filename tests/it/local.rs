@@ -27,23 +27,6 @@ fn image(docker: &DockerClient) -> String {
     template_image(docker, "mpi-hello", &debian_image())
 }
 
-fn run_id(prefix: &str) -> String {
-    // Run ids are at most 5 characters: a letter for the test and 4 random ones.
-    const A: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let n = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos() as usize
-        ^ (std::process::id() as usize).wrapping_mul(2_654_435_761);
-    let mut s = prefix.to_string();
-    let mut x = n;
-    for _ in 0..4 {
-        s.push(A[x % A.len()] as char);
-        x /= A.len();
-    }
-    s
-}
-
 /// hvdctl run from `dir` to its end; it never prints a private key.
 fn run_in(dir: &Path, args: &[&str]) -> Out {
     let mut c = hvdctl_in(dir);
@@ -59,7 +42,7 @@ fn run_in(dir: &Path, args: &[&str]) -> Out {
 }
 
 /// What of run `id` exists on the engine and on disk: (containers, networks, private dirs).
-fn leftovers(docker: &DockerClient, job: &str, id: &str) -> (usize, usize, usize) {
+pub(crate) fn leftovers(docker: &DockerClient, job: &str, id: &str) -> (usize, usize, usize) {
     let rt = rt();
     let filters = HashMap::from([("label".to_string(), vec![format!("hvdctl.io/run={id}")])]);
     let cs = rt
@@ -547,7 +530,7 @@ fn pvc_volumes_are_refused_before_anything_is_created() {
 /// Containers the Docker kubelet still has for pods of job `job`.
 /// Waits up to 15 s for the Docker kubelet to remove the containers of deleted pods (it does
 /// so after the API objects are gone, as a kubelet does), then returns what is left.
-fn kubelet_leftovers(
+pub(crate) fn kubelet_leftovers(
     docker: &DockerClient,
     fc: &fake_cluster::FakeCluster,
     job: &str,

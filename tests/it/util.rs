@@ -106,6 +106,25 @@ pub fn init_app(parent: &Path, name: &str, template: &str) -> PathBuf {
     dir
 }
 
+/// A fresh run id for a real run: a letter naming the test and 4 random characters (run
+/// ids are at most 5 characters), so runs of parallel tests and reruns never collide.
+pub fn run_id(prefix: &str) -> String {
+    // Run ids are at most 5 characters: a letter for the test and 4 random ones.
+    const A: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as usize
+        ^ (std::process::id() as usize).wrapping_mul(2_654_435_761);
+    let mut s = prefix.to_string();
+    let mut x = n;
+    for _ in 0..4 {
+        s.push(A[x % A.len()] as char);
+        x /= A.len();
+    }
+    s
+}
+
 /// Every file below `dir` (relative paths), sorted.
 pub fn tree(dir: &Path) -> Vec<String> {
     fn walk(root: &Path, d: &Path, out: &mut Vec<String>) {
