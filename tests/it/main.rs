@@ -20,5 +20,7 @@ mod local;
 mod logs;
 // Rendered manifests of every template × backend (insta snapshots).
 mod render;
+// The horovod template training for real: local and docker kubelet, both launchers.
+mod training;
 // Values are data: any string given to --set or hvdctl.yaml stays one value.
 mod values_as_data;

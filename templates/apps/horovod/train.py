@@ -282,6 +282,7 @@ def main():
         log("nothing to do: the checkpoints in %s already cover %d epochs"
             % (cfg["checkpoint_dir"], cfg["epochs"]))
 
+    first_step = True
     for epoch in range(start_epoch, cfg["epochs"] + 1):
         model.train()
         sampler.set_epoch(epoch)
@@ -295,6 +296,10 @@ def main():
             optimizer.step()
             totals[0] += loss.item() * labels.numel()
             totals[1] += labels.numel()
+            if first_step:
+                # The first allreduce is done: every rank is up and training.
+                log("first step: epoch %d, loss=%.4f" % (epoch, loss.item()))
+                first_step = False
         totals = hvd.allreduce(totals, op=hvd.Sum, name="train_totals")
         elapsed = time.time() - started
         train_loss = totals[0].item() / max(totals[1].item(), 1.0)
