@@ -3,12 +3,14 @@
 # auth on 127.0.0.1:5000, and two base images made locally (nothing is pulled):
 #   hvdctl-test/busybox:latest   FROM scratch + Debian's static busybox
 #   hvdctl-test/debian:bookworm  debootstrap --variant=minbase, imported
-# and, on request, a third one built on the second:
-#   hvdctl-test/horovod:0.28.1-cpu  templates/bases/horovod-debian/Dockerfile: Debian's
-#                                   PyTorch and Open MPI + Horovod compiled from its sdist
+# and, on request, Horovod bases built on the second from templates/bases/horovod-debian/
+# Dockerfile (Open MPI from Debian + Horovod compiled from its sdist), one per framework:
+#   hvdctl-test/horovod:0.28.1-cpu             FRAMEWORK=pytorch: Debian's PyTorch
+#   hvdctl-test/horovod-tensorflow:0.28.1-cpu  FRAMEWORK=tensorflow: tensorflow-cpu 2.12
 #
 #   scripts/dev-services.sh          install what is missing, start everything (idempotent)
-#   scripts/dev-services.sh horovod  the same, then build the Horovod image unless it is current
+#   scripts/dev-services.sh horovod [horovod-tensorflow]
+#                                    the same, then build those Horovod images unless current
 #   scripts/dev-services.sh stop     stop what this script started
 #   scripts/dev-services.sh env      print the environment the tests read
 #
@@ -27,10 +29,17 @@ PACKAGES=(docker.io docker-registry apache2-utils busybox-static debootstrap)
 # The Horovod base. Its Dockerfile is also what `hvdctl init --base debian` gives users, so
 # the build context is that directory: the Dockerfile plus vendor/ holding the Horovod sdist.
 # The build's containers reach Debian's apt mirror, but may not reach the Python package
-# index; the host downloads the sdist into vendor/ once (vendor/ is not committed).
+# index; the host downloads the sdist (and TensorFlow's wheels) into vendor/ once (vendor/ is
+# not committed).
 REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 HOROVOD_DIR="$REPO_DIR/templates/bases/horovod-debian"
-HOROVOD_IMAGE="hvdctl-test/horovod:0.28.1-cpu"
+# The image of each framework the Dockerfile's FRAMEWORK argument takes.
+horovod_image() {
+    case $1 in
+    pytorch) echo "hvdctl-test/horovod:0.28.1-cpu" ;;
+    tensorflow) echo "hvdctl-test/horovod-tensorflow:0.28.1-cpu" ;;
+    esac
+}
 # The image carries the hash of its inputs in this label; a matching label means "current".
 HOROVOD_LABEL="hvdctl.io/horovod-base-hash"
 
@@ -179,35 +188,47 @@ build_debian() {
     docker_cli import -c 'CMD ["bash"]' "$tarball" "$ref" >/dev/null
 }
 
-# The value of `ARG NAME=value` in the Horovod Dockerfile: the one place where the Horovod
-# version and its sdist's sha256 are written down.
+# The value of `ARG NAME=value` in the Horovod Dockerfile (quotes removed): the one place
+# where the Horovod version, its sdist's sha256 and the TensorFlow pins are written down.
 horovod_arg() {
-    sed -n "s/^ARG $1=//p" "$HOROVOD_DIR/Dockerfile" | head -n 1
+    sed -n "s/^ARG $1=//p" "$HOROVOD_DIR/Dockerfile" | head -n 1 | tr -d '"'
 }
 
-# Hash of what the Horovod image is made of: its Dockerfile, the sdist (pinned by its sha256,
-# which the build checks) and the Debian base image it is built FROM.
+# Hash of what a Horovod image is made of: its Dockerfile, the framework, the sdist (pinned by
+# its sha256, which the build checks) and the Debian base image it is built FROM.
 horovod_inputs_hash() {
     local base_id
     base_id=$(docker_cli image inspect -f '{{.Id}}' hvdctl-test/debian:bookworm 2>/dev/null) || base_id=none
     {
         printf 'dockerfile %s\n' "$(sha256sum <"$HOROVOD_DIR/Dockerfile" | cut -d' ' -f1)"
+        printf 'framework %s\n' "$1"
         printf 'sdist %s\n' "$(horovod_arg HOROVOD_SDIST_SHA256)"
         printf 'base %s\n' "$base_id"
     } | sha256sum | cut -d' ' -f1
 }
 
+# Whether FRAMEWORK's image carries the hash HASH.
 horovod_image_current() {
     local have
-    have=$(docker_cli image inspect -f "{{index .Config.Labels \"$HOROVOD_LABEL\"}}" "$HOROVOD_IMAGE" 2>/dev/null) ||
+    have=$(docker_cli image inspect -f "{{index .Config.Labels \"$HOROVOD_LABEL\"}}" "$(horovod_image "$1")" 2>/dev/null) ||
         return 1
-    [[ $have == "$1" ]]
+    [[ $have == "$2" ]]
+}
+
+# The host's pip (installing Debian's when the host has none).
+host_pip() {
+    local py=python3
+    if ! "$py" -m pip --version >/dev/null 2>&1 </dev/null; then
+        install_packages python3-pip
+        py=/usr/bin/python3
+    fi
+    PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "$py" -m pip "$@" </dev/null
 }
 
 # vendor/horovod-VERSION.tar.gz: downloaded with the host's pip when missing, and checked
 # against the sha256 the Dockerfile pins.
 fetch_horovod_sdist() {
-    local version sha vendor sdist py=python3
+    local version sha vendor sdist
     version=$(horovod_arg HOROVOD_VERSION)
     sha=$(horovod_arg HOROVOD_SDIST_SHA256)
     [[ -n $version && -n $sha ]] ||
@@ -219,15 +240,10 @@ fetch_horovod_sdist() {
         log "$vendor/$sdist does not have the pinned sha256; downloading it again"
         rm -f "$vendor/$sdist"
     fi
-    if ! "$py" -m pip --version >/dev/null 2>&1 </dev/null; then
-        install_packages python3-pip
-        py=/usr/bin/python3
-    fi
     log "downloading $sdist into $vendor (host pip)"
     mkdir -p "$vendor"
-    PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
-        "$py" -m pip download --no-deps --no-binary :all: "horovod==$version" -d "$vendor" \
-        </dev/null >"$STATE/horovod-download.log" 2>&1 || {
+    host_pip download --no-deps --no-binary :all: "horovod==$version" -d "$vendor" \
+        >"$STATE/horovod-download.log" 2>&1 || {
         tail -n 20 "$STATE/horovod-download.log" >&2
         die "cannot download the Horovod $version sdist from the package index; put $sdist into $vendor (pip download --no-deps --no-binary :all: horovod==$version -d $vendor) and run again"
     }
@@ -238,40 +254,66 @@ fetch_horovod_sdist() {
     fi
 }
 
+# vendor/'s TensorFlow wheels (TENSORFLOW_REQUIREMENTS and their dependencies, for the
+# image's Python 3.11), downloaded with the host's pip when there is no tensorflow_cpu wheel.
+fetch_tensorflow_wheels() {
+    local vendor="$HOROVOD_DIR/vendor" requirements
+    compgen -G "$vendor/tensorflow_cpu-*.whl" >/dev/null && return 0
+    requirements=$(horovod_arg TENSORFLOW_REQUIREMENTS)
+    [[ -n $requirements ]] || die "$HOROVOD_DIR/Dockerfile lacks 'ARG TENSORFLOW_REQUIREMENTS='"
+    log "downloading $requirements and their dependencies into $vendor (host pip, about 350 MB)"
+    mkdir -p "$vendor"
+    # shellcheck disable=SC2086 # the requirements are words
+    host_pip download $requirements --only-binary :all: --platform manylinux2014_x86_64 \
+        --python-version 3.11 --implementation cp --abi cp311 -d "$vendor" \
+        >"$STATE/tensorflow-download.log" 2>&1 || {
+        tail -n 20 "$STATE/tensorflow-download.log" >&2
+        die "cannot download $requirements from the package index (log: $STATE/tensorflow-download.log)"
+    }
+}
+
+# Builds FRAMEWORK's Horovod image unless its label says it is current.
 build_horovod() {
-    local want old new started
-    want=$(horovod_inputs_hash)
-    if horovod_image_current "$want"; then log "$HOROVOD_IMAGE is current"; return 0; fi
+    local fw=$1 image want old new started
+    image=$(horovod_image "$fw")
+    want=$(horovod_inputs_hash "$fw")
+    if horovod_image_current "$fw" "$want"; then log "$image is current"; return 0; fi
     fetch_horovod_sdist
-    old=$(docker_cli image inspect -f '{{.Id}}' "$HOROVOD_IMAGE" 2>/dev/null || true)
-    log "building $HOROVOD_IMAGE: Debian packages, then Horovod compiles; about 10 minutes on 2 cores (log: $STATE/horovod-build.log)"
+    [[ $fw == tensorflow ]] && fetch_tensorflow_wheels
+    old=$(docker_cli image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
+    local build_log="$STATE/horovod-$fw-build.log"
+    log "building $image: Debian packages, then Horovod compiles; about 10 minutes on 2 cores (log: $build_log)"
     started=$SECONDS
     # The legacy builder, like the other images here and `hvdctl build`. --no-cache: the label
     # is the cache; a rebuild starts from fresh package lists, never from a stale apt layer.
     DOCKER_BUILDKIT=0 docker_cli build --no-cache --force-rm --target horovod \
-        --build-arg BASE_IMAGE=hvdctl-test/debian:bookworm \
-        --label "$HOROVOD_LABEL=$want" -t "$HOROVOD_IMAGE" "$HOROVOD_DIR" \
-        </dev/null >"$STATE/horovod-build.log" 2>&1 || {
-        tail -n 40 "$STATE/horovod-build.log" >&2
-        die "building $HOROVOD_IMAGE failed (log: $STATE/horovod-build.log)"
+        --build-arg BASE_IMAGE=hvdctl-test/debian:bookworm --build-arg "FRAMEWORK=$fw" \
+        --label "$HOROVOD_LABEL=$want" -t "$image" "$HOROVOD_DIR" \
+        </dev/null >"$build_log" 2>&1 || {
+        tail -n 40 "$build_log" >&2
+        die "building $image failed (log: $build_log)"
     }
-    horovod_image_current "$want" || die "$HOROVOD_IMAGE lacks its $HOROVOD_LABEL label after the build"
-    new=$(docker_cli image inspect -f '{{.Id}}' "$HOROVOD_IMAGE")
+    horovod_image_current "$fw" "$want" || die "$image lacks its $HOROVOD_LABEL label after the build"
+    new=$(docker_cli image inspect -f '{{.Id}}' "$image")
     # The image it replaces, unless something still uses it, and the untagged image the
     # legacy builder leaves for the Dockerfile's `context` stage (the step's ` ---> ID`).
     if [[ -n $old && $old != "$new" ]]; then docker_cli image rm "$old" >/dev/null 2>&1 || true; fi
     local context_stage
     context_stage=$(awk '/RUN mkdir -p \/context\/vendor/ {f = 1} f && /^ ---> [0-9a-f]+$/ {print $2; exit}' \
-        "$STATE/horovod-build.log")
+        "$build_log")
     if [[ -n $context_stage ]]; then docker_cli image rm "$context_stage" >/dev/null 2>&1 || true; fi
-    log "$HOROVOD_IMAGE built in $((SECONDS - started))s"
+    log "$image built in $((SECONDS - started))s"
 }
 
 write_env() {
-    local horovod_line=""
-    if horovod_image_current "$(horovod_inputs_hash)"; then
-        horovod_line="HVDCTL_TEST_HOROVOD_IMAGE=$HOROVOD_IMAGE"
-    fi
+    local horovod_lines="" fw var
+    for fw in pytorch tensorflow; do
+        if horovod_image_current "$fw" "$(horovod_inputs_hash "$fw")"; then
+            var=HVDCTL_TEST_HOROVOD_IMAGE
+            [[ $fw == tensorflow ]] && var=HVDCTL_TEST_HOROVOD_TENSORFLOW_IMAGE
+            horovod_lines+="$var=$(horovod_image "$fw")"$'\n'
+        fi
+    done
     cat >"$STATE/env" <<EOF
 DOCKER_HOST=$DOCKER_HOST
 HVDCTL_TEST_REGISTRY=$REGISTRY_ADDR
@@ -279,8 +321,8 @@ HVDCTL_TEST_REGISTRY_USER=$REGISTRY_USER
 HVDCTL_TEST_REGISTRY_PASSWORD=$(cat "$STATE/registry-password")
 HVDCTL_TEST_BUSYBOX_IMAGE=hvdctl-test/busybox:latest
 HVDCTL_TEST_DEBIAN_IMAGE=hvdctl-test/debian:bookworm
-${horovod_line}
 EOF
+    printf '%s' "$horovod_lines" >>"$STATE/env"
     chmod 600 "$STATE/env"
 }
 
@@ -311,9 +353,15 @@ start)
     write_env
     log "ready; environment for the tests in $STATE/env"
     ;;
-horovod)
+horovod | horovod-tensorflow)
     start_all
-    build_horovod
+    for what in "$@"; do
+        case $what in
+        horovod) build_horovod pytorch ;;
+        horovod-tensorflow) build_horovod tensorflow ;;
+        *) die "usage: $0 horovod [horovod-tensorflow]" ;;
+        esac
+    done
     write_env
     log "ready; environment for the tests in $STATE/env"
     ;;
@@ -326,6 +374,6 @@ env)
     cat "$STATE/env"
     ;;
 *)
-    die "usage: $0 [start|horovod|stop|env]"
+    die "usage: $0 [start|horovod [horovod-tensorflow]|horovod-tensorflow|stop|env]"
     ;;
 esac

@@ -6,8 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The services, plus the Horovod base image the training tests use (made once per machine).
-scripts/dev-services.sh horovod
+# The services, plus the Horovod base images (PyTorch, TensorFlow) the training tests use
+# (made once per machine).
+scripts/dev-services.sh horovod horovod-tensorflow
 command -v kubectl >/dev/null || echo "test.sh: kubectl not found: the kubectl cross-checks skip locally and fail under CI" >&2
 
 cargo fmt --all --check

@@ -213,7 +213,7 @@ pub struct InitArgs {
     /// Write into a non-empty directory, replacing files the template provides
     #[arg(long)]
     pub force: bool,
-    /// The image's base (horovod and horovod-elastic): official (the horovod/horovod image) or
+    /// The image's base (the horovod* templates): official (the horovod/horovod image) or
     /// debian (Debian packages + Horovod built from source, CPU; see the template README)
     #[arg(long, value_enum, value_name = "BASE")]
     pub base: Option<crate::scaffold::Base>,

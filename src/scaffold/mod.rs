@@ -11,7 +11,9 @@ pub enum Base {
     /// The template's own Dockerfile (the official horovod/horovod images).
     #[default]
     Official,
-    /// `templates/bases/horovod-debian/Dockerfile`: Debian packages + the Horovod sdist, CPU.
+    /// `templates/bases/horovod-debian/Dockerfile`: Debian packages + the Horovod sdist, CPU
+    /// (PyTorch, or TensorFlow from pip: the `FRAMEWORK` build argument the app's hvdctl.yaml
+    /// sets).
     Debian,
 }
 
@@ -22,7 +24,7 @@ impl Base {
             Base::Official => None,
             Base::Debian => Some((
                 "bases/horovod-debian/Dockerfile",
-                &["horovod", "horovod-elastic"],
+                &["horovod", "horovod-elastic", "horovod-tensorflow"],
             )),
         }
     }

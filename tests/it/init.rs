@@ -316,7 +316,7 @@ fn version_and_completions() {
 #[test]
 fn the_debian_base_replaces_the_dockerfile_of_horovod_apps_only() {
     let tmp = tempfile::tempdir().unwrap();
-    for t in ["horovod", "horovod-elastic"] {
+    for t in ["horovod", "horovod-elastic", "horovod-tensorflow"] {
         let dir = tmp.path().join(t);
         let o = run({
             let mut c = hvdctl();
@@ -335,6 +335,12 @@ fn the_debian_base_replaces_the_dockerfile_of_horovod_apps_only() {
         let yaml = std::fs::read_to_string(dir.join("hvdctl.yaml")).unwrap();
         assert!(yaml.contains("BASE_IMAGE: debian:bookworm"), "{t}: {yaml}");
         assert!(!yaml.contains("horovod/horovod:0.28.1"), "{t}: {yaml}");
+        // The Dockerfile builds one framework: the TensorFlow app asks for TensorFlow.
+        assert_eq!(
+            yaml.contains("FRAMEWORK: tensorflow"),
+            t == "horovod-tensorflow",
+            "{t}: {yaml}"
+        );
     }
     let o = run({
         let mut c = hvdctl();

@@ -381,3 +381,90 @@ fn native_backend_trains_with_both_launchers_and_resumes() {
 fn mpijob_backend_trains_with_both_launchers_and_resumes() {
     kubernetes_trains(On::MpiJob);
 }
+
+/// `horovod-tensorflow` on the Debian TensorFlow base (tensorflow-cpu 2.12 + Horovod built
+/// here): 2 workers × 1 slot on the local backend with mpirun, 2 epochs, Keras checkpoints on
+/// a hostPath volume, then a second run with 3 epochs resumes from them.
+#[test]
+fn horovod_tensorflow_trains_on_the_local_backend_and_resumes() {
+    let Some(docker) = docker() else { return };
+    let Some(base) = horovod_tensorflow_base(&docker) else {
+        return;
+    };
+    let image = template_image(&docker, "horovod-tensorflow", &base);
+    let _training = one_training_at_a_time();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = init_app(tmp.path(), "hvd", "horovod-tensorflow");
+    let ckpt = checkpoint_dir();
+    let mut t = Training {
+        on: On::Local,
+        launcher: "mpirun",
+        workers: 2,
+        slots: 1,
+        epochs: 2,
+        checkpoints: Some(ckpt.path()),
+    };
+    // Keras' loss of `epoch` (" loss=", not "val_loss=").
+    let keras_loss = |out: &str, epoch: u32, epochs: u32| -> f64 {
+        let line = out
+            .lines()
+            .find(|l| l.contains(&format!("epoch {epoch}/{epochs}: ")))
+            .unwrap_or_else(|| panic!("no epoch {epoch}/{epochs}:\n{out}"));
+        line.split(" loss=")
+            .nth(1)
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no loss in {line:?}"))
+    };
+    let first = train(&dir, &image, None, &t);
+    for rank in 0..2 {
+        let line = format!(
+            "rank {rank} of 2 (local rank 0) on {}-worker-{rank}",
+            first.job
+        );
+        assert!(first.out.contains(&line), "no {line:?}:\n{}", first.out);
+    }
+    assert!(
+        first
+            .out
+            .contains("training: 2 epochs from epoch 1, 2000 samples, batch 64 x 2 ranks"),
+        "{}",
+        first.out
+    );
+    assert!(
+        keras_loss(&first.out, 2, 2) < keras_loss(&first.out, 1, 2),
+        "the loss does not fall:\n{}",
+        first.out
+    );
+    assert!(first.out.contains("done"), "{}", first.out);
+    assert_eq!(
+        checkpoint_files(ckpt.path()),
+        ["checkpoint-0001.weights.h5", "checkpoint-0002.weights.h5"]
+    );
+
+    t.epochs = 3;
+    let second = train(&dir, &image, None, &t);
+    assert!(
+        second
+            .out
+            .contains("resuming from /checkpoints/checkpoint-0002.weights.h5"),
+        "{}",
+        second.out
+    );
+    assert!(
+        second.out.contains("training: 3 epochs from epoch 3,")
+            && second.out.contains("epoch 3/3: "),
+        "{}",
+        second.out
+    );
+    assert!(!second.out.contains("epoch 1/3: "), "{}", second.out);
+    for r in [&first, &second] {
+        let u = run({
+            let mut c = hvdctl_in(&dir);
+            c.args(["undeploy", &r.id]);
+            c
+        });
+        assert_eq!(u.code, 0, "{}", u.stderr);
+        assert_eq!(leftovers(&docker, &r.job, &r.id), (0, 0, 0));
+    }
+}

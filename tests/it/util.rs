@@ -494,17 +494,38 @@ pub async fn remove_image(svc: &Services, reference: &str) {
         .await;
 }
 
-/// The Horovod base made by `scripts/dev-services.sh horovod`, or None (SKIPPED) — a failure
-/// under CI, where `scripts/test.sh` makes it.
+/// The Horovod (PyTorch) base made by `scripts/dev-services.sh horovod`, or None (SKIPPED) —
+/// a failure under CI, where `scripts/test.sh` makes it.
 pub fn horovod_base(docker: &DockerClient) -> Option<String> {
-    let base = std::env::var("HVDCTL_TEST_HOROVOD_IMAGE")
-        .unwrap_or_else(|_| "hvdctl-test/horovod:0.28.1-cpu".into());
+    base_image(
+        docker,
+        "HVDCTL_TEST_HOROVOD_IMAGE",
+        "hvdctl-test/horovod:0.28.1-cpu",
+        "horovod",
+    )
+}
+
+/// The Horovod TensorFlow base made by `scripts/dev-services.sh horovod-tensorflow`, or None
+/// (SKIPPED) — a failure under CI.
+pub fn horovod_tensorflow_base(docker: &DockerClient) -> Option<String> {
+    base_image(
+        docker,
+        "HVDCTL_TEST_HOROVOD_TENSORFLOW_IMAGE",
+        "hvdctl-test/horovod-tensorflow:0.28.1-cpu",
+        "horovod-tensorflow",
+    )
+}
+
+/// The image `var` names (else `default`) if the daemon has it; `made_by` is the argument of
+/// `scripts/dev-services.sh` that makes it.
+fn base_image(docker: &DockerClient, var: &str, default: &str, made_by: &str) -> Option<String> {
+    let base = std::env::var(var).unwrap_or_else(|_| default.into());
     if rt().block_on(docker.bollard().inspect_image(&base)).is_ok() {
         return Some(base);
     }
     unavailable(
-        "the Horovod base image",
-        format!("{base} is missing (make it with scripts/dev-services.sh horovod)"),
+        "a Horovod base image",
+        format!("{base} is missing (make it with scripts/dev-services.sh {made_by})"),
     )
 }
 
