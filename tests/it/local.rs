@@ -27,7 +27,7 @@ fn image(docker: &DockerClient) -> String {
     template_image(docker, "mpi-hello", &debian_image())
 }
 
-fn run_id(prefix: &str) -> String {
+pub(crate) fn run_id(prefix: &str) -> String {
     // Run ids are at most 5 characters: a letter for the test and 4 random ones.
     const A: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let n = std::time::SystemTime::now()
@@ -547,7 +547,7 @@ fn pvc_volumes_are_refused_before_anything_is_created() {
 /// Containers the Docker kubelet still has for pods of job `job`.
 /// Waits up to 15 s for the Docker kubelet to remove the containers of deleted pods (it does
 /// so after the API objects are gone, as a kubelet does), then returns what is left.
-fn kubelet_leftovers(
+pub(crate) fn kubelet_leftovers(
     docker: &DockerClient,
     fc: &fake_cluster::FakeCluster,
     job: &str,

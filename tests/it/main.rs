@@ -18,6 +18,7 @@ mod init;
 mod local;
 // hvdctl logs: lossless under faults, bad situations.
 mod logs;
+mod ranks;
 // Rendered manifests of every template × backend (insta snapshots).
 mod render;
 // Values are data: any string given to --set or hvdctl.yaml stays one value.
