@@ -67,10 +67,19 @@ fn kubelet_launcher(docker: &DockerClient, fc: &fake_cluster::FakeCluster, job: 
 }
 
 /// Raw launcher lines that carry more than one tag of `tag` (a regex): lines relayed in
-/// pieces, which hvdctl must show whole.
+/// pieces, which hvdctl must show whole. Says how many, and the first.
 fn glued(raw: &str, tag: &str) -> usize {
     let tag = Regex::new(tag).unwrap();
-    raw.lines().filter(|l| tag.find_iter(l).count() > 1).count()
+    let lines: Vec<&str> = raw
+        .lines()
+        .filter(|l| tag.find_iter(l).count() > 1)
+        .collect();
+    eprintln!(
+        "{} raw launcher lines carry several tags, e.g. {:?}",
+        lines.len(),
+        lines.first()
+    );
+    lines.len()
 }
 
 /// `launcher rN | message` lines of a text log: (N, message); other lines are None.
@@ -146,7 +155,6 @@ fn open_mpi_ranks_on_the_local_backend_are_tagged_filtered_and_in_json() {
     // The pieces did travel apart: Open MPI glued them to other ranks' pieces.
     let tag = r"\[\d+,\d+\]<std(out|err)>:";
     let glued_raw = glued(&raw, tag);
-    eprintln!("{glued_raw} raw launcher lines carry several tags");
     assert!(glued_raw > 0, "nothing was relayed in pieces:\n{raw}");
     assert!(!all.stdout.contains("<stdout>:"), "{}", all.stdout);
     let lines = ranked(&all.stdout);
@@ -379,10 +387,7 @@ fn horovodrun_lines_of_rank_0_are_whole() {
 
     let out = &d.stdout;
     assert_eq!(d.code, 0, "{out}\n{}", d.stderr);
-    eprintln!(
-        "{} raw launcher lines carry several tags",
-        glued(&raw, r"\[\d+,\d+\]<std(out|err)>:")
-    );
+    glued(&raw, r"\[\d+,\d+\]<std(out|err)>:");
     assert!(raw.contains("[1,0]<stdout>:"), "horovodrun tags: {raw}");
     assert!(
         !out.contains("<stdout>:") && !out.contains("<stderr>:"),
