@@ -418,13 +418,20 @@ pub struct LogsArgs {
     /// Only this container
     #[arg(short = 'c', long, value_name = "NAME")]
     pub container: Option<String>,
+    /// Only the lines of this MPI rank. Ranks' output comes through the launcher, tagged by
+    /// the MPI (`launcher r3 | …`); this reads the launcher only (so not with --role worker)
+    /// and keeps its lines tagged N. --pod/--container/--since apply as usual; --tail counts
+    /// the launcher's lines before the rank is picked
+    #[arg(long, value_name = "N")]
+    pub rank: Option<u32>,
     /// Prefix each line with its timestamp
     #[arg(long)]
     pub timestamps: bool,
-    /// Do not prefix lines with the pod name
+    /// Do not prefix lines with the pod name (and rank)
     #[arg(long)]
     pub no_prefix: bool,
-    /// Output format: text, or json (one object per line: time, pod, container, role, message)
+    /// Output format: text, or json (one object per line: time, engine, pod, container, role,
+    /// index, rank — null when a line carries no rank tag —, message)
     #[arg(short, long, value_enum, default_value_t = LogFormat::Text)]
     pub output: LogFormat,
     #[command(flatten)]

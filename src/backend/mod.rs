@@ -222,6 +222,7 @@ pub fn objects(run: &Run, app_dir: &Path, ssh: Option<&SshKeys>) -> Result<Vec<O
             run_id: &run.run_id,
             namespace: &run.namespace,
             backend: kb.name(),
+            rank_tags: values::rank_tags(run.app).label(),
         },
     );
     objs.sort_by_key(manifests::apply_order);

@@ -7,6 +7,7 @@ use crate::app::App;
 use crate::app::spec::{CleanPodPolicy, Launcher, MpiImplementation};
 use crate::app::validate::param_env_name;
 use crate::assets;
+use crate::logs::rank::TagForms;
 use crate::render::manifests::{LABEL_ROLE, LABEL_RUN};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -47,6 +48,35 @@ pub fn env_pairs(run: &Run) -> BTreeMap<String, String> {
     env
 }
 
+/// Whether `mpi.extraArgs` has one of `opts` (spelled exactly, e.g. `-l`).
+fn extra_has(app: &App, opts: &[&str]) -> bool {
+    app.mpi
+        .extra_args
+        .iter()
+        .any(|a| opts.contains(&a.as_str()))
+}
+
+/// The rank tags the launcher's lines carry (stamped on the launcher as
+/// [`LABEL_RANK_TAGS`](crate::logs::rank::LABEL_RANK_TAGS), read back by `hvdctl logs`):
+/// Open MPI's `--tag-output` and Hydra's `-prepend-rank`, which [`launch_argv`] adds, and
+/// horovodrun's own (it runs `mpirun --tag-output`, MPICH's `mpirun -l`, or tags Gloo ranks
+/// itself). None when `mpi.extraArgs` asks Hydra for a pattern of its own.
+pub fn rank_tags(app: &App) -> TagForms {
+    let hydra = matches!(
+        app.mpi.implementation,
+        MpiImplementation::Mpich | MpiImplementation::Intel
+    );
+    match app.mpi.launcher {
+        Launcher::Horovodrun if hydra => TagForms::HOROVODRUN_HYDRA,
+        Launcher::Horovodrun => TagForms::HOROVODRUN,
+        Launcher::Mpirun if !hydra => TagForms::OPEN_MPI,
+        Launcher::Mpirun if extra_has(app, &["-prepend-pattern", "--prepend-pattern"]) => {
+            TagForms::NONE
+        }
+        Launcher::Mpirun => TagForms::HYDRA,
+    }
+}
+
 /// The MPI launch command line: `mpirun ...` or `horovodrun ...` followed by the app's
 /// command and args. `hostfile` is passed explicitly when the backend provides one itself.
 pub fn launch_argv(run: &Run, hostfile: Option<&str>) -> Vec<String> {
@@ -83,6 +113,10 @@ pub fn launch_argv(run: &Run, hostfile: Option<&str>) -> Vec<String> {
             push(&["-np", &np.to_string()]);
             if let Some(h) = hostfile {
                 push(&["--hostfile", h]);
+            }
+            // Every rank's line marked with its rank, for `hvdctl logs` (see rank_tags).
+            if !extra_has(app, &["--tag-output", "-tag-output"]) {
+                push(&["--tag-output"]);
             }
             // hvdctl's defaults, each unless `mpi.extraArgs` says otherwise (Open MPI refuses
             // a mapping or binding given twice).
@@ -130,6 +164,11 @@ pub fn launch_argv(run: &Run, hostfile: Option<&str>) -> Vec<String> {
             ]);
             if let Some(h) = hostfile {
                 push(&["-f", h]);
+            }
+            if rank_tags(app) == TagForms::HYDRA
+                && !extra_has(app, &["-prepend-rank", "--prepend-rank", "-l"])
+            {
+                push(&["-prepend-rank"]);
             }
             if !env.is_empty() {
                 let names: Vec<&str> = env.keys().map(String::as_str).collect();
@@ -482,6 +521,48 @@ mod launch_tests {
         assert!(a.windows(3).any(|w| w == ["-mca", "pml", "ob1"]), "{a:?}");
         let d = argv(&app(""), "native");
         assert!(d.windows(2).any(|w| w == ["-map-by", "slot"]), "{d:?}");
+    }
+
+    #[test]
+    fn ranks_are_tagged_once_in_the_form_of_the_mpi() {
+        let count = |a: &[String], x: &str| a.iter().filter(|y| *y == x).count();
+        let a = argv(&app(""), "native");
+        assert_eq!(count(&a, "--tag-output"), 1, "{a:?}");
+        assert!(a.iter().position(|x| x == "--tag-output") < a.iter().position(|x| x == "python3"));
+        assert_eq!(rank_tags(&app("")), TagForms::OPEN_MPI);
+        let a = argv(&app("mpi: {extraArgs: [-tag-output]}"), "mpijob");
+        assert_eq!(
+            count(&a, "--tag-output") + count(&a, "-tag-output"),
+            1,
+            "{a:?}"
+        );
+
+        let mpich = app("mpi: {implementation: MPICH}");
+        let a = argv(&mpich, "native");
+        assert_eq!(count(&a, "-prepend-rank"), 1, "{a:?}");
+        assert_eq!(count(&a, "--tag-output"), 0, "{a:?}");
+        assert_eq!(rank_tags(&mpich), TagForms::HYDRA);
+        let a = argv(
+            &app("mpi: {implementation: Intel, extraArgs: [-l]}"),
+            "native",
+        );
+        assert_eq!(count(&a, "-prepend-rank"), 0, "{a:?}");
+        // A pattern of the user's own: nothing added, nothing read.
+        let own = app("mpi: {implementation: MPICH, extraArgs: [-prepend-pattern, '%r: ']}");
+        assert_eq!(count(&argv(&own, "native"), "-prepend-rank"), 0);
+        assert_eq!(rank_tags(&own), TagForms::NONE);
+
+        // horovodrun tags by itself (mpirun --tag-output, mpirun -l, or Gloo's own).
+        let hvd = app("mpi: {launcher: horovodrun}");
+        let a = argv(&hvd, "native");
+        assert!(
+            !a.iter()
+                .any(|x| x.contains("tag-output") || x == "-prepend-rank"),
+            "{a:?}"
+        );
+        assert_eq!(rank_tags(&hvd), TagForms::HOROVODRUN);
+        let hvd = app("mpi: {launcher: horovodrun, implementation: MPICH}");
+        assert_eq!(rank_tags(&hvd), TagForms::HOROVODRUN_HYDRA);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `hvdctl logs`: flags → [`crate::logs::LogOptions`], find the run, hand over to
 //! [`crate::logs::run`].
 
-use crate::cli::{Global, LogFormat, LogsArgs};
+use crate::cli::{Global, LogFormat, LogsArgs, RoleFilter};
 use crate::error::{Error, Result};
 use crate::logs::LogOptions;
 use crate::logs::printer::{Format, Style};
@@ -51,6 +51,17 @@ fn options(ui: &Ui, a: &LogsArgs) -> Result<LogOptions> {
                 .map_err(|e| Error::input(format!("--pod {re}: not a regular expression: {e}")))
         })
         .transpose()?;
+    // Ranks' lines are the launcher's: --rank reads nothing else.
+    let role = match (a.rank, a.role) {
+        (Some(n), RoleFilter::Worker) => {
+            return Err(Error::input(format!(
+                "--rank {n} with --role worker: ranks' lines come through the launcher, so no worker line has a rank"
+            ))
+            .hint("drop --role worker (--rank reads the launcher), or drop --rank for the workers' own lines"));
+        }
+        (Some(_), _) => RoleFilter::Launcher,
+        (None, role) => role,
+    };
     let format = match a.output {
         LogFormat::Text => Format::Text,
         LogFormat::Json => Format::Json,
@@ -60,7 +71,7 @@ fn options(ui: &Ui, a: &LogsArgs) -> Result<LogOptions> {
         since_seconds,
         since_time,
         tail,
-        role: a.role,
+        role,
         pod,
         container: a.container.clone(),
         style: Style {
@@ -68,6 +79,7 @@ fn options(ui: &Ui, a: &LogsArgs) -> Result<LogOptions> {
             prefix: !a.no_prefix,
             timestamps: a.timestamps,
             color: ui.color_stdout,
+            rank: a.rank,
         },
     })
 }

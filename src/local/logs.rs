@@ -80,7 +80,7 @@ pub fn target(c: &Container) -> Target {
         container: c.role.clone(),
         role: c.role.clone(),
         index: c.index,
-        rank: None,
+        ranks: c.ranks,
         prefix: c.short_name(),
     }
 }
@@ -241,6 +241,7 @@ mod tests {
                 prefix: true,
                 timestamps: false,
                 color: false,
+                rank: None,
             },
         }
     }

@@ -6,10 +6,14 @@ use super::{LABEL_BACKEND, LABEL_DIR, LABEL_JOB, launcher_name, network_name, wo
 use crate::app::spec::ResourceSpec;
 use crate::app::{App, Backend};
 use crate::backend::Run;
-use crate::backend::values::{HOSTFILE, MPI_DIR, SCRIPTS_DIR, SSH_DIR, env_pairs, launch_argv};
+use crate::backend::values::{
+    HOSTFILE, MPI_DIR, SCRIPTS_DIR, SSH_DIR, env_pairs, launch_argv, rank_tags,
+};
 use crate::error::{Error, Result};
 use crate::kinds::{ROLE_LAUNCHER, ROLE_WORKER};
-use crate::render::manifests::{LABEL_APP, LABEL_MANAGED_BY, LABEL_ROLE, LABEL_RUN, MANAGER};
+use crate::render::manifests::{
+    LABEL_APP, LABEL_MANAGED_BY, LABEL_RANK_TAGS, LABEL_ROLE, LABEL_RUN, MANAGER,
+};
 use bollard::models::{
     ContainerCreateBody, DeviceRequest, EndpointSettings, HostConfig, Mount, MountType,
     NetworkCreateRequest, NetworkingConfig,
@@ -178,6 +182,10 @@ pub fn labels(
     match role {
         Some(r) => l.insert(LABEL_ROLE.into(), r.into()),
         None => l.remove(LABEL_ROLE),
+    };
+    match rank_tags(app).label() {
+        Some(v) if role == Some(ROLE_LAUNCHER) => l.insert(LABEL_RANK_TAGS.into(), v.into()),
+        _ => l.remove(LABEL_RANK_TAGS),
     };
     l
 }

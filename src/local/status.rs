@@ -10,6 +10,7 @@ use crate::cluster::status::{JobState, worker_index};
 use crate::error::{Error, Result};
 use crate::image::docker::DockerClient;
 use crate::kinds::{JobCondition, ROLE_LAUNCHER, ROLE_WORKER};
+use crate::logs::rank::TagForms;
 use crate::render::manifests::LABEL_ROLE;
 use crate::report::{PodRow, StatusReport};
 use bollard::models::ContainerStateStatusEnum as S;
@@ -32,6 +33,8 @@ pub struct Container {
     pub finished_at: String,
     pub restarts: i64,
     pub image: String,
+    /// The rank tags of its lines (the launcher's label, see [`crate::logs::rank`]).
+    pub ranks: TagForms,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,14 +128,14 @@ pub async fn containers(docker: &DockerClient, r: &LocalRef) -> Result<Vec<Conta
             _ => Status::Gone,
         };
         let zero = |t: Option<String>| t.filter(|t| !t.starts_with("0001-")).unwrap_or_default();
-        let role = i
-            .config
-            .as_ref()
-            .and_then(|c| c.labels.as_ref())
+        let labels = i.config.as_ref().and_then(|c| c.labels.as_ref());
+        let role = labels
             .and_then(|l| l.get(LABEL_ROLE))
             .cloned()
             .unwrap_or_default();
+        let ranks = TagForms::of_labels(&role, |k| labels?.get(k).map(String::as_str));
         out.push(Container {
+            ranks,
             index: if role == ROLE_WORKER {
                 worker_index(&name)
             } else {
@@ -296,6 +299,7 @@ mod tests {
             finished_at: String::new(),
             restarts: 0,
             image: "i".into(),
+            ranks: TagForms::NONE,
         }
     }
 

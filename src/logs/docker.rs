@@ -520,7 +520,7 @@ mod tests {
             container: "c".into(),
             role: "worker".into(),
             index: Some(0),
-            rank: None,
+            ranks: Default::default(),
             prefix: "worker-0".into(),
         };
         let opened = Arc::new(AtomicU64::new(0));
@@ -534,6 +534,7 @@ mod tests {
             prefix: false,
             timestamps: false,
             color: false,
+            rank: None,
         };
         let (tx, mut rx) = mpsc::channel(8);
         let (_finish_tx, finish) = watch::channel(false);

@@ -12,6 +12,7 @@
 pub mod docker;
 pub mod pods;
 pub mod printer;
+pub mod rank;
 pub mod source;
 pub mod tail;
 pub mod target;
@@ -77,6 +78,7 @@ impl LogOptions {
                 prefix: true,
                 timestamps: false,
                 color: ui.color_stdout,
+                rank: None,
             },
         }
     }
@@ -155,6 +157,8 @@ pub struct Tails<'a> {
     started: usize,
     lines: u64,
     closed: bool,
+    /// `--rank` was said to find no tags in some target.
+    untagged_noted: bool,
 }
 
 impl<'a> Tails<'a> {
@@ -182,6 +186,7 @@ impl<'a> Tails<'a> {
             started: 0,
             lines: 0,
             closed: false,
+            untagged_noted: false,
         }
     }
 
@@ -189,6 +194,15 @@ impl<'a> Tails<'a> {
     pub fn spawn<S: LogSource>(&mut self, source: &S, targets: impl IntoIterator<Item = Target>) {
         for t in targets {
             debug_assert_eq!(t.engine, source.engine(), "{}", t.pod);
+            if let Some(n) = self.style.rank
+                && t.ranks.is_none()
+                && !std::mem::replace(&mut self.untagged_noted, true)
+            {
+                self.ui.note(format!(
+                    "warning: --rank {n}: the lines of {} carry no rank tags hvdctl can read (a run deployed before hvdctl tagged them), so none is shown",
+                    t.pod
+                ));
+            }
             let ctx = Ctx {
                 source: source.clone(),
                 tx: self.tx.clone(),

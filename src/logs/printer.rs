@@ -4,6 +4,7 @@
 //! the channel is momentarily empty. A batch only ever holds complete lines, so lines from
 //! different pods never interleave mid-line, and memory is bounded by the channel's capacity.
 
+use super::rank::Ranks;
 use super::target::Target;
 use std::io::{self, Write};
 use tokio::sync::mpsc;
@@ -20,12 +21,15 @@ pub enum Format {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Style {
     pub format: Format,
-    /// Prefix lines with the pod's short name (text only).
+    /// Prefix lines with the pod's short name, and the rank of a launcher's tagged lines
+    /// (text only).
     pub prefix: bool,
     /// Print each line's timestamp (text only; JSON always has `time`).
     pub timestamps: bool,
     /// ANSI colour on the prefix.
     pub color: bool,
+    /// `--rank`: only the launcher's lines tagged with this MPI rank.
+    pub rank: Option<u32>,
 }
 
 /// Batches in flight between the streams and the printer. A batch holds the lines of one chunk
@@ -35,55 +39,113 @@ pub const CHANNEL: usize = 32;
 pub const BATCH: usize = 64 * 1024;
 
 /// Formats the lines of one target; made once per target so the per-line work is copying.
-#[derive(Debug, Clone)]
+/// A launcher's lines go through its [`Ranks`] first: tags read and stripped, lines written in
+/// pieces put back together.
+#[derive(Debug)]
 pub struct LineFormat {
+    head: Head,
+    ranks: Ranks,
+}
+
+/// What comes before a line's message, fixed per target.
+#[derive(Debug)]
+struct Head {
     style: Style,
-    /// Text: the (coloured) prefix and separator. JSON: `,"engine":…,"pod":…,"container":…,
-    /// "role":…,"index":…,"rank":…,"message":` (the same keys for every engine).
-    head: Vec<u8>,
+    /// Text: the (coloured) prefix up to where a rank goes. JSON: `,"engine":…,"pod":…,
+    /// "container":…,"role":…,"index":…,"rank":` (the same keys for every engine).
+    start: Vec<u8>,
+    /// Text: the end of the prefix (colour reset, ` | `). JSON: `,"message":`.
+    end: Vec<u8>,
 }
 
 impl LineFormat {
     pub fn new(t: &Target, style: Style) -> LineFormat {
-        let mut head = Vec::new();
+        let (mut start, mut end) = (Vec::new(), Vec::new());
         match style.format {
             Format::Text if style.prefix => {
                 if style.color {
-                    head.extend_from_slice(
-                        format!("\x1b[{}m{}\x1b[0m | ", t.color(), t.prefix).as_bytes(),
-                    );
+                    start.extend_from_slice(format!("\x1b[{}m{}", t.color(), t.prefix).as_bytes());
+                    end.extend_from_slice(b"\x1b[0m | ");
                 } else {
-                    head.extend_from_slice(t.prefix.as_bytes());
-                    head.extend_from_slice(b" | ");
+                    start.extend_from_slice(t.prefix.as_bytes());
+                    end.extend_from_slice(b" | ");
                 }
             }
             Format::Text => {}
             Format::Json => {
                 let s = |v: &str| serde_json::to_string(v).unwrap_or_else(|_| "\"\"".into());
                 let n = |v: Option<u32>| v.map_or_else(|| "null".to_string(), |v| v.to_string());
-                head.extend_from_slice(
+                start.extend_from_slice(
                     format!(
-                        ",\"engine\":{},\"pod\":{},\"container\":{},\"role\":{},\"index\":{},\"rank\":{},\"message\":",
+                        ",\"engine\":{},\"pod\":{},\"container\":{},\"role\":{},\"index\":{},\"rank\":",
                         s(t.engine.as_str()),
                         s(&t.pod),
                         s(&t.container),
                         s(&t.role),
                         n(t.index),
-                        n(t.rank),
                     )
                     .as_bytes(),
                 );
+                end.extend_from_slice(b",\"message\":");
             }
         }
-        LineFormat { style, head }
+        LineFormat {
+            head: Head { style, start, end },
+            ranks: Ranks::new(t.ranks),
+        }
     }
 
-    /// Appends one line (without its `\n`) stamped `ts` (the raw RFC 3339 text, may be empty).
-    pub fn push(&self, out: &mut Vec<u8>, ts: &[u8], msg: &[u8]) {
+    /// Appends what one line of the log (without its `\n`) stamped `ts` (the raw RFC 3339
+    /// text, may be empty) gives: itself, or for a launcher the lines of ranks it completes
+    /// (none while a rank's line is still in pieces, none of other ranks with `--rank`).
+    /// Returns how many lines were appended.
+    pub fn push(&mut self, out: &mut Vec<u8>, ts: &[u8], msg: &[u8]) -> u64 {
         let msg = msg.strip_suffix(b"\r").unwrap_or(msg);
+        let head = &self.head;
+        if !self.ranks.reads_tags() {
+            if head.style.rank.is_some() {
+                return 0;
+            }
+            head.line(out, ts, None, msg);
+            return 1;
+        }
+        let mut n = 0;
+        self.ranks.split(ts, msg, &mut |ts, rank, text| {
+            n += head.shown(out, ts, rank, text);
+        });
+        n
+    }
+
+    /// The end of the log: appends the pieces of lines still held (a rank that never ended
+    /// its last line). Returns how many lines were appended.
+    pub fn finish(&mut self, out: &mut Vec<u8>) -> u64 {
+        let head = &self.head;
+        let mut n = 0;
+        self.ranks.finish(&mut |ts, rank, text| {
+            n += head.shown(out, ts, rank, text);
+        });
+        n
+    }
+}
+
+impl Head {
+    /// Appends the line unless `--rank` wants another rank; 1 if appended.
+    fn shown(&self, out: &mut Vec<u8>, ts: &[u8], rank: Option<u32>, msg: &[u8]) -> u64 {
+        if self.style.rank.is_some() && self.style.rank != rank {
+            return 0;
+        }
+        self.line(out, ts, rank, msg);
+        1
+    }
+
+    fn line(&self, out: &mut Vec<u8>, ts: &[u8], rank: Option<u32>, msg: &[u8]) {
         match self.style.format {
             Format::Text => {
-                out.extend_from_slice(&self.head);
+                out.extend_from_slice(&self.start);
+                if let Some(r) = rank.filter(|_| self.style.prefix) {
+                    out.extend_from_slice(format!(" r{r}").as_bytes());
+                }
+                out.extend_from_slice(&self.end);
                 if self.style.timestamps && !ts.is_empty() {
                     out.extend_from_slice(ts);
                     out.push(b' ');
@@ -94,7 +156,12 @@ impl LineFormat {
             Format::Json => {
                 out.extend_from_slice(b"{\"time\":");
                 push_json_str(out, ts);
-                out.extend_from_slice(&self.head);
+                out.extend_from_slice(&self.start);
+                match rank {
+                    Some(r) => out.extend_from_slice(r.to_string().as_bytes()),
+                    None => out.extend_from_slice(b"null"),
+                }
+                out.extend_from_slice(&self.end);
                 push_json_str(out, msg);
                 out.extend_from_slice(b"}\n");
             }
@@ -175,6 +242,7 @@ pub fn print_all(mut rx: mpsc::Receiver<Vec<u8>>, out: impl Write) -> io::Result
 mod tests {
     use super::super::target::Engine;
     use super::*;
+    use serde_json::json;
 
     fn target() -> Target {
         Target {
@@ -184,7 +252,7 @@ mod tests {
             container: "worker".into(),
             role: "worker".into(),
             index: Some(3),
-            rank: None,
+            ranks: Default::default(),
             prefix: "worker-3".into(),
         }
     }
@@ -195,15 +263,16 @@ mod tests {
             prefix: true,
             timestamps: false,
             color: false,
+            rank: None,
         }
     }
 
     #[test]
     fn text_lines() {
         let mut out = Vec::new();
-        let f = LineFormat::new(&target(), style(Format::Text));
+        let mut f = LineFormat::new(&target(), style(Format::Text));
         f.push(&mut out, b"2026-01-01T00:00:00.5Z", b"hello\r");
-        let f = LineFormat::new(
+        let mut f = LineFormat::new(
             &target(),
             Style {
                 timestamps: true,
@@ -211,7 +280,7 @@ mod tests {
             },
         );
         f.push(&mut out, b"2026-01-01T00:00:00.5Z", b"again");
-        let f = LineFormat::new(
+        let mut f = LineFormat::new(
             &target(),
             Style {
                 prefix: false,
@@ -223,7 +292,7 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "worker-3 | hello\nworker-3 | 2026-01-01T00:00:00.5Z again\nbare\n"
         );
-        let f = LineFormat::new(
+        let mut f = LineFormat::new(
             &target(),
             Style {
                 color: true,
@@ -238,7 +307,7 @@ mod tests {
     #[test]
     fn json_lines_are_valid_json() {
         let mut out = Vec::new();
-        let f = LineFormat::new(&target(), style(Format::Json));
+        let mut f = LineFormat::new(&target(), style(Format::Json));
         f.push(
             &mut out,
             b"2026-01-01T00:00:00.5Z",
@@ -285,6 +354,99 @@ mod tests {
         assert_eq!(v["index"], serde_json::Value::Null);
         let keys2: Vec<&String> = v.as_object().unwrap().keys().collect();
         assert_eq!(keys2, keys);
+    }
+
+    #[test]
+    fn a_launchers_tagged_lines_show_their_rank() {
+        let launcher = Target {
+            pod: "j-launcher".into(),
+            container: "launcher".into(),
+            role: "launcher".into(),
+            index: None,
+            ranks: super::super::rank::TagForms::OPEN_MPI,
+            prefix: "launcher".into(),
+            ..target()
+        };
+        let log: [&[u8]; 4] = [
+            b"[1,0]<stdout>:zero",
+            b"mpirun: not tagged\r",
+            b"[1,1]<stdout>:one [1,0]<stdout>:glued[1,0]<stdout>:",
+            b"[1,1]<stdout>:end",
+        ];
+        let run = |style: Style| {
+            let mut f = LineFormat::new(&launcher, style);
+            let mut out = Vec::new();
+            let n: u64 = log.iter().map(|l| f.push(&mut out, b"t", l)).sum();
+            let text = String::from_utf8(out).unwrap();
+            assert_eq!(n as usize, text.lines().count());
+            text
+        };
+        assert_eq!(
+            run(style(Format::Text)),
+            "launcher r0 | zero\nlauncher | mpirun: not tagged\nlauncher r0 | glued\nlauncher r1 | one end\n"
+        );
+        assert_eq!(
+            run(Style {
+                prefix: false,
+                ..style(Format::Text)
+            }),
+            "zero\nmpirun: not tagged\nglued\none end\n"
+        );
+        let coloured = run(Style {
+            color: true,
+            ..style(Format::Text)
+        });
+        assert!(
+            coloured.starts_with(&format!(
+                "\x1b[{}mlauncher r0\x1b[0m | zero\n",
+                launcher.color()
+            )),
+            "{coloured:?}"
+        );
+        assert_eq!(
+            run(Style {
+                rank: Some(1),
+                ..style(Format::Text)
+            }),
+            "launcher r1 | one end\n"
+        );
+        assert_eq!(
+            run(Style {
+                rank: Some(7),
+                ..style(Format::Text)
+            }),
+            ""
+        );
+        let json = run(style(Format::Json));
+        let ranks: Vec<serde_json::Value> = json
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["rank"].clone())
+            .collect();
+        assert_eq!(ranks, [json!(0), json!(null), json!(0), json!(1)]);
+        let first: serde_json::Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
+        assert_eq!(first["message"], "zero");
+        // A worker (no tags read) under --rank shows nothing; without it, everything as is.
+        let mut f = LineFormat::new(
+            &target(),
+            Style {
+                rank: Some(0),
+                ..style(Format::Text)
+            },
+        );
+        let mut out = Vec::new();
+        assert_eq!(f.push(&mut out, b"t", b"[1,0]<stdout>:x"), 0);
+        let mut f = LineFormat::new(&target(), style(Format::Text));
+        assert_eq!(f.push(&mut out, b"t", b"[1,0]<stdout>:x"), 1);
+        assert_eq!(out, b"worker-3 | [1,0]<stdout>:x\n");
+        // Held pieces come out at the end.
+        let mut f = LineFormat::new(&launcher, style(Format::Text));
+        let mut out = Vec::new();
+        assert_eq!(
+            f.push(&mut out, b"t", b"[1,2]<stdout>:half[1,0]<stdout>:x"),
+            1
+        );
+        assert_eq!(f.finish(&mut out), 1);
+        assert_eq!(out, b"launcher r0 | x\nlauncher r2 | half\n");
     }
 
     #[test]

@@ -399,8 +399,18 @@ impl<S: LogSource> Tail<S> {
     }
 
     /// Runs until the target's log is read to its end (or the pod is gone, or no more lines
-    /// are wanted).
+    /// are wanted); then shows the pieces of lines a launcher's ranks left unfinished.
     pub async fn run(mut self) -> Report {
+        self.read_to_end().await;
+        let mut out = Vec::new();
+        self.report.lines += self.ctx.fmt.finish(&mut out);
+        if !out.is_empty() && !self.report.closed && self.ctx.tx.send(out).await.is_err() {
+            self.report.closed = true;
+        }
+        self.report
+    }
+
+    async fn read_to_end(&mut self) {
         let mut backoff = Backoff::new();
         // The instance being read (its restartCount); chosen at the first look at the pod.
         let mut instance: Option<u32> = None;
@@ -415,18 +425,18 @@ impl<S: LogSource> Tail<S> {
         let mut finish_at: Option<jiff::Timestamp> = None;
         loop {
             if self.report.closed || self.fatal {
-                return self.report;
+                return;
             }
             let v = match self.ctx.source.look(&self.target).await {
                 Ok(Some(v)) => v,
-                Ok(None) => return self.report,
+                Ok(None) => return,
                 Err(e) if e.failure == Failure::Transient => {
                     backoff.wait().await;
                     continue;
                 }
                 Err(e) => {
                     self.report.warning = Some(format!("{}: {e}", self.target.prefix));
-                    return self.report;
+                    return;
                 }
             };
             let finishing = self.finishing();
@@ -435,7 +445,7 @@ impl<S: LogSource> Tail<S> {
             }
             if let Life::NotStarted { for_good, .. } = v.life {
                 if for_good || finishing {
-                    return self.report;
+                    return;
                 }
                 self.wait_for_change(&mut backoff).await;
                 continue;
@@ -496,7 +506,7 @@ impl<S: LogSource> Tail<S> {
                         || fruitless >= FRUITLESS
                         || self.confirm(false, None).await == Some(true)
                     {
-                        return self.report;
+                        return;
                     }
                     continue;
                 }
@@ -528,7 +538,7 @@ impl<S: LogSource> Tail<S> {
                     continue;
                 }
                 if for_good {
-                    return self.report;
+                    return;
                 }
                 // A restart is coming: wait for the new instance.
                 self.wait_for_change(&mut backoff).await;
@@ -591,9 +601,8 @@ impl<S: LogSource> Tail<S> {
         };
         self.resume.accept(&mut pos, parse_ts(ts_raw));
         let mut out = Vec::new();
-        self.ctx.fmt.push(&mut out, ts_raw, msg);
-        self.report.lines += 1;
-        if self.ctx.tx.send(out).await.is_err() {
+        self.report.lines += self.ctx.fmt.push(&mut out, ts_raw, msg);
+        if !out.is_empty() && self.ctx.tx.send(out).await.is_err() {
             self.report.closed = true;
         }
     }
@@ -729,8 +738,7 @@ impl<S: LogSource> Tail<S> {
         {
             return false;
         }
-        self.ctx.fmt.push(batch, ts_raw, msg);
-        self.report.lines += 1;
+        self.report.lines += self.ctx.fmt.push(batch, ts_raw, msg);
         true
     }
 }
@@ -1103,7 +1111,7 @@ mod tests {
             container: "c".into(),
             role: String::new(),
             index: None,
-            rank: None,
+            ranks: Default::default(),
             prefix: "p".into(),
         }
     }
@@ -1114,6 +1122,7 @@ mod tests {
             prefix: false,
             timestamps: false,
             color: false,
+            rank: None,
         }
     }
 

@@ -1,9 +1,11 @@
 //! Identity: which container of which pod (or which Docker container) a stream reads, what it
-//! is in the run (role, worker index, MPI rank when known), and the short stable name its lines
-//! are prefixed with (`launcher`, `worker-3`, `worker-3/sidecar`), coloured by a stable hash.
-//! This is the one model of a log line's origin, whatever the engine: text prefixes and the
-//! keys of `-o json` lines come from it.
+//! is in the run (role, worker index, which rank tags its lines carry), and the short stable
+//! name its lines are prefixed with (`launcher`, `worker-3`, `worker-3/sidecar`), coloured by a
+//! stable hash. This is the one model of a log line's origin, whatever the engine: text
+//! prefixes and the keys of `-o json` lines come from it, and a launcher line's rank from its
+//! tag read in the forms the target names ([`super::rank`]).
 
+use super::rank::TagForms;
 use crate::cluster::status::{role_of, worker_index};
 use crate::kinds::ROLE_WORKER;
 use k8s_openapi::api::core::v1::Pod;
@@ -39,8 +41,10 @@ pub struct Target {
     pub role: String,
     /// The worker's index (`<job>-worker-<i>`); None for the launcher.
     pub index: Option<u32>,
-    /// The MPI rank whose lines these are, when known (not yet: ranks share a stream).
-    pub rank: Option<u32>,
+    /// The rank tags this container's lines carry: the launcher's, as its
+    /// [`LABEL_RANK_TAGS`](super::rank::LABEL_RANK_TAGS) label says (every rank's output goes
+    /// through the launcher; a line's rank is read from its tag).
+    pub ranks: TagForms,
     /// Short name shown before each line.
     pub prefix: String,
 }
@@ -99,6 +103,9 @@ pub fn targets_of(pod: &Pod, short: &str, container: Option<&str>) -> Vec<Target
         .map(|s| s.containers.iter().map(|c| c.name.as_str()).collect())
         .unwrap_or_default();
     let several = containers.len() > 1;
+    let ranks = TagForms::of_labels(role_of(pod), |k| {
+        pod.metadata.labels.as_ref()?.get(k).map(String::as_str)
+    });
     containers
         .into_iter()
         .filter(|c| container.is_none_or(|want| want == *c))
@@ -113,7 +120,7 @@ pub fn targets_of(pod: &Pod, short: &str, container: Option<&str>) -> Vec<Target
             } else {
                 None
             },
-            rank: None,
+            ranks,
             prefix: if several {
                 format!("{short}/{c}")
             } else {
@@ -193,7 +200,15 @@ mod tests {
         assert_eq!(one[0].index, Some(3));
         assert_eq!(one[0].engine, Engine::Kubernetes);
         let l = targets_of(&pod("j-launcher-abc", "launcher", &["l"]), "launcher", None);
-        assert_eq!((l[0].index, l[0].rank), (None, None));
+        assert_eq!((l[0].index, l[0].ranks), (None, TagForms::NONE));
+        let mut tagged = pod("j-launcher-abc", "launcher", &["l"]);
+        let labels = tagged.metadata.labels.as_mut().unwrap();
+        labels.insert(
+            super::super::rank::LABEL_RANK_TAGS.into(),
+            "open-mpi".into(),
+        );
+        let l = targets_of(&tagged, "launcher", None);
+        assert_eq!(l[0].ranks, TagForms::OPEN_MPI);
     }
 
     #[test]
@@ -205,7 +220,7 @@ mod tests {
             container: String::new(),
             role: String::new(),
             index: None,
-            rank: None,
+            ranks: TagForms::NONE,
             prefix: p.into(),
         };
         assert_eq!(t("worker-3").color(), t("worker-3").color());

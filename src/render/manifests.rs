@@ -14,6 +14,7 @@ pub const LABEL_ROLE: &str = "hvdctl.io/role";
 /// The backend that made a run (`mpijob`, `native`, `local`, ...).
 pub const LABEL_BACKEND: &str = "hvdctl.io/backend";
 pub const MANAGER: &str = "hvdctl";
+pub use crate::logs::rank::LABEL_RANK_TAGS;
 
 /// Parses every YAML document of `text` (rendered from `source`) into a typed object.
 /// Documents are independent, so they are parsed and checked on all cores.
@@ -150,6 +151,8 @@ pub struct Stamp<'a> {
     pub run_id: &'a str,
     pub namespace: &'a str,
     pub backend: &'a str,
+    /// The launcher's [`LABEL_RANK_TAGS`] (launcher pod templates only).
+    pub rank_tags: Option<&'a str>,
 }
 
 /// Adds hvdctl's labels to every object and pod template and sets the namespace. Labels are
@@ -168,9 +171,14 @@ pub fn stamp(objects: &mut [Object], s: &Stamp) {
         ours(&mut meta.labels);
         o.for_each_pod_meta(|role, m| {
             ours(&mut m.labels);
-            m.labels
-                .get_or_insert_with(Default::default)
-                .insert(LABEL_ROLE.into(), role.into());
+            let l = m.labels.get_or_insert_with(Default::default);
+            l.insert(LABEL_ROLE.into(), role.into());
+            match s.rank_tags {
+                Some(v) if role == crate::kinds::ROLE_LAUNCHER => {
+                    l.insert(LABEL_RANK_TAGS.into(), v.into())
+                }
+                _ => l.remove(LABEL_RANK_TAGS),
+            };
         });
     }
 }
@@ -229,6 +237,7 @@ mod tests {
                 run_id: "r1",
                 namespace: "ns",
                 backend: "native",
+                rank_tags: None,
             },
         );
         let v = objs[0].to_value();

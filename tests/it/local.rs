@@ -170,7 +170,7 @@ fn mpi_hello_runs_two_workers_by_two_slots_and_leaves_nothing_behind() {
     }
     assert!(
         logs.stdout
-            .contains("launcher | sum of ranks 0..3 = 6 (expected 6) OK"),
+            .contains("launcher r0 | sum of ranks 0..3 = 6 (expected 6) OK"),
         "{}",
         logs.stdout
     );
@@ -344,7 +344,7 @@ fn a_failing_command_fails_logs_and_status_with_exit_code_1() {
         "logs -f of a failed job: {}\n{}",
         logs.stdout, logs.stderr
     );
-    assert!(logs.stdout.contains("launcher | bye"), "{}", logs.stdout);
+    assert!(logs.stdout.contains("launcher r0 | bye"), "{}", logs.stdout);
     assert!(
         logs.stdout
             .contains("launcher | hvdctl: training command exited with code"),

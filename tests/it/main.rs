@@ -18,6 +18,7 @@ mod init;
 mod local;
 // hvdctl logs: lossless under faults, bad situations.
 mod logs;
+mod ranks;
 // Rendered manifests of every template × backend (insta snapshots).
 mod render;
 // The horovod template training for real: local and docker kubelet, both launchers.

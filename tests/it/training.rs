@@ -158,7 +158,7 @@ fn check(t: &Training, r: &Trained, first: u32, checkpoint_dir: &str) {
             "the loss does not fall:\n{out}"
         );
     }
-    assert!(out.lines().any(|l| l.contains("done")), "{out}");
+    assert!(out.lines().any(|l| l == "launcher r0 | done"), "{out}");
 }
 
 /// The `horovod` app (hvdctl.yaml as `init` writes it), in a temporary directory.
