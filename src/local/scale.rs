@@ -48,10 +48,9 @@ pub async fn scale(docker: &DockerClient, r: &LocalRef, workers: u32) -> Result<
     let dir = RunDir::at(PathBuf::from(&template.dir));
     let mut names: Vec<String> = live.iter().map(|c| c.name.clone()).collect();
     if workers > before {
-        let mut next = cs.iter().filter_map(|c| c.index).max().map_or(0, |i| i + 1);
-        for _ in before..workers {
+        let first = cs.iter().filter_map(|c| c.index).max().map_or(0, |i| i + 1);
+        for next in first..first + (workers - before) {
             let name = worker_name(&r.job, next);
-            next += 1;
             add_worker(docker, r, template, &name).await?;
             names.push(name);
         }

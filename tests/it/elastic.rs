@@ -173,10 +173,10 @@ fn pod<'a>(s: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {name} in {s}"))
 }
 
-/// 3 workers (min 2, max 3), 4 epochs; worker-2 is killed while the ranks pause after epoch
-/// 1. The remaining 2 ranks go on from the last commit through every epoch to "done":
-/// `logs -f` follows it all and exits 0, `status` says Succeeded and shows worker-2 lost
-/// with its exit.
+/// 3 workers (min 2, max 3), 4 epochs; worker-2 is killed while the ranks pause after the
+/// first epoch. The remaining 2 ranks go on from the last commit through every epoch to
+/// "done": `logs -f` follows it all and exits 0, `status` says Succeeded and shows worker-2
+/// lost with its exit.
 #[test]
 fn local_worker_killed_between_epochs_training_goes_on_to_done() {
     let tmp = tempfile::tempdir().unwrap();
@@ -326,7 +326,7 @@ fn scale_a_running_local_run_up_and_down_and_refuse_bad_input() {
     undeploy(&dir, &id);
     assert_eq!(code, 0, "{out}");
     assert!(
-        out.contains(&format!("worker-2 |")),
+        out.contains("worker-2 |"),
         "the new worker's log is followed: {out}"
     );
     assert!(
