@@ -40,6 +40,7 @@ impl Cli {
             Command::Events(a) => Some(&a.cluster),
             Command::Undeploy(a) => Some(&a.cluster),
             Command::Logs(a) => Some(&a.cluster),
+            Command::Scale(a) => Some(&a.cluster),
             Command::Version(a) => Some(&a.cluster),
             _ => None,
         };
@@ -188,6 +189,8 @@ pub enum Command {
     Undeploy(UndeployArgs),
     /// Print the logs of every pod of a run, multiplexed (follow with -f)
     Logs(LogsArgs),
+    /// Change the number of workers of a running elastic run, in place
+    Scale(ScaleArgs),
     /// Print a shell completion script
     Completions(CompletionsArgs),
     /// Print hvdctl's version and commit, and the cluster's version when it answers
@@ -346,6 +349,18 @@ pub struct UndeployArgs {
     /// Return once deletion is requested
     #[arg(long)]
     pub no_wait: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ScaleArgs {
+    /// Run id or job name (default: the app's last run)
+    #[arg(add = clap_complete::ArgValueCompleter::new(complete_runs))]
+    pub run: Option<String>,
+    /// Workers wanted, between the run's elastic minWorkers and maxWorkers
+    #[arg(long, value_name = "N", required = true)]
+    pub workers: u32,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }

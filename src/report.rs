@@ -24,7 +24,29 @@ pub struct StatusReport {
     pub backend: String,
     pub state: JobState,
     pub conditions: Vec<JobCondition>,
+    /// Worker pods/containers running now.
+    pub workers: u32,
+    /// Elastic bounds (in workers), null for a run of fixed size.
+    pub elastic: Option<crate::backend::elastic::Bounds>,
     pub pods: Vec<PodRow>,
+}
+
+/// How many rows are running workers.
+pub fn running_workers(pods: &[PodRow]) -> u32 {
+    pods.iter()
+        .filter(|p| p.role == crate::kinds::ROLE_WORKER && p.phase == "Running")
+        .count() as u32
+}
+
+/// `2 running` or `2 running (elastic: 2 to 3)`.
+pub fn workers_text(r: &StatusReport) -> String {
+    match r.elastic {
+        Some(b) => format!(
+            "{} running (elastic: {} to {})",
+            r.workers, b.min_workers, b.max_workers
+        ),
+        None => format!("{} running", r.workers),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -96,8 +118,13 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> String {
                 _ => format!("Engine:     {}", r.engine),
             };
             let mut s = format!(
-                "Run:        {} (job {}, app {})\nBackend:    {}\n{place}\nState:      {}\n",
-                r.run, r.job, r.app, r.backend, r.state
+                "Run:        {} (job {}, app {})\nBackend:    {}\n{place}\nState:      {}\nWorkers:    {}\n",
+                r.run,
+                r.job,
+                r.app,
+                r.backend,
+                r.state,
+                workers_text(r)
             );
             if !r.conditions.is_empty() {
                 s.push_str("Conditions:\n");

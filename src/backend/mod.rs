@@ -9,6 +9,7 @@
 //! The `local` backend is not a Kubernetes backend: it is the Docker engine's (see
 //! `crate::local`), and [`Backend::Local`] names it.
 
+pub mod elastic;
 pub mod mpijob;
 pub mod native;
 pub mod ssh;

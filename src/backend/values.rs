@@ -310,13 +310,34 @@ pub fn hostfile(app: &App, host: impl Fn(u32) -> String) -> String {
         .collect()
 }
 
-/// `discover_hosts.sh` for elastic runs: prints each of the run's workers whose sshd answers
-/// now (on the port worker.sh uses: 22 as root, 2222 otherwise).
+/// Where a local run lists its workers for `discover_hosts.sh` (one name a line; `hvdctl
+/// scale` rewrites it).
+pub const WORKERS_FILE: &str = "/etc/mpi/workers";
+
+/// The part of `discover_hosts.sh` both forms share: the port (worker.sh's rule) and the
+/// probe. A worker is ready when its sshd accepts a connection; a name that does not resolve
+/// (a pod or container that does not exist) fails at once. The probe's time limit is generous:
+/// a live worker that misses one round is taken for removed, and Horovod then stops its ranks.
+const DISCOVER_PROBE: &str = "#!/bin/bash\n# Prints the workers that exist and accept ssh now (Horovod elastic host discovery).\nif [ \"$(id -u)\" = 0 ]; then port=${HVDCTL_SSH_PORT:-22}; else port=${HVDCTL_SSH_PORT:-2222}; fi\nready() { timeout 5 bash -c \"exec 3<>/dev/tcp/$1/$port\" 2>/dev/null; }\n";
+
+/// `discover_hosts.sh` for elastic runs on Kubernetes: probes workers 0 to maxWorkers - 1 by
+/// name (`hvdctl scale` adds and removes pods within those) and prints those that are ready.
 pub fn discover_hosts(app: &App, host: impl Fn(u32) -> String) -> String {
-    let hosts: Vec<String> = (0..app.workers).map(host).collect();
+    let n = app
+        .elastic
+        .as_ref()
+        .map_or(app.workers, |e| e.max_workers.max(app.workers));
+    let hosts: Vec<String> = (0..n).map(host).collect();
     format!(
-        "#!/bin/bash\n# Prints the workers that accept ssh now (Horovod elastic host discovery).\nif [ \"$(id -u)\" = 0 ]; then port=${{HVDCTL_SSH_PORT:-22}}; else port=${{HVDCTL_SSH_PORT:-2222}}; fi\nfor h in {}; do\n  timeout 2 bash -c \"exec 3<>/dev/tcp/$h/$port\" 2>/dev/null && echo \"$h\"\ndone\nexit 0\n",
+        "{DISCOVER_PROBE}for h in {}; do\n  if ready \"$h\"; then echo \"$h\"; fi\ndone\nexit 0\n",
         hosts.join(" ")
+    )
+}
+
+/// `discover_hosts.sh` of a local run: probes the workers named in [`WORKERS_FILE`].
+pub fn discover_hosts_listed() -> String {
+    format!(
+        "{DISCOVER_PROBE}while read -r h; do\n  if [ -n \"$h\" ] && ready \"$h\"; then echo \"$h\"; fi\ndone < {WORKERS_FILE}\nexit 0\n"
     )
 }
 
@@ -566,11 +587,43 @@ mod launch_tests {
     }
 
     #[test]
-    fn discovery_lists_only_the_workers_that_exist() {
-        let a = app("elastic: {minWorkers: 1, maxWorkers: 5}\nmpi: {launcher: horovodrun}");
+    fn discovery_probes_the_workers_up_to_the_maximum() {
+        let a = app("elastic: {minWorkers: 1, maxWorkers: 3}\nmpi: {launcher: horovodrun}");
         let s = discover_hosts(&a, |i| format!("w-{i}"));
-        assert!(s.contains("for h in w-0 w-1; do"), "{s}");
-        assert!(!s.contains("w-2"), "{s}");
+        assert!(s.contains("for h in w-0 w-1 w-2; do"), "{s}");
+        assert!(!s.contains("w-3"), "{s}");
+        assert!(s.contains("if ready \"$h\"; then echo \"$h\"; fi"), "{s}");
+        let l = discover_hosts_listed();
+        assert!(l.contains(&format!("done < {WORKERS_FILE}")), "{l}");
+    }
+
+    #[test]
+    fn discovery_lists_only_the_workers_that_exist_and_answer() {
+        // Run the script: a name that does not resolve and a port nobody listens on are left
+        // out; a listening port is printed.
+        let Ok(listener) = std::net::TcpListener::bind("127.0.0.1:0") else {
+            return;
+        };
+        let port = listener.local_addr().unwrap().port();
+        let dir = tempfile::tempdir().unwrap();
+        let script = discover_hosts_listed()
+            .replace(WORKERS_FILE, &dir.path().join("w").display().to_string());
+        std::fs::write(dir.path().join("w"), "127.0.0.1\nno-such-host.invalid\n\n").unwrap();
+        std::fs::write(dir.path().join("d.sh"), script).unwrap();
+        let out = std::process::Command::new("bash")
+            .arg(dir.path().join("d.sh"))
+            .env("HVDCTL_SSH_PORT", port.to_string())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "127.0.0.1\n");
+        drop(listener);
+        let out = std::process::Command::new("bash")
+            .arg(dir.path().join("d.sh"))
+            .env("HVDCTL_SSH_PORT", port.to_string())
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "");
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod deploy;
 mod events;
 mod init;
 mod logs;
+mod scale;
 mod status;
 mod templates;
 mod undeploy;
@@ -30,6 +31,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Events(a) => events::run(g, &ui, a),
         Command::Undeploy(a) => undeploy::run(g, &ui, a),
         Command::Logs(a) => logs::run(g, &ui, a),
+        Command::Scale(a) => scale::run(g, &ui, a),
         Command::Completions(a) => completions::run(a),
         Command::Version(a) => version::run(g, &ui, a),
     }

@@ -64,22 +64,27 @@ async fn list_all(env: &Env<'_>, a: &StatusArgs) -> Result<u8> {
                 return Ok(0);
             }
             println!(
-                "{:<7} {:<30} {:<20} {:<8} {:<10} {:<5} WHERE",
-                "RUN", "JOB", "APP", "BACKEND", "STATE", "PODS"
+                "{:<7} {:<30} {:<20} {:<8} {:<10} {:<5} {:<8} WHERE",
+                "RUN", "JOB", "APP", "BACKEND", "STATE", "PODS", "WORKERS"
             );
             for r in &reports {
                 let place = match (&r.namespace, &r.context) {
                     (Some(ns), Some(ctx)) => format!("{ctx}/{ns}"),
                     _ => r.engine.to_string(),
                 };
+                let workers = match r.elastic {
+                    Some(b) => format!("{} ({}-{})", r.workers, b.min_workers, b.max_workers),
+                    None => r.workers.to_string(),
+                };
                 println!(
-                    "{:<7} {:<30} {:<20} {:<8} {:<10} {:<5} {place}",
+                    "{:<7} {:<30} {:<20} {:<8} {:<10} {:<5} {:<8} {place}",
                     r.run,
                     r.job,
                     r.app,
                     r.backend,
                     r.state.to_string(),
-                    r.pods.len()
+                    r.pods.len(),
+                    workers
                 );
             }
         }

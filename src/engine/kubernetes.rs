@@ -114,6 +114,8 @@ impl KubeRun {
     pub async fn status(&self) -> Result<StatusReport> {
         let (state, conditions) = observe(&self.cluster, &self.run).await?;
         let pods = run_pods(&self.cluster, &self.run).await?;
+        let elastic = elastic_bounds(&pods);
+        let rows: Vec<PodRow> = pods.iter().map(row).collect();
         Ok(StatusReport {
             run: self.run.run_id.clone(),
             job: self.run.job.clone(),
@@ -124,7 +126,47 @@ impl KubeRun {
             backend: self.info.backend.clone(),
             state,
             conditions,
-            pods: pods.iter().map(row).collect(),
+            workers: crate::report::running_workers(&rows),
+            elastic,
+            pods: rows,
+        })
+    }
+
+    /// Sets the number of workers of an elastic run: the MPIJob's Worker replicas (the
+    /// operator adds or removes pods; discover_hosts.sh follows them).
+    pub async fn scale(&self, workers: u32) -> Result<super::Scaled> {
+        let pods = run_pods(&self.cluster, &self.run).await?;
+        let bounds = backend::elastic::check_scale(&self.run.job, elastic_bounds(&pods), workers)?;
+        let before = pods
+            .iter()
+            .filter(|p| role_of(p) == crate::kinds::ROLE_WORKER && !is_finished(p))
+            .count() as u32;
+        if self.run.backend.name() != "mpijob" {
+            return Err(Error::input(format!(
+                "hvdctl scale does not change runs of the {} backend yet",
+                self.run.backend.name()
+            ))
+            .hint("scale local and mpijob runs; for a native run, redeploy with --set workers=N"));
+        }
+        let (kind, name) = self.run.backend.job_object(&self.run.job);
+        let api = apply::dynamic_api(&self.cluster, &self.run.namespace, kind);
+        let patch =
+            serde_json::json!({"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": workers}}}});
+        api.patch(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|e| {
+            self.cluster
+                .error(&format!("scaling {} {name}", kind.kind), &e)
+        })?;
+        Ok(super::Scaled {
+            job: self.run.job.clone(),
+            before,
+            after: workers,
+            bounds,
         })
     }
 
@@ -190,6 +232,26 @@ impl KubeRun {
             }
         }
     }
+}
+
+/// The elastic bounds on the launcher pod's command line, if the run is elastic (and its
+/// launcher exists).
+fn elastic_bounds(pods: &[Pod]) -> Option<backend::elastic::Bounds> {
+    pods.iter()
+        .filter(|p| role_of(p) == crate::kinds::ROLE_LAUNCHER)
+        .find_map(|p| {
+            let c = p.spec.as_ref()?.containers.first()?;
+            let mut argv = c.command.clone().unwrap_or_default();
+            argv.extend(c.args.clone().unwrap_or_default());
+            backend::elastic::bounds(&argv)
+        })
+}
+
+fn is_finished(p: &Pod) -> bool {
+    matches!(
+        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
 }
 
 /// One pod as a status row.

@@ -98,6 +98,17 @@ impl Removed {
     }
 }
 
+/// What `scale` changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scaled {
+    pub job: String,
+    /// Live workers before.
+    pub before: u32,
+    /// Workers asked for.
+    pub after: u32,
+    pub bounds: crate::backend::elastic::Bounds,
+}
+
 impl Run {
     pub fn info(&self) -> &RunInfo {
         match self {
@@ -136,6 +147,15 @@ impl Run {
         match self {
             Run::Kubernetes(r) => r.undeploy(wait, ui).await,
             Run::Docker(r) => r.undeploy().await,
+        }
+    }
+
+    /// Changes the number of workers of a running elastic run in place (same run id): an input
+    /// error for a run that is not elastic or a count outside its bounds, nothing changed.
+    pub async fn scale(&self, workers: u32) -> Result<Scaled> {
+        match self {
+            Run::Kubernetes(r) => r.scale(workers).await,
+            Run::Docker(r) => crate::local::scale::scale(&r.docker, &r.run, workers).await,
         }
     }
 

@@ -160,6 +160,7 @@ async fn create(
             keys: &keys,
             hostfile: spec::hostfile(run),
             discover_hosts: spec::discover_hosts(run),
+            workers: spec::workers_list(run),
             launcher_sh: crate::assets::script("launcher.sh").to_string(),
             worker_sh: crate::assets::script("worker.sh").to_string(),
             owner,

@@ -13,6 +13,7 @@
 //! * [`status`]: containers → job state and one row per container.
 //! * [`logs`]: every container's log, multiplexed with the same printer as Kubernetes runs.
 //! * [`events`]: container lifecycle from inspect state and the Docker events API.
+//! * [`scale`]: more or fewer workers for a running elastic run.
 //! * [`undeploy`]: remove containers, network and temp dir; idempotent.
 //!
 //! `crate::engine::docker` presents these as the Docker engine's verbs.
@@ -21,6 +22,7 @@ pub mod deploy;
 pub mod events;
 pub mod logs;
 pub mod rundir;
+pub mod scale;
 pub mod spec;
 pub mod status;
 pub mod undeploy;

@@ -22,6 +22,8 @@ pub struct Contents<'a> {
     pub keys: &'a SshKeys,
     pub hostfile: String,
     pub discover_hosts: String,
+    /// The workers `discover_hosts.sh` probes, one name a line (`hvdctl scale` rewrites it).
+    pub workers: String,
     pub launcher_sh: String,
     pub worker_sh: String,
     /// Owner to give the files (`runAsUser`, `runAsGroup`) when the containers do not run as
@@ -136,6 +138,7 @@ impl RunDir {
             &c.discover_hosts,
             0o700,
         )?;
+        write(&self.mpi().join("workers"), &c.workers, 0o600)?;
         write(&self.script("launcher.sh"), &c.launcher_sh, 0o600)?;
         write(&self.script("worker.sh"), &c.worker_sh, 0o600)?;
         if let Some((uid, gid)) = c.owner {
@@ -169,6 +172,22 @@ impl RunDir {
             })?;
         }
         Ok(())
+    }
+}
+
+impl RunDir {
+    /// Replaces the list of workers `discover_hosts.sh` probes (a new file renamed over the
+    /// old one: the launcher never reads half a list). Keeps the old file's owner.
+    pub fn write_workers(&self, names: &[String]) -> Result<()> {
+        let path = self.mpi().join("workers");
+        let tmp = self.mpi().join(".workers.new");
+        let _ = fs::remove_file(&tmp);
+        let text: String = names.iter().map(|n| format!("{n}\n")).collect();
+        write(&tmp, &text, 0o600)?;
+        if let Ok(m) = fs::metadata(&path) {
+            let _ = std::os::unix::fs::lchown(&tmp, Some(m.uid()), Some(m.gid()));
+        }
+        fs::rename(&tmp, &path).map_err(|e| io_error(&path, e))
     }
 }
 
@@ -261,6 +280,7 @@ mod tests {
             keys: &keys,
             hostfile: "a slots=1\n".into(),
             discover_hosts: "#!/bin/bash\n".into(),
+            workers: "a\n".into(),
             launcher_sh: "l".into(),
             worker_sh: "w".into(),
             owner: None,
@@ -274,6 +294,12 @@ mod tests {
         assert_eq!(mode(&d.mpi().join("discover_hosts.sh")), 0o700);
         let key = fs::read_to_string(d.launcher_ssh().join("ssh-privatekey")).unwrap();
         assert!(key.contains("PRIVATE KEY"));
+        d.write_workers(&["a".into(), "b".into()]).unwrap();
+        assert_eq!(
+            fs::read_to_string(d.mpi().join("workers")).unwrap(),
+            "a\nb\n"
+        );
+        assert_eq!(mode(&d.mpi().join("workers")), 0o600);
         assert_eq!(find(&job), vec![d.root().to_path_buf()]);
         assert!(find(&format!("{job}x")).is_empty());
         // Not a run dir: never removed.

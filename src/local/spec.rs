@@ -249,9 +249,18 @@ pub fn hostfile(run: &Run) -> String {
     crate::backend::values::hostfile(run.app, |i| worker_name(&job, i))
 }
 
-pub fn discover_hosts(run: &Run) -> String {
+/// `discover_hosts.sh` of a local run: it probes the workers listed in `/etc/mpi/workers`
+/// ([`workers_list`] at deploy, rewritten by `hvdctl scale`).
+pub fn discover_hosts(_run: &Run) -> String {
+    crate::backend::values::discover_hosts_listed()
+}
+
+/// The workers of a new run, one name a line.
+pub fn workers_list(run: &Run) -> String {
     let job = run.job_name();
-    crate::backend::values::discover_hosts(run.app, |i| worker_name(&job, i))
+    (0..run.app.workers)
+        .map(|i| format!("{}\n", worker_name(&job, i)))
+        .collect()
 }
 
 /// The launcher's argv: `launcher.sh mpirun ... <command> <args>`.

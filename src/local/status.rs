@@ -3,9 +3,13 @@
 //!
 //! The launcher decides: exited 0 → Succeeded, exited non-zero → Failed. A worker that died
 //! (exited non-zero, was killed, ran out of memory) fails the job at once, even while the
-//! launcher still runs: it is reported, never hidden.
+//! launcher still runs: it is reported, never hidden. Elastic runs are the exception: there
+//! a dead worker is *lost* (its row says so, with its exit) and the job goes on while
+//! horovodrun goes on; with fewer live workers than `minWorkers` a condition says so, and
+//! the launcher's failure is then named `BelowMinWorkers`.
 
-use super::{LocalRef, docker_error, is_not_found};
+use super::{LABEL_DIR, LocalRef, docker_error, is_not_found};
+use crate::backend::elastic::{self, Bounds};
 use crate::cluster::status::{JobState, worker_index};
 use crate::error::{Error, Result};
 use crate::image::docker::DockerClient;
@@ -35,6 +39,10 @@ pub struct Container {
     pub image: String,
     /// The rank tags of its lines (the launcher's label, see [`crate::logs::rank`]).
     pub ranks: TagForms,
+    /// What it runs (entrypoint and command): the launcher's holds the elastic bounds.
+    pub command: Vec<String>,
+    /// The run's private directory (label).
+    pub dir: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +67,11 @@ impl Container {
 
     pub fn failed(&self) -> bool {
         self.phase() == "Failed"
+    }
+
+    /// Running or about to: a worker that counts for the job.
+    pub fn alive(&self) -> bool {
+        matches!(self.status, Status::Created | Status::Running)
     }
 
     pub fn has_started(&self) -> bool {
@@ -129,9 +142,17 @@ pub async fn containers(docker: &DockerClient, r: &LocalRef) -> Result<Vec<Conta
         };
         let zero = |t: Option<String>| t.filter(|t| !t.starts_with("0001-")).unwrap_or_default();
         let labels = i.config.as_ref().and_then(|c| c.labels.as_ref());
-        let role = labels
-            .and_then(|l| l.get(LABEL_ROLE))
-            .cloned()
+        let label = |k: &str| labels.and_then(|l| l.get(k)).cloned().unwrap_or_default();
+        let role = label(LABEL_ROLE);
+        let dir = label(LABEL_DIR);
+        let command: Vec<String> = i
+            .config
+            .as_ref()
+            .map(|c| {
+                let mut v = c.entrypoint.clone().unwrap_or_default();
+                v.extend(c.cmd.clone().unwrap_or_default());
+                v
+            })
             .unwrap_or_default();
         let ranks = TagForms::of_labels(&role, |k| labels?.get(k).map(String::as_str));
         out.push(Container {
@@ -151,6 +172,8 @@ pub async fn containers(docker: &DockerClient, r: &LocalRef) -> Result<Vec<Conta
             finished_at: zero(st.finished_at),
             restarts: i.restart_count.unwrap_or_default(),
             image: i.config.and_then(|c| c.image).unwrap_or_default(),
+            command,
+            dir,
             name,
         });
     }
@@ -174,9 +197,17 @@ fn condition(t: &str, status: bool, reason: &str, message: String, time: &str) -
     }
 }
 
+/// The elastic bounds of the run of `cs` (from its launcher's command), if it is elastic.
+pub fn elastic_bounds(cs: &[Container]) -> Option<Bounds> {
+    cs.iter()
+        .find(|c| c.role == ROLE_LAUNCHER)
+        .and_then(|l| elastic::bounds(&l.command))
+}
+
 /// The job's state and conditions (MPIJob-shaped: Created, Running, Succeeded/Failed).
 pub fn job_state(job: &str, cs: &[Container]) -> (JobState, Vec<JobCondition>) {
     let launcher = cs.iter().find(|c| c.role == ROLE_LAUNCHER);
+    let bounds = elastic_bounds(cs);
     let created = cs.iter().map(|c| c.created.as_str()).min().unwrap_or("");
     let mut conds = vec![condition(
         "Created",
@@ -185,11 +216,15 @@ pub fn job_state(job: &str, cs: &[Container]) -> (JobState, Vec<JobCondition>) {
         format!("{} container(s) of {job} created", cs.len()),
         created,
     )];
-    let dead_worker = cs.iter().find(|c| c.role == ROLE_WORKER && c.failed());
+    let workers = || cs.iter().filter(|c| c.role == ROLE_WORKER);
+    let dead_worker = workers().find(|c| c.failed());
+    let alive = workers().filter(|c| c.alive()).count() as u32;
+    // Elastic runs lose workers and go on: only the launcher ends them.
+    let below_min = bounds.filter(|b| alive < b.min_workers);
     let state = match launcher {
         Some(l) if l.finished() && !l.failed() => JobState::Succeeded,
         Some(l) if l.finished() => JobState::Failed,
-        _ if dead_worker.is_some() => JobState::Failed,
+        _ if dead_worker.is_some() && bounds.is_none() => JobState::Failed,
         Some(l) if l.status == Status::Running => JobState::Running,
         _ => JobState::Pending,
     };
@@ -206,6 +241,36 @@ pub fn job_state(job: &str, cs: &[Container]) -> (JobState, Vec<JobCondition>) {
             },
             format!("launcher {}", l.name),
             &l.started_at,
+        ));
+    }
+    let lost = || {
+        let names: Vec<String> = workers()
+            .filter(|c| c.failed())
+            .map(|c| {
+                format!(
+                    "{} {}",
+                    c.short_name(),
+                    c.termination().unwrap_or_else(|| "gone".into())
+                )
+            })
+            .collect();
+        if names.is_empty() {
+            String::new()
+        } else {
+            format!(" (lost: {})", names.join(", "))
+        }
+    };
+    if let (Some(b), JobState::Running) = (below_min, state) {
+        conds.push(condition(
+            "BelowMinWorkers",
+            true,
+            "WorkersLost",
+            format!(
+                "{alive} worker(s) left, fewer than minWorkers {}{}: horovodrun waits for more (--elastic-timeout, 600 s unless set), then fails",
+                b.min_workers,
+                lost()
+            ),
+            "",
         ));
     }
     match state {
@@ -228,11 +293,22 @@ pub fn job_state(job: &str, cs: &[Container]) -> (JobState, Vec<JobCondition>) {
                 ),
             };
             let why = who.termination().unwrap_or_else(|| "is gone".into());
+            let (reason, extra) = match below_min {
+                Some(b) => (
+                    "BelowMinWorkers",
+                    format!(
+                        "; {alive} worker(s) left, fewer than minWorkers {}{}",
+                        b.min_workers,
+                        lost()
+                    ),
+                ),
+                None => (reason, String::new()),
+            };
             conds.push(condition(
                 "Failed",
                 true,
                 reason,
-                format!("{} {}: {why}", who.short_name(), who.name),
+                format!("{} {}: {why}{extra}", who.short_name(), who.name),
                 &who.finished_at,
             ));
         }
@@ -241,13 +317,15 @@ pub fn job_state(job: &str, cs: &[Container]) -> (JobState, Vec<JobCondition>) {
     (state, conds)
 }
 
-/// One row per container: the pod row `hvdctl status` prints for Kubernetes runs.
-pub fn row(c: &Container) -> PodRow {
+/// One row per container: the pod row `hvdctl status` prints for Kubernetes runs. A dead
+/// worker of an elastic run is `Lost` (the job went on without it).
+pub fn row(c: &Container, elastic: bool) -> PodRow {
+    let lost = elastic && c.role == ROLE_WORKER && c.failed();
     PodRow {
         name: c.name.clone(),
         role: c.role.clone(),
         index: c.index,
-        phase: c.phase().into(),
+        phase: if lost { "Lost" } else { c.phase() }.into(),
         ready: format!("{}/1", u8::from(c.status == Status::Running)),
         restarts: i32::try_from(c.restarts).unwrap_or(i32::MAX),
         node: "local".into(),
@@ -267,6 +345,8 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
         .hint("it was undeployed, or deployed against another Docker engine (DOCKER_HOST)"));
     }
     let (state, conditions) = job_state(&r.job, &cs);
+    let elastic = elastic_bounds(&cs);
+    let pods: Vec<PodRow> = cs.iter().map(|c| row(c, elastic.is_some())).collect();
     Ok(StatusReport {
         run: r.run_id.clone(),
         job: r.job.clone(),
@@ -277,7 +357,9 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
         backend: crate::app::Backend::LOCAL.into(),
         state,
         conditions,
-        pods: cs.iter().map(row).collect(),
+        workers: crate::report::running_workers(&pods),
+        elastic,
+        pods,
     })
 }
 
@@ -300,7 +382,21 @@ mod tests {
             restarts: 0,
             image: "i".into(),
             ranks: TagForms::NONE,
+            command: if role == "launcher" {
+                "/bin/bash /etc/hvdctl/launcher.sh horovodrun -np 3 --min-np 2 --max-np 3 --slots-per-host 1 python3 t.py"
+                    .split(' ')
+                    .map(String::from)
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            dir: String::new(),
         }
+    }
+
+    fn fixed(mut l: Container) -> Container {
+        l.command = vec!["mpirun".into(), "python3".into()];
+        l
     }
 
     #[test]
@@ -308,7 +404,7 @@ mod tests {
         let w0 = c("j-worker-0", "worker", Status::Running, 0);
         let w1 = c("j-worker-1", "worker", Status::Running, 0);
         let run = |l: Container, ws: &[&Container]| {
-            let mut all = vec![l];
+            let mut all = vec![fixed(l)];
             all.extend(ws.iter().map(|w| (*w).clone()));
             job_state("j", &all).0
         };
@@ -332,7 +428,7 @@ mod tests {
         let (s, conds) = job_state(
             "j",
             &[
-                c("j-launcher", "launcher", Status::Running, 0),
+                fixed(c("j-launcher", "launcher", Status::Running, 0)),
                 w0.clone(),
                 killed.clone(),
             ],
@@ -342,10 +438,66 @@ mod tests {
         assert_eq!(f.reason.as_deref(), Some("WorkerFailed"));
         assert!(f.message.as_deref().unwrap().contains("worker-1"), "{f:?}");
         assert!(f.message.as_deref().unwrap().contains("exit 137"), "{f:?}");
-        let r = row(&killed);
+        let r = row(&killed, false);
         assert_eq!(r.phase, "Failed");
         assert_eq!(r.last_termination.as_deref(), Some("Error (exit 137)"));
         assert_eq!(r.index, Some(1));
         assert_eq!(job_state("j", &[w0]).0, JobState::Pending);
+    }
+
+    #[test]
+    fn elastic_runs_lose_workers_and_go_on_until_the_launcher_ends() {
+        let w = |i: u32, st: Status, exit: i64| c(&format!("j-worker-{i}"), "worker", st, exit);
+        let l = |st: Status, exit: i64| c("j-launcher", "launcher", st, exit);
+        let lost = w(2, Status::Exited, 137);
+        let three = |launcher: Container| {
+            vec![
+                launcher,
+                w(0, Status::Running, 0),
+                w(1, Status::Running, 0),
+                lost.clone(),
+            ]
+        };
+        let (s, conds) = job_state("j", &three(l(Status::Running, 0)));
+        assert_eq!(s, JobState::Running, "{conds:?}");
+        assert!(
+            !conds.iter().any(|c| c.type_ == "BelowMinWorkers"),
+            "{conds:?}"
+        );
+        let r = row(&lost, true);
+        assert_eq!(r.phase, "Lost");
+        assert_eq!(r.last_termination.as_deref(), Some("Error (exit 137)"));
+        assert_eq!(
+            job_state("j", &three(l(Status::Exited, 0))).0,
+            JobState::Succeeded
+        );
+        // Below minWorkers: said while horovodrun waits, named when it gives up.
+        let below = vec![
+            l(Status::Running, 0),
+            w(0, Status::Running, 0),
+            lost.clone(),
+        ];
+        let (s, conds) = job_state("j", &below);
+        assert_eq!(s, JobState::Running);
+        let b = conds.iter().find(|c| c.type_ == "BelowMinWorkers").unwrap();
+        assert!(
+            b.message
+                .as_deref()
+                .unwrap()
+                .contains("1 worker(s) left, fewer than minWorkers 2"),
+            "{b:?}"
+        );
+        let below = vec![l(Status::Exited, 1), w(0, Status::Running, 0), lost.clone()];
+        let (s, conds) = job_state("j", &below);
+        assert_eq!(s, JobState::Failed);
+        let f = conds.iter().find(|c| c.type_ == "Failed").unwrap();
+        assert_eq!(f.reason.as_deref(), Some("BelowMinWorkers"));
+        assert!(
+            f.message
+                .as_deref()
+                .unwrap()
+                .contains("worker-2 Error (exit 137)"),
+            "{f:?}"
+        );
     }
 }

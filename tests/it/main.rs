@@ -12,6 +12,8 @@ mod bad_inputs;
 mod cluster;
 // Image building and pushing: Docker config auth, build contexts, .dockerignore, tags.
 mod image;
+// Elastic Horovod: lost workers, below minWorkers, `scale` (real containers).
+mod elastic;
 // init, templates, completions, version.
 mod init;
 // The local backend and the fake cluster's Docker kubelet: real containers.

@@ -32,6 +32,9 @@ variables, e.g. `batch-size: 64` -> BATCH_SIZE=64):
   KEEP_CHECKPOINTS    how many checkpoints to keep (default 3, 0 keeps all)
   SYNTHETIC_SAMPLES   training samples of the synthetic data set (default 10000)
   SEED                random seed (default 42)
+  PAUSE_AFTER_EPOCH   after this epoch is committed, every rank waits PAUSE_SECONDS before
+  PAUSE_SECONDS       the next one (default: no pause): a window to add or remove workers
+                      "between epochs" when trying elasticity out (rank 0 says when it starts)
 
 Every worker must get the same configuration (hvdctl sets the same environment on every
 pod) and see the same DATA_DIR.
@@ -80,6 +83,8 @@ CFG = {
     "keep_checkpoints": env_value("KEEP_CHECKPOINTS", 3, int),
     "synthetic_samples": env_value("SYNTHETIC_SAMPLES", 10000, int),
     "seed": env_value("SEED", 42, int),
+    "pause_after_epoch": env_value("PAUSE_AFTER_EPOCH", 0, int),
+    "pause_seconds": env_value("PAUSE_SECONDS", 0.0, float),
 }
 
 
@@ -315,6 +320,9 @@ def main():
             state.batch = 0
             state.train_sampler.set_epoch(state.epoch)
             state.commit()
+            if state.epoch - 1 == CFG["pause_after_epoch"] and CFG["pause_seconds"] > 0:
+                log("pausing %gs after epoch %d" % (CFG["pause_seconds"], state.epoch - 1))
+                time.sleep(CFG["pause_seconds"])
 
     train_loop(state)
     log("done")

@@ -1,0 +1,366 @@
+//! Elastic Horovod for real: the `horovod-elastic` template on the local backend (real
+//! containers, the Horovod base image) losing a worker between epochs, falling below
+//! minWorkers, and `hvdctl scale` up and down — plus bad `scale` input, which changes nothing.
+//!
+//! The template's `PAUSE_AFTER_EPOCH`/`PAUSE_SECONDS` give each test a window "between epochs
+//! 1 and 2": rank 0 prints `pausing ...` and the test acts on that line, not on a guess.
+
+use crate::util::{
+    docker, horovod_base, hvdctl_in, init_app, one_training_at_a_time, template_image,
+};
+use hvdctl::image::docker::DockerClient;
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+/// A short run id: a letter for the test and 4 random hex digits.
+fn run_id(prefix: &str) -> String {
+    format!("{prefix}{:04x}", rand::random::<u16>())
+}
+
+/// The elastic app (on the Horovod base) and its image, or None (SKIPPED).
+fn elastic_app(tmp: &Path) -> Option<(DockerClient, PathBuf, String)> {
+    let docker = docker()?;
+    let base = horovod_base(&docker)?;
+    let image = template_image(&docker, "horovod-elastic", &base);
+    let dir = init_app(tmp, "ela", "horovod-elastic");
+    Some((docker, dir, image))
+}
+
+/// `--set` pairs of a small, quick elastic run.
+fn small(workers: u32, min: u32, max: u32, epochs: u32) -> Vec<String> {
+    [
+        format!("workers={workers}"),
+        format!("elastic.minWorkers={min}"),
+        format!("elastic.maxWorkers={max}"),
+        format!("parameters.epochs={epochs}"),
+        "parameters.batches-per-commit=5".into(),
+        "env.SYNTHETIC_SAMPLES=2000".into(),
+        "env.OMP_NUM_THREADS=1".into(),
+        "env.PAUSE_AFTER_EPOCH=1".into(),
+        "env.PAUSE_SECONDS=10".into(),
+    ]
+    .into_iter()
+    .flat_map(|s| ["--set".to_string(), s])
+    .collect()
+}
+
+fn deploy(dir: &Path, id: &str, image: &str, sets: &[String]) {
+    let o = hvdctl_in(dir)
+        .args([
+            "deploy",
+            "--backend",
+            "local",
+            "--run-id",
+            id,
+            "--image",
+            image,
+            "--no-push",
+        ])
+        .args(sets)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// `hvdctl logs -f RUN`, its lines arriving on a channel.
+struct Follow {
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Follow {
+    fn start(dir: &Path, id: &str) -> Follow {
+        let mut child = crate::util::hvdctl_process()
+            .current_dir(dir)
+            .args(["logs", "-f", id])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(|l| l.ok()) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Follow {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for a line containing `what` (panics with everything seen after `secs`).
+    fn until(&mut self, what: &str, secs: u64) -> String {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    self.seen.push(l.clone());
+                    if l.contains(what) {
+                        return l;
+                    }
+                }
+                Err(_) => panic!(
+                    "no line with {what:?} in {secs}s:\n{}",
+                    self.seen.join("\n")
+                ),
+            }
+        }
+    }
+
+    /// Waits for `logs -f` to end: its exit code and all it printed.
+    fn end(mut self, secs: u64) -> (i32, String) {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(2)) {
+                    self.seen.push(l);
+                }
+                return (st.code().unwrap_or(-1), self.seen.join("\n"));
+            }
+            while let Ok(l) = self.lines.try_recv() {
+                self.seen.push(l);
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("logs -f did not end in {secs}s:\n{}", self.seen.join("\n"));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+fn status(dir: &Path, id: &str) -> Value {
+    let o = hvdctl_in(dir)
+        .args(["status", id, "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn undeploy(dir: &Path, id: &str) {
+    let o = hvdctl_in(dir).args(["undeploy", id]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+fn kill(docker: &DockerClient, name: &str) {
+    crate::util::rt()
+        .block_on(docker.bollard().kill_container(
+            name,
+            None::<bollard::query_parameters::KillContainerOptions>,
+        ))
+        .unwrap_or_else(|e| panic!("killing {name}: {e}"));
+}
+
+fn pod<'a>(s: &'a Value, name: &str) -> &'a Value {
+    s["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {s}"))
+}
+
+/// 3 workers (min 2, max 3), 4 epochs; worker-2 is killed while the ranks pause after the
+/// first epoch. The remaining 2 ranks go on from the last commit through every epoch to
+/// "done": `logs -f` follows it all and exits 0, `status` says Succeeded and shows worker-2
+/// lost with its exit.
+#[test]
+fn local_worker_killed_between_epochs_training_goes_on_to_done() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some((docker, dir, image)) = elastic_app(tmp.path()) else {
+        return;
+    };
+    let _training = one_training_at_a_time();
+    let id = run_id("k");
+    let started = Instant::now();
+    deploy(&dir, &id, &image, &small(3, 2, 3, 4));
+    let mut logs = Follow::start(&dir, &id);
+    logs.until("epoch 1/4: ranks=3", 240);
+    logs.until("pausing", 60);
+    kill(&docker, &format!("ela-{id}-worker-2"));
+    let during = status(&dir, &id);
+    let (code, out) = logs.end(300);
+    eprintln!(
+        "elastic kill, 3 -> 2 ranks, 4 epochs: {:.1?}",
+        started.elapsed()
+    );
+    let after = status(&dir, &id);
+    undeploy(&dir, &id);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(during["state"], "Running", "{during}");
+    assert!(out.contains("workers changed: now 2 ranks"), "{out}");
+    for e in 2..=4 {
+        assert!(
+            out.contains(&format!("epoch {e}/4: ranks=2")),
+            "epoch {e}: {out}"
+        );
+    }
+    assert!(
+        out.lines()
+            .any(|l| l.ends_with("| done") || l.ends_with(":done")),
+        "{out}"
+    );
+    assert!(out.contains("training command exited with code 0"), "{out}");
+    assert_eq!(after["state"], "Succeeded", "{after}");
+    let lost = pod(&after, &format!("ela-{id}-worker-2"));
+    assert_eq!(lost["phase"], "Lost", "{after}");
+    assert_eq!(lost["lastTermination"], "Error (exit 137)", "{after}");
+    assert_eq!(after["elastic"]["minWorkers"], 2, "{after}");
+}
+
+/// 2 workers with minWorkers 2: losing one leaves too few. horovodrun waits its elastic
+/// timeout (10 s here) and fails; `logs -f` exits 1 and `status` says Failed, naming why.
+#[test]
+fn local_run_below_min_workers_fails_loudly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some((docker, dir, image)) = elastic_app(tmp.path()) else {
+        return;
+    };
+    let _training = one_training_at_a_time();
+    let id = run_id("m");
+    let mut sets = small(2, 2, 3, 4);
+    sets.extend([
+        "--set".into(),
+        "mpi.extraArgs=[--elastic-timeout, \"10\"]".into(),
+    ]);
+    deploy(&dir, &id, &image, &sets);
+    let mut logs = Follow::start(&dir, &id);
+    logs.until("pausing", 240);
+    kill(&docker, &format!("ela-{id}-worker-1"));
+    let (code, out) = logs.end(300);
+    let after = status(&dir, &id);
+    undeploy(&dir, &id);
+    assert_eq!(code, 1, "{out}");
+    assert!(!out.contains("epoch 4/4"), "{out}");
+    assert_eq!(after["state"], "Failed", "{after}");
+    let failed = after["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Failed")
+        .unwrap_or_else(|| panic!("{after}"));
+    assert_eq!(failed["reason"], "BelowMinWorkers", "{after}");
+    let msg = failed["message"].as_str().unwrap();
+    assert!(msg.contains("fewer than minWorkers 2"), "{msg}");
+    assert!(msg.contains("worker-1 Error (exit 137)"), "{msg}");
+}
+
+/// A running 2-worker run (min 2, max 3) scaled up to 3 while it pauses after epoch 1, then
+/// down to 2: same run id, the new worker's log is followed, the ranks re-form each time,
+/// and training ends "done". Bad input to `scale` (outside the bounds, unknown run, a run
+/// that is not elastic) gets its exit code and changes nothing.
+#[test]
+fn scale_a_running_local_run_up_and_down_and_refuse_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some((_docker, dir, image)) = elastic_app(tmp.path()) else {
+        return;
+    };
+    let _training = one_training_at_a_time();
+    let id = run_id("s");
+    deploy(&dir, &id, &image, &small(2, 2, 3, 6));
+    let mut logs = Follow::start(&dir, &id);
+    logs.until("pausing", 240);
+
+    let scale = |run: &str, n: &str| {
+        let o = hvdctl_in(&dir)
+            .args(["scale", run, "--workers", n])
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let names = |s: &Value| -> Vec<String> {
+        s["pods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| format!("{} {}", p["name"], p["phase"]))
+            .collect()
+    };
+    let before = status(&dir, &id);
+    for (run, n, want, says) in [
+        (id.as_str(), "4", 2, "outside the elastic bounds"),
+        (id.as_str(), "1", 2, "outside the elastic bounds"),
+        (id.as_str(), "0", 2, "outside the elastic bounds"),
+        ("zzzz9", "2", 1, "zzzz9"),
+    ] {
+        let (code, err) = scale(run, n);
+        assert_eq!(code, want, "scale {run} --workers {n}: {err}");
+        assert!(err.contains(says), "scale {run} --workers {n}: {err}");
+        assert_eq!(
+            names(&status(&dir, &id)),
+            names(&before),
+            "scale {run} --workers {n} changed something"
+        );
+    }
+
+    let (code, err) = scale(&id, "3");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("from 2 to 3 workers"), "{err}");
+    logs.until("workers changed: now 3 ranks", 120);
+    let up = status(&dir, &id);
+    assert_eq!(up["run"], id.as_str());
+    assert_eq!(up["workers"], 3, "{up}");
+    let (code, err) = scale(&id, "2");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("from 3 to 2 workers"), "{err}");
+    logs.until("workers changed: now 2 ranks", 120);
+    let (code, out) = logs.end(300);
+    let after = status(&dir, &id);
+    undeploy(&dir, &id);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("worker-2 |"),
+        "the new worker's log is followed: {out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.ends_with("| done") || l.ends_with(":done")),
+        "{out}"
+    );
+    assert_eq!(after["state"], "Succeeded", "{after}");
+
+    // A run of fixed size is not scaled.
+    let fixed = run_id("f");
+    std::fs::write(
+        dir.join("hvdctl.yaml"),
+        std::fs::read_to_string(dir.join("hvdctl.yaml"))
+            .unwrap()
+            .replace("elastic:\n  minWorkers: 1\n  maxWorkers: 4\n", ""),
+    )
+    .unwrap();
+    deploy(
+        &dir,
+        &fixed,
+        &image,
+        &[
+            "--set".into(),
+            "workers=2".into(),
+            "--set".into(),
+            "command=[sleep, \"120\"]".into(),
+        ],
+    );
+    let before = status(&dir, &fixed);
+    let (code, err) = scale(&fixed, "3");
+    let after = status(&dir, &fixed);
+    undeploy(&dir, &fixed);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is not an elastic run"), "{err}");
+    assert_eq!(names(&after), names(&before));
+}
