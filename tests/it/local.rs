@@ -539,17 +539,19 @@ pub(crate) fn kubelet_leftovers(
     loop {
         let left = kubelet_containers(docker, fc, job);
         if left.is_empty() || Instant::now() > deadline {
-            return left;
+            return left.into_iter().map(|(pod, _)| pod).collect();
         }
         std::thread::sleep(Duration::from_millis(250));
     }
 }
 
-fn kubelet_containers(
+/// The containers the Docker kubelet has for pods of job `job`, running or not: (pod as
+/// `namespace/name`, container id).
+pub(crate) fn kubelet_containers(
     docker: &DockerClient,
     fc: &fake_cluster::FakeCluster,
     job: &str,
-) -> Vec<String> {
+) -> Vec<(String, String)> {
     let id = fc.docker_id().expect("docker kubelet");
     let filters = HashMap::from([(
         "label".to_string(),
@@ -564,14 +566,16 @@ fn kubelet_containers(
             },
         )))
         .unwrap();
-    cs.iter()
+    cs.into_iter()
         .filter_map(|c| {
-            c.labels
+            let pod = c
+                .labels
                 .as_ref()?
-                .get("io.hvdctl.fake-cluster.pod")
-                .cloned()
+                .get("io.hvdctl.fake-cluster.pod")?
+                .clone();
+            Some((pod, c.id?))
         })
-        .filter(|p| p.starts_with(&format!("default/{job}-")))
+        .filter(|(pod, _)| pod.starts_with(&format!("default/{job}-")))
         .collect()
 }
 

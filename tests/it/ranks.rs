@@ -7,13 +7,13 @@
 //! Needs `scripts/dev-services.sh start` (and `scripts/dev-services.sh horovod` for the
 //! horovodrun test). Without them each test prints SKIPPED and passes, unless `CI` is set.
 
-use crate::local::{kubelet_leftovers, mpich_image};
+use crate::local::{kubelet_containers, kubelet_leftovers, mpich_image};
 use crate::util::*;
 use futures::TryStreamExt;
 use hvdctl::image::docker::DockerClient;
 use regex::Regex;
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -38,31 +38,12 @@ fn raw_log(docker: &DockerClient, container: &str) -> String {
         .collect()
 }
 
-/// The container the Docker kubelet runs for the pod of `job` whose name starts with
-/// `{job}-launcher`.
+/// The container the Docker kubelet runs for the launcher pod of `job`.
 fn kubelet_launcher(docker: &DockerClient, fc: &fake_cluster::FakeCluster, job: &str) -> String {
-    let id = fc.docker_id().expect("docker kubelet");
-    let filters = HashMap::from([(
-        "label".to_string(),
-        vec![format!("io.hvdctl.fake-cluster.id={id}")],
-    )]);
-    let cs = rt()
-        .block_on(docker.bollard().list_containers(Some(
-            bollard::query_parameters::ListContainersOptions {
-                all: true,
-                filters: Some(filters),
-                ..Default::default()
-            },
-        )))
-        .unwrap();
-    cs.into_iter()
-        .find(|c| {
-            c.labels
-                .as_ref()
-                .and_then(|l| l.get("io.hvdctl.fake-cluster.pod"))
-                .is_some_and(|p| p.starts_with(&format!("default/{job}-launcher")))
-        })
-        .and_then(|c| c.id)
+    kubelet_containers(docker, fc, job)
+        .into_iter()
+        .find(|(pod, _)| pod.starts_with(&format!("default/{job}-launcher")))
+        .map(|(_, id)| id)
         .expect("the launcher's container")
 }
 

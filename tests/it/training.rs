@@ -185,6 +185,17 @@ fn checkpoint_files(dir: &Path) -> Vec<String> {
     names
 }
 
+/// `undeploy` of a finished local run leaves no container, network or private directory.
+fn undeploy_local(docker: &DockerClient, dir: &Path, r: &Trained) {
+    let u = run({
+        let mut c = hvdctl_in(dir);
+        c.args(["undeploy", &r.id]);
+        c
+    });
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    assert_eq!(leftovers(docker, &r.job, &r.id), (0, 0, 0));
+}
+
 /// Local: train 2 epochs, then deploy again with 3 epochs on the same checkpoint directory:
 /// the second run resumes from epoch 2's checkpoint and trains epoch 3 only. Undeploy
 /// leaves nothing.
@@ -247,13 +258,7 @@ fn local_trains_and_resumes(launcher: &str, workers: u32, slots: u32) {
     assert_eq!(v["state"], "Succeeded", "{v}");
 
     for r in [&first, &second] {
-        let u = run({
-            let mut c = hvdctl_in(&dir);
-            c.args(["undeploy", &r.id]);
-            c
-        });
-        assert_eq!(u.code, 0, "{}", u.stderr);
-        assert_eq!(leftovers(&docker, &r.job, &r.id), (0, 0, 0));
+        undeploy_local(&docker, &dir, r);
     }
 }
 
@@ -287,13 +292,7 @@ fn local_trains_with_horovodrun_across_workers_and_mpirun_within_one() {
         };
         let r = train(&dir, &image, None, &t);
         check(&t, &r, 1, "/tmp/checkpoints");
-        let u = run({
-            let mut c = hvdctl_in(&dir);
-            c.args(["undeploy", &r.id]);
-            c
-        });
-        assert_eq!(u.code, 0, "{}", u.stderr);
-        assert_eq!(leftovers(&docker, &r.job, &r.id), (0, 0, 0));
+        undeploy_local(&docker, &dir, &r);
     }
 }
 
@@ -436,7 +435,11 @@ fn horovod_tensorflow_trains_on_the_local_backend_and_resumes() {
         "the loss does not fall:\n{}",
         first.out
     );
-    assert!(first.out.contains("done"), "{}", first.out);
+    assert!(
+        first.out.lines().any(|l| l == "launcher r0 | done"),
+        "{}",
+        first.out
+    );
     assert_eq!(
         checkpoint_files(ckpt.path()),
         ["checkpoint-0001.weights.h5", "checkpoint-0002.weights.h5"]
@@ -459,12 +462,6 @@ fn horovod_tensorflow_trains_on_the_local_backend_and_resumes() {
     );
     assert!(!second.out.contains("epoch 1/3: "), "{}", second.out);
     for r in [&first, &second] {
-        let u = run({
-            let mut c = hvdctl_in(&dir);
-            c.args(["undeploy", &r.id]);
-            c
-        });
-        assert_eq!(u.code, 0, "{}", u.stderr);
-        assert_eq!(leftovers(&docker, &r.job, &r.id), (0, 0, 0));
+        undeploy_local(&docker, &dir, r);
     }
 }
