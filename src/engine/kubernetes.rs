@@ -115,7 +115,13 @@ impl KubeRun {
         let (state, conditions) = observe(&self.cluster, &self.run).await?;
         let pods = run_pods(&self.cluster, &self.run).await?;
         let elastic = elastic_bounds(&pods);
-        let rows: Vec<PodRow> = pods.iter().map(row).collect();
+        let rows: Vec<PodRow> = pods.iter().map(|p| row(p, elastic.is_some())).collect();
+        let mut conditions = conditions;
+        if let Some(b) = elastic
+            && state == JobState::Running
+        {
+            conditions.extend(crate::report::below_min_workers(b, &rows));
+        }
         Ok(StatusReport {
             run: self.run.run_id.clone(),
             job: self.run.job.clone(),
@@ -254,8 +260,9 @@ fn is_finished(p: &Pod) -> bool {
     )
 }
 
-/// One pod as a status row.
-fn row(p: &Pod) -> PodRow {
+/// One pod as a status row. A failed worker of an elastic run is `Lost`: the launcher went
+/// on without it (the same rule as local runs).
+fn row(p: &Pod, elastic: bool) -> PodRow {
     let name = p.metadata.name.clone().unwrap_or_default();
     let status = p.status.clone().unwrap_or_default();
     let cs = status.container_statuses.unwrap_or_default();
@@ -277,13 +284,15 @@ fn row(p: &Pod) -> PodRow {
         .iter()
         .find_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
     let phase = status.phase.clone().unwrap_or_else(|| "Unknown".into());
+    let role = role_of(p).to_string();
     PodRow {
         index: worker_index(&name),
-        role: role_of(p).to_string(),
         phase: match (phase.as_str(), waiting) {
             ("Pending" | "Running", Some(w)) => w,
+            ("Failed", _) if elastic && role == crate::kinds::ROLE_WORKER => "Lost".into(),
             _ => phase,
         },
+        role,
         ready: format!("{ready}/{total}"),
         restarts: cs.iter().map(|c| c.restart_count).sum(),
         node: p
