@@ -506,20 +506,19 @@ fn mpijob_worker_pod_deleted_between_epochs_training_goes_on_to_done() {
     assert_eq!(d.after["workers"], 0, "{}", d.after);
 }
 
-/// A running 2-worker mpijob run (min 2, max 3) scaled to 3 while it pauses after epoch 1,
-/// then back to 2: the MPIJob's Worker replicas change, the operator adds and removes
-/// worker-2, the ranks re-form each time (in the log), same run id, `status` counts the
-/// workers, and training ends "done". Outside the bounds is exit 2 and changes nothing.
-#[test]
-fn scale_a_running_mpijob_run_up_and_down() {
+/// A running 2-worker run of `backend` (min 2, max 3) on the Docker kubelet scaled to 3
+/// while it pauses after epoch 1, then back to 2: worker-2 comes and goes, the ranks
+/// re-form each time (in the log), same run id, `status` counts the workers, and training
+/// ends "done". Outside the bounds is exit 2.
+fn scale_a_running_kubernetes_run_up_and_down(backend: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let Some((_docker, dir, image)) = elastic_app(tmp.path()) else {
         return;
     };
     let _training = one_training_at_a_time();
-    let cluster = Cluster::docker_kubelet(true);
+    let cluster = Cluster::docker_kubelet(backend == "mpijob");
     let on = On {
-        backend: "mpijob",
+        backend,
         kubeconfig: Some(&cluster.kubeconfig),
     };
     let id = run_id("u");
@@ -555,4 +554,29 @@ fn scale_a_running_mpijob_run_up_and_down() {
     );
     assert_eq!(after["state"], "Succeeded", "{after}");
     assert_eq!(after["run"], id.as_str());
+}
+
+/// mpijob: the MPIJob's Worker replicas change; the operator adds and removes worker-2.
+#[test]
+fn scale_a_running_mpijob_run_up_and_down() {
+    scale_a_running_kubernetes_run_up_and_down("mpijob");
+}
+
+/// native: hvdctl creates worker-2's pod (a copy of a live worker's) and deletes it again.
+#[test]
+fn scale_a_running_native_run_up_and_down() {
+    scale_a_running_kubernetes_run_up_and_down("native");
+}
+
+/// native: nothing replaces a deleted worker pod; the run goes on with 2 workers, which
+/// `status` counts while it runs.
+#[test]
+fn native_worker_pod_deleted_between_epochs_training_goes_on_to_done() {
+    let Some(d) = worker_pod_deleted_between_epochs("native") else {
+        return;
+    };
+    goes_on_to_done(&d);
+    assert!(!d.replaced, "nothing replaces a native worker pod");
+    assert_eq!(d.during["workers"], 2, "{}", d.during);
+    assert!(!d.out.contains("now 3 ranks"), "{}", d.out);
 }
