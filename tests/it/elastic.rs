@@ -262,6 +262,22 @@ fn local_worker_killed_between_epochs_training_goes_on_to_done() {
     assert_eq!(lost["phase"], "Lost", "{after}");
     assert_eq!(lost["lastTermination"], "Error (exit 137)", "{after}");
     assert_eq!(after["elastic"]["minWorkers"], 2, "{after}");
+    // horovodrun runs discover_hosts.sh every second; sshd logs each probe that does not
+    // log in. A worker that answered is probed again only every 30 s.
+    let probes = sshd_probe_lines(&out, "worker-0");
+    eprintln!(
+        "sshd probe lines of worker-0 over {:.0?}: {probes}",
+        started.elapsed()
+    );
+    assert!(probes <= 4, "{probes} probe lines:\n{out}");
+}
+
+/// The lines `worker`'s sshd wrote about connections that closed before logging in.
+fn sshd_probe_lines(out: &str, worker: &str) -> usize {
+    out.lines()
+        .filter(|l| l.starts_with(&format!("{worker} |")))
+        .filter(|l| l.contains("kex_exchange_identification") || l.contains("[preauth]"))
+        .count()
 }
 
 /// 2 workers with minWorkers 2: losing one leaves too few. horovodrun waits its elastic
