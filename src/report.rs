@@ -38,6 +38,45 @@ pub fn running_workers(pods: &[PodRow]) -> u32 {
         .count() as u32
 }
 
+/// While an elastic run goes on with fewer running workers than `minWorkers`: a
+/// `BelowMinWorkers` condition naming the lost ones (Kubernetes runs; local runs say the same
+/// in `local::status`).
+pub fn below_min_workers(
+    b: crate::backend::elastic::Bounds,
+    pods: &[PodRow],
+) -> Option<JobCondition> {
+    let alive = running_workers(pods);
+    if alive >= b.min_workers {
+        return None;
+    }
+    let lost: Vec<String> = pods
+        .iter()
+        .filter(|p| p.phase == "Lost")
+        .map(|p| {
+            format!(
+                "{} {}",
+                p.name,
+                p.last_termination.as_deref().unwrap_or("gone")
+            )
+        })
+        .collect();
+    let lost = if lost.is_empty() {
+        String::new()
+    } else {
+        format!(" (lost: {})", lost.join(", "))
+    };
+    Some(JobCondition {
+        type_: "BelowMinWorkers".into(),
+        status: "True".into(),
+        reason: Some("WorkersLost".into()),
+        message: Some(format!(
+            "{alive} worker(s) running, fewer than minWorkers {}{lost}: horovodrun waits for more (--elastic-timeout, 600 s unless set), then fails",
+            b.min_workers
+        )),
+        last_transition_time: None,
+    })
+}
+
 /// `2 running` or `2 running (elastic: 2 to 3)`.
 pub fn workers_text(r: &StatusReport) -> String {
     match r.elastic {

@@ -318,7 +318,35 @@ pub const WORKERS_FILE: &str = "/etc/mpi/workers";
 /// probe. A worker is ready when its sshd accepts a connection; a name that does not resolve
 /// (a pod or container that does not exist) fails at once. The probe's time limit is generous:
 /// a live worker that misses one round is taken for removed, and Horovod then stops its ranks.
-const DISCOVER_PROBE: &str = "#!/bin/bash\n# Prints the workers that exist and accept ssh now (Horovod elastic host discovery).\nif [ \"$(id -u)\" = 0 ]; then port=${HVDCTL_SSH_PORT:-22}; else port=${HVDCTL_SSH_PORT:-2222}; fi\nready() { timeout 5 bash -c \"exec 3<>/dev/tcp/$1/$port\" 2>/dev/null; }\n";
+///
+/// sshd logs every connection that does not log in (`kex_exchange_identification: Connection
+/// closed by remote host`, or `Connection closed by ... [preauth]` when the probe answers its
+/// banner) at its default level, and horovodrun runs the script every second. So a worker
+/// that answered is remembered with its address (in `HVDCTL_DISCOVERY_DIR`, on the launcher)
+/// and, while its name still resolves to that address, not probed again for
+/// `HVDCTL_DISCOVERY_RECHECK` seconds (30): one sshd line per worker per 30 s instead of per
+/// second. A worker that is gone stops resolving at once; a new one in its place (a new
+/// address) is probed. Without `getent` every round probes.
+const DISCOVER_PROBE: &str = r#"#!/bin/bash
+# Prints the workers that exist and accept ssh now (Horovod elastic host discovery).
+if [ "$(id -u)" = 0 ]; then port=${HVDCTL_SSH_PORT:-22}; else port=${HVDCTL_SSH_PORT:-2222}; fi
+seen=${HVDCTL_DISCOVERY_DIR:-${TMPDIR:-/tmp}/hvdctl-discovery}
+recheck=${HVDCTL_DISCOVERY_RECHECK:-30}
+mkdir -p "$seen" 2>/dev/null
+probe() { timeout 5 bash -c "exec 3<>/dev/tcp/$1/$port" 2>/dev/null; }
+ready() {
+  command -v getent >/dev/null || { probe "$1"; return; }
+  local addr now was at
+  addr=$(getent hosts "$1") || return 1
+  addr=${addr%%[[:space:]]*}
+  now=$(date +%s)
+  read -r was at 2>/dev/null < "$seen/$1"
+  if [ "$was" = "$addr" ] && [ $((now - ${at:-0})) -lt "$recheck" ]; then return 0; fi
+  probe "$1" || return 1
+  echo "$addr $now" > "$seen/$1" 2>/dev/null
+  return 0
+}
+"#;
 
 /// `discover_hosts.sh` for elastic runs on Kubernetes: probes workers 0 to maxWorkers - 1 by
 /// name (`hvdctl scale` adds and removes pods within those) and prints those that are ready.
@@ -610,20 +638,27 @@ mod launch_tests {
             .replace(WORKERS_FILE, &dir.path().join("w").display().to_string());
         std::fs::write(dir.path().join("w"), "127.0.0.1\nno-such-host.invalid\n\n").unwrap();
         std::fs::write(dir.path().join("d.sh"), script).unwrap();
-        let out = std::process::Command::new("bash")
-            .arg(dir.path().join("d.sh"))
-            .env("HVDCTL_SSH_PORT", port.to_string())
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "127.0.0.1\n");
+        let run = |seen: &str, recheck: &str| {
+            let out = std::process::Command::new("bash")
+                .arg(dir.path().join("d.sh"))
+                .env("HVDCTL_SSH_PORT", port.to_string())
+                .env("HVDCTL_DISCOVERY_DIR", dir.path().join(seen))
+                .env("HVDCTL_DISCOVERY_RECHECK", recheck)
+                .output()
+                .unwrap();
+            assert!(out.status.success());
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        assert_eq!(run("a", "30"), "127.0.0.1\n");
+        let remembered = std::fs::read_to_string(dir.path().join("a/127.0.0.1")).unwrap();
+        assert!(remembered.starts_with("127.0.0.1 "), "{remembered}");
         drop(listener);
-        let out = std::process::Command::new("bash")
-            .arg(dir.path().join("d.sh"))
-            .env("HVDCTL_SSH_PORT", port.to_string())
-            .output()
-            .unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+        // Nobody listens now: probed, left out.
+        assert_eq!(run("b", "30"), "");
+        // Answered less than `recheck` seconds ago at the same address: not probed again.
+        assert_eq!(run("a", "30"), "127.0.0.1\n");
+        // Past `recheck`: probed again, left out.
+        assert_eq!(run("a", "0"), "");
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod apply;
 pub mod client;
 pub mod events;
 pub mod runs;
+pub mod scale;
 pub mod status;
 pub mod undeploy;
 

@@ -7,7 +7,7 @@ use crate::cli::ManifestFormat;
 use crate::cluster::events::{self, RunEvent};
 use crate::cluster::runs::{self, Filter, RunRef};
 use crate::cluster::status::{JobState, observe, role_of, run_pods, worker_index};
-use crate::cluster::{Cluster, apply, undeploy};
+use crate::cluster::{Cluster, apply, scale, undeploy};
 use crate::error::{Error, Result};
 use crate::kinds::Object;
 use crate::kubeconfig;
@@ -115,7 +115,13 @@ impl KubeRun {
         let (state, conditions) = observe(&self.cluster, &self.run).await?;
         let pods = run_pods(&self.cluster, &self.run).await?;
         let elastic = elastic_bounds(&pods);
-        let rows: Vec<PodRow> = pods.iter().map(row).collect();
+        let rows: Vec<PodRow> = pods.iter().map(|p| row(p, elastic.is_some())).collect();
+        let mut conditions = conditions;
+        if let Some(b) = elastic
+            && state == JobState::Running
+        {
+            conditions.extend(crate::report::below_min_workers(b, &rows));
+        }
         Ok(StatusReport {
             run: self.run.run_id.clone(),
             job: self.run.job.clone(),
@@ -132,36 +138,45 @@ impl KubeRun {
         })
     }
 
-    /// Sets the number of workers of an elastic run: the MPIJob's Worker replicas (the
-    /// operator adds or removes pods; discover_hosts.sh follows them).
+    /// Sets the number of workers of a running elastic run: the MPIJob's Worker replicas
+    /// (mpijob) or hvdctl's worker pods (native); see [`crate::cluster::scale`].
     pub async fn scale(&self, workers: u32) -> Result<super::Scaled> {
         let pods = run_pods(&self.cluster, &self.run).await?;
         let bounds = backend::elastic::check_scale(&self.run.job, elastic_bounds(&pods), workers)?;
-        let before = pods
+        let (state, _) = observe(&self.cluster, &self.run).await?;
+        if state.is_finished() || state == JobState::Unknown {
+            return Err(Error::input(format!(
+                "{} has ended ({state}): there is nothing to scale",
+                self.run.job
+            ))
+            .hint("deploy a new run with --set workers=N"));
+        }
+        let live: Vec<&Pod> = pods
             .iter()
             .filter(|p| role_of(p) == crate::kinds::ROLE_WORKER && !is_finished(p))
-            .count() as u32;
-        if self.run.backend.name() != "mpijob" {
-            return Err(Error::input(format!(
-                "hvdctl scale does not change runs of the {} backend yet",
-                self.run.backend.name()
-            ))
-            .hint("scale local and mpijob runs; for a native run, redeploy with --set workers=N"));
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let before = live.len() as u32;
+        match self.run.backend.name() {
+            "mpijob" => scale::replicas(&self.cluster, &self.run, workers).await?,
+            "native" => {
+                scale::pods(
+                    &self.cluster,
+                    &self.run,
+                    &pods,
+                    &live,
+                    workers,
+                    bounds.max_workers,
+                )
+                .await?
+            }
+            other => {
+                return Err(Error::input(format!(
+                    "hvdctl scale does not change runs of the {other} backend"
+                ))
+                .hint("scale local, mpijob and native runs; redeploy with --set workers=N"));
+            }
         }
-        let (kind, name) = self.run.backend.job_object(&self.run.job);
-        let api = apply::dynamic_api(&self.cluster, &self.run.namespace, kind);
-        let patch =
-            serde_json::json!({"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": workers}}}});
-        api.patch(
-            &name,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(&patch),
-        )
-        .await
-        .map_err(|e| {
-            self.cluster
-                .error(&format!("scaling {} {name}", kind.kind), &e)
-        })?;
         Ok(super::Scaled {
             job: self.run.job.clone(),
             before,
@@ -254,8 +269,9 @@ fn is_finished(p: &Pod) -> bool {
     )
 }
 
-/// One pod as a status row.
-fn row(p: &Pod) -> PodRow {
+/// One pod as a status row. A failed worker of an elastic run is `Lost`: the launcher went
+/// on without it (the same rule as local runs).
+fn row(p: &Pod, elastic: bool) -> PodRow {
     let name = p.metadata.name.clone().unwrap_or_default();
     let status = p.status.clone().unwrap_or_default();
     let cs = status.container_statuses.unwrap_or_default();
@@ -277,13 +293,15 @@ fn row(p: &Pod) -> PodRow {
         .iter()
         .find_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
     let phase = status.phase.clone().unwrap_or_else(|| "Unknown".into());
+    let role = role_of(p).to_string();
     PodRow {
         index: worker_index(&name),
-        role: role_of(p).to_string(),
         phase: match (phase.as_str(), waiting) {
             ("Pending" | "Running", Some(w)) => w,
+            ("Failed", _) if elastic && role == crate::kinds::ROLE_WORKER => "Lost".into(),
             _ => phase,
         },
+        role,
         ready: format!("{ready}/{total}"),
         restarts: cs.iter().map(|c| c.restart_count).sum(),
         node: p

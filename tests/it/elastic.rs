@@ -6,7 +6,7 @@
 //! 1 and 2": rank 0 prints `pausing ...` and the test acts on that line, not on a guess.
 
 use crate::util::{
-    docker, horovod_base, hvdctl_in, init_app, one_training_at_a_time, template_image,
+    Cluster, docker, horovod_base, hvdctl_in, init_app, one_training_at_a_time, template_image,
 };
 use hvdctl::image::docker::DockerClient;
 use serde_json::Value;
@@ -48,12 +48,36 @@ fn small(workers: u32, min: u32, max: u32, epochs: u32) -> Vec<String> {
     .collect()
 }
 
-fn deploy(dir: &Path, id: &str, image: &str, sets: &[String]) {
-    let o = hvdctl_in(dir)
+/// Where a test's run goes: the local backend, or a backend of a fake cluster (its kubeconfig).
+#[derive(Clone, Copy)]
+struct On<'a> {
+    backend: &'a str,
+    kubeconfig: Option<&'a Path>,
+}
+
+const LOCAL: On = On {
+    backend: "local",
+    kubeconfig: None,
+};
+
+impl On<'_> {
+    /// `hvdctl` in `dir`, talking to this place's cluster.
+    fn hv(&self, dir: &Path) -> assert_cmd::Command {
+        let mut c = hvdctl_in(dir);
+        if let Some(kc) = self.kubeconfig {
+            c.env("KUBECONFIG", kc);
+        }
+        c
+    }
+}
+
+fn deploy(on: On, dir: &Path, id: &str, image: &str, sets: &[String]) {
+    let o = on
+        .hv(dir)
         .args([
             "deploy",
             "--backend",
-            "local",
+            on.backend,
             "--run-id",
             id,
             "--image",
@@ -75,8 +99,12 @@ struct Follow {
 }
 
 impl Follow {
-    fn start(dir: &Path, id: &str) -> Follow {
-        let mut child = crate::util::hvdctl_process()
+    fn start(on: On, dir: &Path, id: &str) -> Follow {
+        let mut c = crate::util::hvdctl_process();
+        if let Some(kc) = on.kubeconfig {
+            c.env("KUBECONFIG", kc);
+        }
+        let mut child = c
             .current_dir(dir)
             .args(["logs", "-f", id])
             .stdout(Stdio::piped())
@@ -141,8 +169,9 @@ impl Follow {
     }
 }
 
-fn status(dir: &Path, id: &str) -> Value {
-    let o = hvdctl_in(dir)
+fn status(on: On, dir: &Path, id: &str) -> Value {
+    let o = on
+        .hv(dir)
         .args(["status", id, "-o", "json"])
         .output()
         .unwrap();
@@ -150,9 +179,23 @@ fn status(dir: &Path, id: &str) -> Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
-fn undeploy(dir: &Path, id: &str) {
-    let o = hvdctl_in(dir).args(["undeploy", id]).output().unwrap();
+fn undeploy(on: On, dir: &Path, id: &str) {
+    let o = on.hv(dir).args(["undeploy", id]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// `hvdctl scale RUN --workers N`: its exit code and stderr.
+fn scale(on: On, dir: &Path, run: &str, n: &str) -> (i32, String) {
+    let o = on
+        .hv(dir)
+        .args(["scale", run, "--workers", n])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 fn kill(docker: &DockerClient, name: &str) {
@@ -186,19 +229,19 @@ fn local_worker_killed_between_epochs_training_goes_on_to_done() {
     let _training = one_training_at_a_time();
     let id = run_id("k");
     let started = Instant::now();
-    deploy(&dir, &id, &image, &small(3, 2, 3, 4));
-    let mut logs = Follow::start(&dir, &id);
+    deploy(LOCAL, &dir, &id, &image, &small(3, 2, 3, 4));
+    let mut logs = Follow::start(LOCAL, &dir, &id);
     logs.until("epoch 1/4: ranks=3", 240);
     logs.until("pausing", 60);
     kill(&docker, &format!("ela-{id}-worker-2"));
-    let during = status(&dir, &id);
+    let during = status(LOCAL, &dir, &id);
     let (code, out) = logs.end(300);
     eprintln!(
         "elastic kill, 3 -> 2 ranks, 4 epochs: {:.1?}",
         started.elapsed()
     );
-    let after = status(&dir, &id);
-    undeploy(&dir, &id);
+    let after = status(LOCAL, &dir, &id);
+    undeploy(LOCAL, &dir, &id);
     assert_eq!(code, 0, "{out}");
     assert_eq!(during["state"], "Running", "{during}");
     assert!(out.contains("workers changed: now 2 ranks"), "{out}");
@@ -219,6 +262,22 @@ fn local_worker_killed_between_epochs_training_goes_on_to_done() {
     assert_eq!(lost["phase"], "Lost", "{after}");
     assert_eq!(lost["lastTermination"], "Error (exit 137)", "{after}");
     assert_eq!(after["elastic"]["minWorkers"], 2, "{after}");
+    // horovodrun runs discover_hosts.sh every second; sshd logs each probe that does not
+    // log in. A worker that answered is probed again only every 30 s.
+    let probes = sshd_probe_lines(&out, "worker-0");
+    eprintln!(
+        "sshd probe lines of worker-0 over {:.0?}: {probes}",
+        started.elapsed()
+    );
+    assert!(probes <= 4, "{probes} probe lines:\n{out}");
+}
+
+/// The lines `worker`'s sshd wrote about connections that closed before logging in.
+fn sshd_probe_lines(out: &str, worker: &str) -> usize {
+    out.lines()
+        .filter(|l| l.starts_with(&format!("{worker} |")))
+        .filter(|l| l.contains("kex_exchange_identification") || l.contains("[preauth]"))
+        .count()
 }
 
 /// 2 workers with minWorkers 2: losing one leaves too few. horovodrun waits its elastic
@@ -236,13 +295,13 @@ fn local_run_below_min_workers_fails_loudly() {
         "--set".into(),
         "mpi.extraArgs=[--elastic-timeout, \"10\"]".into(),
     ]);
-    deploy(&dir, &id, &image, &sets);
-    let mut logs = Follow::start(&dir, &id);
+    deploy(LOCAL, &dir, &id, &image, &sets);
+    let mut logs = Follow::start(LOCAL, &dir, &id);
     logs.until("pausing", 240);
     kill(&docker, &format!("ela-{id}-worker-1"));
     let (code, out) = logs.end(300);
-    let after = status(&dir, &id);
-    undeploy(&dir, &id);
+    let after = status(LOCAL, &dir, &id);
+    undeploy(LOCAL, &dir, &id);
     assert_eq!(code, 1, "{out}");
     assert!(!out.contains("epoch 4/4"), "{out}");
     assert_eq!(after["state"], "Failed", "{after}");
@@ -270,21 +329,11 @@ fn scale_a_running_local_run_up_and_down_and_refuse_bad_input() {
     };
     let _training = one_training_at_a_time();
     let id = run_id("s");
-    deploy(&dir, &id, &image, &small(2, 2, 3, 6));
-    let mut logs = Follow::start(&dir, &id);
+    deploy(LOCAL, &dir, &id, &image, &small(2, 2, 3, 6));
+    let mut logs = Follow::start(LOCAL, &dir, &id);
     logs.until("pausing", 240);
 
-    let scale = |run: &str, n: &str| {
-        let o = hvdctl_in(&dir)
-            .args(["scale", run, "--workers", n])
-            .timeout(Duration::from_secs(60))
-            .output()
-            .unwrap();
-        (
-            o.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
-    };
+    let scale = |run: &str, n: &str| scale(LOCAL, &dir, run, n);
     let names = |s: &Value| -> Vec<String> {
         s["pods"]
             .as_array()
@@ -293,7 +342,7 @@ fn scale_a_running_local_run_up_and_down_and_refuse_bad_input() {
             .map(|p| format!("{} {}", p["name"], p["phase"]))
             .collect()
     };
-    let before = status(&dir, &id);
+    let before = status(LOCAL, &dir, &id);
     for (run, n, want, says) in [
         (id.as_str(), "4", 2, "outside the elastic bounds"),
         (id.as_str(), "1", 2, "outside the elastic bounds"),
@@ -304,7 +353,7 @@ fn scale_a_running_local_run_up_and_down_and_refuse_bad_input() {
         assert_eq!(code, want, "scale {run} --workers {n}: {err}");
         assert!(err.contains(says), "scale {run} --workers {n}: {err}");
         assert_eq!(
-            names(&status(&dir, &id)),
+            names(&status(LOCAL, &dir, &id)),
             names(&before),
             "scale {run} --workers {n} changed something"
         );
@@ -314,7 +363,7 @@ fn scale_a_running_local_run_up_and_down_and_refuse_bad_input() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("from 2 to 3 workers"), "{err}");
     logs.until("workers changed: now 3 ranks", 120);
-    let up = status(&dir, &id);
+    let up = status(LOCAL, &dir, &id);
     assert_eq!(up["run"], id.as_str());
     assert_eq!(up["workers"], 3, "{up}");
     let (code, err) = scale(&id, "2");
@@ -322,8 +371,8 @@ fn scale_a_running_local_run_up_and_down_and_refuse_bad_input() {
     assert!(err.contains("from 3 to 2 workers"), "{err}");
     logs.until("workers changed: now 2 ranks", 120);
     let (code, out) = logs.end(300);
-    let after = status(&dir, &id);
-    undeploy(&dir, &id);
+    let after = status(LOCAL, &dir, &id);
+    undeploy(LOCAL, &dir, &id);
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains("worker-2 |"),
@@ -346,6 +395,7 @@ fn scale_a_running_local_run_up_and_down_and_refuse_bad_input() {
     )
     .unwrap();
     deploy(
+        LOCAL,
         &dir,
         &fixed,
         &image,
@@ -356,11 +406,193 @@ fn scale_a_running_local_run_up_and_down_and_refuse_bad_input() {
             "command=[sleep, \"120\"]".into(),
         ],
     );
-    let before = status(&dir, &fixed);
+    let before = status(LOCAL, &dir, &fixed);
     let (code, err) = scale(&fixed, "3");
-    let after = status(&dir, &fixed);
-    undeploy(&dir, &fixed);
+    let after = status(LOCAL, &dir, &fixed);
+    undeploy(LOCAL, &dir, &fixed);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("is not an elastic run"), "{err}");
     assert_eq!(names(&after), names(&before));
+}
+
+/// 3 workers (min 2, max 3) of `backend` on the Docker kubelet, 4 epochs; worker-2's pod is
+/// deleted through the API (graceful, as `kubectl delete pod` does) while the ranks pause
+/// after the first epoch. Gives `logs -f`'s exit and output, and `status` once the pod is
+/// gone or replaced and after the end.
+struct Deleted {
+    code: i32,
+    /// Whether a new worker-2 pod took the deleted one's place.
+    replaced: bool,
+    out: String,
+    during: Value,
+    after: Value,
+}
+
+fn worker_pod_deleted_between_epochs(backend: &str) -> Option<Deleted> {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_docker, dir, image) = elastic_app(tmp.path())?;
+    let _training = one_training_at_a_time();
+    let cluster = Cluster::docker_kubelet(backend == "mpijob");
+    let on = On {
+        backend,
+        kubeconfig: Some(&cluster.kubeconfig),
+    };
+    let id = run_id("d");
+    let started = Instant::now();
+    deploy(on, &dir, &id, &image, &small(3, 2, 3, 4));
+    let mut logs = Follow::start(on, &dir, &id);
+    logs.until("epoch 1/4: ranks=3", 300);
+    logs.until("pausing", 60);
+    let name = format!("ela-{id}-worker-2");
+    let uid = |fc: &fake_cluster::FakeCluster| {
+        fc.get("pods", "default", &name).map(|p| {
+            p["metadata"]["uid"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+    };
+    let old = uid(&cluster.fc);
+    cluster
+        .fc
+        .delete("pods", "default", &name, None)
+        .unwrap_or_else(|e| panic!("deleting {name}: {e:?}"));
+    // Until the pod is gone (native) or replaced by a new one (the MPI Operator's).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while uid(&cluster.fc) == old && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let replaced = uid(&cluster.fc).is_some();
+    std::thread::sleep(Duration::from_secs(2));
+    let during = status(on, &dir, &id);
+    let (code, out) = logs.end(300);
+    eprintln!(
+        "elastic {backend} pod deleted, 3 -> 2 ranks, 4 epochs: {:.1?}",
+        started.elapsed()
+    );
+    let after = status(on, &dir, &id);
+    undeploy(on, &dir, &id);
+    Some(Deleted {
+        code,
+        replaced,
+        out,
+        during,
+        after,
+    })
+}
+
+/// What every backend shows when a worker pod is deleted between epochs: training goes on
+/// from the last commit on 2 ranks to "done", `logs -f` exits 0, the run is Succeeded.
+fn goes_on_to_done(d: &Deleted) {
+    let (out, during, after) = (&d.out, &d.during, &d.after);
+    assert_eq!(d.code, 0, "{out}");
+    assert_eq!(during["state"], "Running", "{during}");
+    assert!(out.contains("workers changed: now 2 ranks"), "{out}");
+    for e in 2..=4 {
+        assert!(
+            out.contains(&format!("epoch {e}/4: ranks=2")),
+            "epoch {e}: {out}"
+        );
+    }
+    assert!(
+        out.lines()
+            .any(|l| l.ends_with("| done") || l.ends_with(":done")),
+        "{out}"
+    );
+    assert_eq!(after["state"], "Succeeded", "{after}");
+    assert_eq!(after["elastic"]["minWorkers"], 2, "{after}");
+}
+
+/// The MPI Operator (the fake one, like a real one for its replicas) puts a new worker-2 pod
+/// in the deleted one's place; Horovod has blacklisted that host (its rank exited with 255)
+/// and finishes on 2 ranks: the new pod runs sshd and nothing else. `status` shows it
+/// Running, the run's 3 workers; the operator removes the workers at the end
+/// (cleanPodPolicy Running).
+#[test]
+fn mpijob_worker_pod_deleted_between_epochs_training_goes_on_to_done() {
+    let Some(d) = worker_pod_deleted_between_epochs("mpijob") else {
+        return;
+    };
+    goes_on_to_done(&d);
+    assert!(d.replaced, "the operator replaces a deleted worker pod");
+    assert_eq!(d.during["workers"], 3, "{}", d.during);
+    let after_loss = &d.out[d.out.find("now 2 ranks").unwrap()..];
+    assert!(!after_loss.contains("now 3 ranks"), "{}", d.out);
+    assert!(d.out.contains("exit with status code 255"), "{}", d.out);
+    assert_eq!(d.after["workers"], 0, "{}", d.after);
+}
+
+/// A running 2-worker run of `backend` (min 2, max 3) on the Docker kubelet scaled to 3
+/// while it pauses after epoch 1, then back to 2: worker-2 comes and goes, the ranks
+/// re-form each time (in the log), same run id, `status` counts the workers, and training
+/// ends "done". Outside the bounds is exit 2.
+fn scale_a_running_kubernetes_run_up_and_down(backend: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some((_docker, dir, image)) = elastic_app(tmp.path()) else {
+        return;
+    };
+    let _training = one_training_at_a_time();
+    let cluster = Cluster::docker_kubelet(backend == "mpijob");
+    let on = On {
+        backend,
+        kubeconfig: Some(&cluster.kubeconfig),
+    };
+    let id = run_id("u");
+    deploy(on, &dir, &id, &image, &small(2, 2, 3, 6));
+    let mut logs = Follow::start(on, &dir, &id);
+    logs.until("pausing", 300);
+    let (code, err) = scale(on, &dir, &id, "4");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("outside the elastic bounds"), "{err}");
+    let (code, err) = scale(on, &dir, &id, "3");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("from 2 to 3 workers"), "{err}");
+    logs.until("workers changed: now 3 ranks", 120);
+    let up = status(on, &dir, &id);
+    let (code, err) = scale(on, &dir, &id, "2");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("from 3 to 2 workers"), "{err}");
+    logs.until("workers changed: now 2 ranks", 120);
+    let (code, out) = logs.end(300);
+    let after = status(on, &dir, &id);
+    undeploy(on, &dir, &id);
+    assert_eq!(up["run"], id.as_str());
+    assert_eq!(up["workers"], 3, "{up}");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("worker-2 |"),
+        "the new worker's log is followed: {out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.ends_with("| done") || l.ends_with(":done")),
+        "{out}"
+    );
+    assert_eq!(after["state"], "Succeeded", "{after}");
+    assert_eq!(after["run"], id.as_str());
+}
+
+/// mpijob: the MPIJob's Worker replicas change; the operator adds and removes worker-2.
+#[test]
+fn scale_a_running_mpijob_run_up_and_down() {
+    scale_a_running_kubernetes_run_up_and_down("mpijob");
+}
+
+/// native: hvdctl creates worker-2's pod (a copy of a live worker's) and deletes it again.
+#[test]
+fn scale_a_running_native_run_up_and_down() {
+    scale_a_running_kubernetes_run_up_and_down("native");
+}
+
+/// native: nothing replaces a deleted worker pod; the run goes on with 2 workers, which
+/// `status` counts while it runs.
+#[test]
+fn native_worker_pod_deleted_between_epochs_training_goes_on_to_done() {
+    let Some(d) = worker_pod_deleted_between_epochs("native") else {
+        return;
+    };
+    goes_on_to_done(&d);
+    assert!(!d.replaced, "nothing replaces a native worker pod");
+    assert_eq!(d.during["workers"], 2, "{}", d.during);
+    assert!(!d.out.contains("now 3 ranks"), "{}", d.out);
 }
