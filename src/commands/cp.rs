@@ -26,9 +26,12 @@ pub fn run(g: &Global, ui: &Ui, a: CpArgs) -> Result<u8> {
                 remote,
             } => (local.display().to_string(), format!("{which}:{remote}")),
         };
+        let entries = match copied.entries {
+            1 => "1 entry".to_string(),
+            n => format!("{n} entries"),
+        };
         ui.note(format!(
-            "Copied {from} to {to} ({} entries, {}) in {}",
-            copied.entries,
+            "Copied {from} to {to} ({entries}, {}) in {}",
             human_bytes(copied.bytes),
             run.info().job
         ));

@@ -168,18 +168,15 @@ pub fn local_landing(dest: &Path, name: &str) -> Result<(PathBuf, String)> {
     Ok((parent, file_name.to_string_lossy().into_owned()))
 }
 
-/// The name a local source keeps when copied into a directory (`./data/` → `data`; `.` →
-/// the current directory's name).
+/// The name a local source keeps when copied into a directory (`./data/` → `data`; `.` or
+/// `..` → the name of the directory they are).
 pub fn local_name(src: &Path) -> Result<String> {
-    let abs = std::path::absolute(src)
-        .map_err(|e| Error::failure(format!("local path {}: {e}", src.display())))?;
-    // `absolute` keeps `..` and `.` components; the last normal one is the name.
-    let normal = abs.components().filter_map(|c| match c {
-        std::path::Component::Normal(n) => Some(n),
-        _ => None,
-    });
-    normal
-        .last()
+    if let Some(std::path::Component::Normal(n)) = src.components().next_back() {
+        return Ok(n.to_string_lossy().into_owned());
+    }
+    let real = std::fs::canonicalize(src)
+        .map_err(|e| Error::not_found(format!("local path {}: {e}", src.display())))?;
+    real.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .ok_or_else(|| Error::input(format!("{}: name a file or directory", src.display())))
 }
@@ -265,5 +262,9 @@ mod tests {
         let e = local_landing(Path::new(&format!("{}/nodir/", d.display())), "o").unwrap_err();
         assert_eq!(e.kind, Kind::NotFound);
         assert_eq!(local_name(&d.join("dir/")).unwrap(), "dir");
+        assert_eq!(
+            local_name(&d.join("dir/..")).unwrap(),
+            local_name(d).unwrap()
+        );
     }
 }
