@@ -133,6 +133,12 @@ pub fn exec(
     if command.is_empty() {
         return Err(ApiError::bad_request("you must specify at least 1 command"));
     }
+    // As the API server's exec options validation.
+    if !["stdin", "stdout", "stderr"].iter().any(|s| flag(s)) {
+        return Err(ApiError::bad_request(
+            "you must specify at least 1 of stdin, stdout, stderr",
+        ));
+    }
     let container = super::logs::container_of(&pod, name, get("container"))?;
     let uid = util::uid_of(&pod).to_string();
     let running = k
