@@ -11,7 +11,7 @@
 use crate::local::{kubelet_leftovers, leftovers};
 use crate::util::*;
 use hvdctl::image::docker::DockerClient;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -110,10 +110,10 @@ fn port_forward(dir: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> Forward
         c.env("KUBECONFIG", kc);
     }
     let mut child = c.spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    out.read_line(&mut line).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
     let port = line
         .strip_prefix("Forwarding from 127.0.0.1:")
         .and_then(|r| r.split_whitespace().next())
@@ -132,14 +132,20 @@ fn port_forward(dir: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> Forward
     Forward { child, port }
 }
 
-/// The first line a server sends on a new connection to `127.0.0.1:port`.
-fn greeting(port: u16) -> String {
-    let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+/// A conversation with sshd through `127.0.0.1:port`: its banner line, then, after ours,
+/// the first bytes of its key exchange (both directions of the forward carry data). Returns
+/// the banner.
+fn ssh_hello(port: u16) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    // sshd speaks first.
-    let mut line = String::new();
-    BufReader::new(s).read_line(&mut line).unwrap();
-    line
+    let mut reader = BufReader::new(s.try_clone().unwrap());
+    let mut banner = String::new();
+    reader.read_line(&mut banner).unwrap();
+    s.write_all(b"SSH-2.0-hvdctl-test\r\n").unwrap();
+    let mut kex = [0u8; 64];
+    let n = reader.read(&mut kex).unwrap();
+    assert!(n > 5, "sshd answered our banner with {n} bytes");
+    banner
 }
 
 /// Everything a run must answer on either engine: exec exit codes and stdin, cp both ways
@@ -293,7 +299,7 @@ fn exercise(dir: &Path, kc: Option<&Path>, id: &str, job: &str, container: &str)
     // port-forward: worker 1's sshd answers through it, twice (a stream per connection).
     let f = port_forward(dir, kc, &[id, "--index", "1", ":22"]);
     for _ in 0..2 {
-        let g = greeting(f.port);
+        let g = ssh_hello(f.port);
         assert!(g.starts_with("SSH-2.0-"), "{g:?}");
     }
     // The same local port again: in use, exit 1 naming it.
@@ -492,6 +498,33 @@ fn exec_cp_and_port_forward_on_the_docker_kubelet() {
         );
         assert_eq!(o.code, 0, "{}", o.stderr);
         assert!(std::fs::read(&back).unwrap() == key);
+        // kubectl port-forward: SPDY tunnelled through the fake's WebSocket.
+        let mut child = cluster
+            .kubectl_process(&["port-forward", &pod, ":22"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        // kubectl prints a line per connection: keep reading, or it dies of SIGPIPE.
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        let port: Option<u16> = line
+            .strip_prefix("Forwarding from 127.0.0.1:")
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|p| p.parse().ok());
+        let banners: Vec<String> = match port {
+            Some(p) => (0..2).map(|_| ssh_hello(p)).collect(),
+            None => Vec::new(),
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(port.is_some(), "kubectl port-forward printed {line:?}");
+        assert!(
+            banners.iter().all(|b| b.starts_with("SSH-2.0-")),
+            "{banners:?}"
+        );
     }
 
     let u = hv(&dir, Some(&kc), &["undeploy", &id]);
