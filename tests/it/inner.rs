@@ -148,9 +148,58 @@ fn ssh_hello(port: u16) -> String {
     banner
 }
 
-/// Everything a run must answer on either engine: exec exit codes and stdin, cp both ways
-/// with a directory and a 0600 file, bad roles, indexes, containers and paths, and a
-/// port-forward to worker 1's sshd; `port_taken` checks that a port in use is refused.
+/// `hvdctl exec -it` on a real terminal (util-linux `script` gives it a pseudo-terminal of
+/// 97 columns × 31 rows): the command has a terminal of that size and reads our keys. The
+/// size is set just after the command starts (as with kubectl and docker), so the command
+/// waits up to 5 s for it.
+fn exec_on_a_terminal(dir: &Path, kc: Option<&Path>, id: &str) {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return unavailable::<()>("util-linux `script`", "not installed").unwrap_or(());
+    }
+    let hv = hvdctl_process();
+    let bin = hv.get_program().to_string_lossy().into_owned();
+    let line = format!(
+        "stty cols 97 rows 31; {bin} exec {id} -it -- sh -c 'tty; i=0; while [ \"$(stty size)\" = \"0 0\" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; stty size; read x; echo got:$x'"
+    );
+    let mut c = std::process::Command::new("script");
+    for (k, v) in hv.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    if let Some(kc) = kc {
+        c.env("KUBECONFIG", kc);
+    }
+    let t = token();
+    let mut child = c
+        .args(["-qec", &line, "/dev/null"])
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{t}\n").as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("/dev/pts/"), "no terminal: {out}");
+    assert!(out.contains("31 97"), "the window's size: {out}");
+    assert!(out.contains(&format!("got:{t}")), "keys: {out}");
+}
+
+/// Everything a run must answer on either engine: exec exit codes, stdin and a terminal, cp
+/// both ways with a directory and a 0600 file, bad roles, indexes, containers and paths, a
+/// port-forward to worker 1's sshd and a local port already in use.
 fn exercise(dir: &Path, kc: Option<&Path>, id: &str, job: &str, container: &str) {
     // exec: the command's exit code, output, stderr, stdin.
     let o = hv(
@@ -174,6 +223,7 @@ fn exercise(dir: &Path, kc: Option<&Path>, id: &str, job: &str, container: &str)
     assert_eq!(o.code, 0, "{}", o.stderr);
     let o = hv(dir, kc, &["exec", id, "--", "no-such-command"]);
     assert!([126, 127].contains(&o.code), "{} {}", o.code, o.stderr);
+    exec_on_a_terminal(dir, kc, id);
     let t = token();
     let o = hv_stdin(
         dir,

@@ -91,6 +91,14 @@ impl DockerRun {
             return Err(stdio::failed_to_run(req, &place, "the exec was detached"));
         };
         let _raw = req.tty.then(crate::ui::raw::RawMode::enable).flatten();
+        // The terminal's size first, before any input (later changes follow below).
+        if req.tty
+            && let Some((width, height)) = crate::ui::raw::window_size()
+        {
+            let _ = d
+                .resize_exec(&created.id, ResizeExecOptions { width, height })
+                .await;
+        }
         let stdin = req.stdin.then(|| tokio::spawn(stdio::pump_stdin(input)));
         let resize = req.tty.then(|| {
             let (d, id) = (d.clone(), created.id.clone());
