@@ -529,6 +529,7 @@ pub struct ExecArgs {
 
 #[derive(Debug, Args)]
 #[command(
+    override_usage = "hvdctl cp [OPTIONS] [RUN] SRC DEST",
     after_help = "The run's side is launcher:PATH or worker-I:PATH; any other argument is a local path.\n\
     A destination that is an existing directory receives the source under its own name; otherwise\n\
     it is the copy's name. Directories are copied whole, with their files' modes.\n\n\
@@ -536,7 +537,7 @@ pub struct ExecArgs {
 )]
 pub struct CpArgs {
     /// [RUN] SRC DEST (RUN defaults to the app's last run)
-    #[arg(num_args = 2..=3, required = true, value_name = "[RUN] SRC DEST")]
+    #[arg(num_args = 2..=3, required = true, value_name = "ARG")]
     pub args: Vec<String>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -544,11 +545,12 @@ pub struct CpArgs {
 
 #[derive(Debug, Args)]
 #[command(
+    override_usage = "hvdctl port-forward [OPTIONS] [RUN] LOCAL:REMOTE",
     after_help = "Examples:\n  hvdctl port-forward 8080:80\n  hvdctl port-forward --index 1 :22    (any free local port; printed)"
 )]
 pub struct PortForwardArgs {
     /// [RUN] LOCAL:REMOTE (or PORT, or :REMOTE for any free local port)
-    #[arg(num_args = 1..=2, required = true, value_name = "[RUN] LOCAL:REMOTE")]
+    #[arg(num_args = 1..=2, required = true, value_name = "ARG")]
     pub args: Vec<String>,
     #[command(flatten)]
     pub target: TargetArgs,
