@@ -42,6 +42,9 @@ impl Cli {
             Command::Logs(a) => Some(&a.cluster),
             Command::Scale(a) => Some(&a.cluster),
             Command::Version(a) => Some(&a.cluster),
+            Command::Exec(a) => Some(&a.cluster),
+            Command::Cp(a) => Some(&a.cluster),
+            Command::PortForward(a) => Some(&a.cluster),
             _ => None,
         };
         let c = cluster.cloned().unwrap_or_default();
@@ -191,6 +194,12 @@ pub enum Command {
     Logs(LogsArgs),
     /// Change the number of workers of a running elastic run, in place
     Scale(ScaleArgs),
+    /// Run a command in a pod/container of a run (the launcher by default)
+    Exec(ExecArgs),
+    /// Copy files and directories between this machine and a run's pods/containers
+    Cp(CpArgs),
+    /// Forward a local port to a port of a run's pod/container
+    PortForward(PortForwardArgs),
     /// Print a shell completion script
     Completions(CompletionsArgs),
     /// Print hvdctl's version and commit, and the cluster's version when it answers
@@ -492,4 +501,81 @@ pub struct PushArgs {
     /// Progress display: bars on a terminal (auto) or the daemon's lines (plain)
     #[arg(long, value_enum, default_value_t = ProgressChoice::Auto)]
     pub progress: ProgressChoice,
+}
+
+// --- exec, cp, port-forward ------------------------------------------------------------------
+
+/// `--role` of exec and port-forward: one pod/container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TargetRole {
+    Launcher,
+    Worker,
+}
+
+/// Which pod/container of the run (exec, port-forward).
+#[derive(Debug, Args, Clone)]
+pub struct TargetArgs {
+    /// launcher (the default) or worker
+    #[arg(long, value_enum)]
+    pub role: Option<TargetRole>,
+    /// The worker's index (implies --role worker; default 0)
+    #[arg(long, value_name = "I")]
+    pub index: Option<u32>,
+    /// The container in the pod (default: its first; a local run has one per pod)
+    #[arg(short = 'c', long, value_name = "NAME")]
+    pub container: Option<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  hvdctl exec -- nvidia-smi\n  hvdctl exec --index 1 -it -- bash\n  hvdctl exec ab12x -- sh -c 'ls /data'\n\nThe exit code is the command's (126/127 when it cannot run)."
+)]
+pub struct ExecArgs {
+    /// Run id or job name (default: the app's last run)
+    #[arg(add = clap_complete::ArgValueCompleter::new(complete_runs))]
+    pub run: Option<String>,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Pass this terminal's stdin to the command
+    #[arg(short = 'i', long)]
+    pub stdin: bool,
+    /// Give the command a terminal (with -i: an interactive shell)
+    #[arg(short = 't', long)]
+    pub tty: bool,
+    /// The command and its arguments, after --
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    override_usage = "hvdctl cp [OPTIONS] [RUN] SRC DEST",
+    after_help = "The run's side is launcher:PATH or worker-I:PATH; any other argument is a local path.\n\
+    A destination that is an existing directory receives the source under its own name; otherwise\n\
+    it is the copy's name. Directories are copied whole, with their files' modes.\n\n\
+    Examples:\n  hvdctl cp ./data launcher:/tmp\n  hvdctl cp worker-1:/tmp/out ./out-1\n  hvdctl cp ab12x launcher:/app/checkpoints ."
+)]
+pub struct CpArgs {
+    /// [RUN] SRC DEST (RUN defaults to the app's last run)
+    #[arg(num_args = 2..=3, required = true, value_name = "ARG")]
+    pub args: Vec<String>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    override_usage = "hvdctl port-forward [OPTIONS] [RUN] LOCAL:REMOTE",
+    after_help = "Examples:\n  hvdctl port-forward 8080:80\n  hvdctl port-forward --index 1 :22    (any free local port; printed)"
+)]
+pub struct PortForwardArgs {
+    /// [RUN] LOCAL:REMOTE (or PORT, or :REMOTE for any free local port)
+    #[arg(num_args = 1..=2, required = true, value_name = "ARG")]
+    pub args: Vec<String>,
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }

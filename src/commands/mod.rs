@@ -3,10 +3,13 @@
 
 mod build;
 mod completions;
+mod cp;
 mod deploy;
 mod events;
+mod exec;
 mod init;
 mod logs;
+mod port_forward;
 mod scale;
 mod status;
 mod templates;
@@ -32,6 +35,9 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Undeploy(a) => undeploy::run(g, &ui, a),
         Command::Logs(a) => logs::run(g, &ui, a),
         Command::Scale(a) => scale::run(g, &ui, a),
+        Command::Exec(a) => exec::run(g, &ui, a),
+        Command::Cp(a) => cp::run(g, &ui, a),
+        Command::PortForward(a) => port_forward::run(g, &ui, a),
         Command::Completions(a) => completions::run(a),
         Command::Version(a) => version::run(g, &ui, a),
     }

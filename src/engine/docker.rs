@@ -1,6 +1,8 @@
 //! The Docker engine: the `local` backend's runs are labelled containers and a network on
 //! this machine's daemon (see `crate::local`).
 
+mod remote;
+
 use super::{Env, Place, Plan, Removed, RunInfo};
 use crate::cli::ManifestFormat;
 use crate::cluster::status::JobState;

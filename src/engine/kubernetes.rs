@@ -1,6 +1,8 @@
 //! The Kubernetes engine: runs are labelled objects in a namespace of a kube context; what
 //! differs between backends (mpijob, native, ...) is asked of their [`KubeBackend`].
 
+mod remote;
+
 use super::{DeployOptions, Env, Place, Plan, Removed, RunInfo};
 use crate::backend::{self, KubeBackend, SshKeys};
 use crate::cli::ManifestFormat;

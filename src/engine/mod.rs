@@ -16,6 +16,11 @@ use crate::cluster::events::RunEvent;
 use crate::cluster::status::JobState;
 use crate::error::{Error, Result};
 use crate::logs::{LogOptions, LogsOutcome};
+use crate::remote::Pick;
+use crate::remote::archive::Copied;
+use crate::remote::forward::Ports;
+use crate::remote::path::Copy;
+use crate::remote::stdio::ExecRequest;
 use crate::report::StatusReport;
 use crate::ui::Ui;
 use serde::{Deserialize, Serialize};
@@ -164,6 +169,64 @@ impl Run {
         match self {
             Run::Kubernetes(r) => r.wait_running(ui).await,
             Run::Docker(r) => r.wait_running(ui).await,
+        }
+    }
+}
+
+// --- Inside a run: exec, cp, port-forward (see `crate::remote`) ------------------------------
+
+impl Run {
+    /// Runs a command in the pod/container `pick` names; the command's exit code.
+    pub async fn exec(&self, pick: &Pick, req: &ExecRequest) -> Result<u8> {
+        match self {
+            Run::Kubernetes(r) => r.exec(pick, req).await,
+            Run::Docker(r) => r.exec(pick, req).await,
+        }
+    }
+
+    /// Copies a file or directory between this machine and the run, either way.
+    pub async fn copy(&self, copy: &Copy, ui: &Ui) -> Result<Copied> {
+        match (self, copy) {
+            (
+                Run::Kubernetes(r),
+                Copy::From {
+                    which,
+                    remote,
+                    local,
+                },
+            ) => r.copy_from(*which, remote, local, ui).await,
+            (
+                Run::Kubernetes(r),
+                Copy::To {
+                    local,
+                    which,
+                    remote,
+                },
+            ) => r.copy_to(local, *which, remote, ui).await,
+            (
+                Run::Docker(r),
+                Copy::From {
+                    which,
+                    remote,
+                    local,
+                },
+            ) => r.copy_from(*which, remote, local, ui).await,
+            (
+                Run::Docker(r),
+                Copy::To {
+                    local,
+                    which,
+                    remote,
+                },
+            ) => r.copy_to(local, *which, remote, ui).await,
+        }
+    }
+
+    /// Forwards a local port to a port of the pod/container `pick` names, until Ctrl-C.
+    pub async fn port_forward(&self, pick: &Pick, ports: Ports) -> Result<()> {
+        match self {
+            Run::Kubernetes(r) => r.port_forward(pick, ports).await,
+            Run::Docker(r) => r.port_forward(pick, ports).await,
         }
     }
 }

@@ -78,6 +78,15 @@ pub struct BuildContext {
 }
 
 impl BuildContext {
+    /// Every file below `dir`, nothing ignored and no Dockerfile: the tree `hvdctl cp` sends.
+    pub(crate) fn plain(dir: &Path) -> BuildContext {
+        BuildContext {
+            root: dir.to_path_buf(),
+            dockerfile: String::new(),
+            matcher: Matcher::default(),
+        }
+    }
+
     /// Opens `context_dir` for a build with `dockerfile` (relative to the context; usually
     /// `Dockerfile`). Reads `.dockerignore` if there is one. Errors (exit 2) if the directory
     /// or the Dockerfile is missing, the Dockerfile lies outside the context, or a pattern is
@@ -257,30 +266,8 @@ impl BuildContext {
     /// Must be called inside a Tokio runtime. An error while reading the context ends the
     /// stream with an `io::Error` and is also kept in [`TarStream::error`] for a clear report.
     pub fn tar_stream(&self) -> TarStream {
-        let (tx, rx) = mpsc::channel(STREAM_CHUNKS);
-        let error = Arc::new(Mutex::new(None));
         let ctx = self.clone();
-        let err_slot = error.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut writer = ChannelWriter {
-                tx: tx.clone(),
-                buf: BytesMut::with_capacity(STREAM_CHUNK_SIZE),
-            };
-            let result = ctx.write_tar(&mut writer).and_then(|_| {
-                writer
-                    .send_buffered()
-                    .map_err(|e| Error::failure(format!("sending: {e}")))
-            });
-            if let Err(e) = result {
-                // A closed receiver means the consumer stopped reading: nothing to report.
-                if !tx.is_closed() {
-                    let msg = e.message.clone();
-                    *err_slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                    let _ = tx.blocking_send(Err(io::Error::other(msg)));
-                }
-            }
-        });
-        TarStream { rx, error }
+        tar_stream(move |out| ctx.write_tar(out))
     }
 
     /// A digest of what would be sent (paths, kinds, modes, file contents, link targets;
@@ -326,7 +313,7 @@ impl BuildContext {
     }
 }
 
-fn entry_for(
+pub(crate) fn entry_for(
     full: &Path,
     path: String,
     meta: &Metadata,
@@ -375,7 +362,7 @@ fn entry_for(
     }))
 }
 
-fn append_entry<W: Write>(
+pub(crate) fn append_entry<W: Write>(
     tar: &mut tar::Builder<W>,
     entry: &ContextEntry,
     full: &Path,
@@ -442,6 +429,38 @@ fn append_entry<W: Write>(
                 .map_err(fail)
         }
     }
+}
+
+/// A tar archive written by `write` on a blocking thread into a channel of at most
+/// [`STREAM_CHUNKS`] chunks of [`STREAM_CHUNK_SIZE`] bytes, as a stream consumed while it is
+/// written (the build context, `hvdctl cp`'s uploads). Must be called inside a Tokio runtime.
+/// An error ends the stream with an `io::Error` and is kept in [`TarStream::error`].
+pub(crate) fn tar_stream(
+    write: impl FnOnce(&mut dyn Write) -> Result<u64> + Send + 'static,
+) -> TarStream {
+    let (tx, rx) = mpsc::channel(STREAM_CHUNKS);
+    let error = Arc::new(Mutex::new(None));
+    let err_slot = error.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut writer = ChannelWriter {
+            tx: tx.clone(),
+            buf: BytesMut::with_capacity(STREAM_CHUNK_SIZE),
+        };
+        let result = write(&mut writer).and_then(|_| {
+            writer
+                .send_buffered()
+                .map_err(|e| Error::failure(format!("sending: {e}")))
+        });
+        if let Err(e) = result {
+            // A closed receiver means the consumer stopped reading: nothing to report.
+            if !tx.is_closed() {
+                let msg = e.message.clone();
+                *err_slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                let _ = tx.blocking_send(Err(io::Error::other(msg)));
+            }
+        }
+    });
+    TarStream { rx, error }
 }
 
 struct CountingWriter<W> {

@@ -24,6 +24,7 @@ pub use build::{BuildRequest, BuiltImage, build};
 pub use context::{BuildContext, ContextEntry, EntryKind};
 pub use docker::DockerClient;
 pub use progress::ProgressMode;
+pub(crate) use progress::human_bytes;
 pub use push::{PushRequest, PushedImage, push, tag_exists};
 
 /// Compile-time check: the futures of [`build`], [`push`] and [`tag_exists`] are `Send`, so

@@ -2,6 +2,7 @@
 //! talking to a terminal; it asks a [`Ui`].
 
 pub mod prompt;
+pub mod raw;
 
 use std::io::IsTerminal;
 
@@ -86,6 +87,34 @@ impl Ui {
         pb.set_style(
             indicatif::ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        pb.set_message(msg.into());
+        pb.enable_steady_tick(std::time::Duration::from_millis(120));
+        pb
+    }
+}
+
+impl Ui {
+    /// A byte-counting progress bar on stderr when drawing is allowed (hidden otherwise):
+    /// with a length when `total` is known, else a spinner with the bytes so far.
+    pub fn bytes_bar(&self, msg: impl Into<String>, total: Option<u64>) -> indicatif::ProgressBar {
+        if !self.progress {
+            return indicatif::ProgressBar::hidden();
+        }
+        let (pb, template) = match total {
+            Some(n) => (
+                indicatif::ProgressBar::new(n),
+                "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {eta}",
+            ),
+            None => (
+                indicatif::ProgressBar::new_spinner(),
+                "{spinner} {msg} {bytes} {bytes_per_sec} ({elapsed})",
+            ),
+        };
+        pb.set_style(
+            indicatif::ProgressStyle::with_template(template)
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
         );
         pb.set_message(msg.into());
         pb.enable_steady_tick(std::time::Duration::from_millis(120));

@@ -16,6 +16,8 @@ mod image;
 mod elastic;
 // init, templates, completions, version.
 mod init;
+// exec, cp, port-forward inside local and Docker-kubelet runs: real containers.
+mod inner;
 // The local backend and the fake cluster's Docker kubelet: real containers.
 mod local;
 // hvdctl logs: lossless under faults, bad situations.

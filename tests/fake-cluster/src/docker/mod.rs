@@ -8,6 +8,7 @@
 //! this one.
 
 pub mod logs;
+mod spdy;
 pub mod spec;
 pub mod stream;
 mod volumes;

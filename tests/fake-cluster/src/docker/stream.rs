@@ -7,7 +7,8 @@
 //! `portforward.k8s.io` (also offered as `v4.channel.k8s.io`): port `i` of the `ports`
 //! query uses data channel `2i` and error channel `2i+1`, each opened by the server with
 //! the port number (two bytes, little endian); the pod's IP on the cluster's Docker network
-//! is dialled from the host.
+//! is dialled from the host. kubectl's `SPDY/3.1+portforward.k8s.io` (SPDY tunnelled through
+//! the WebSocket) is served by [`super::spdy`].
 
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults};
@@ -30,7 +31,7 @@ use crate::store::Store;
 use crate::util;
 
 type Body = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
-type Ws = WebSocketStream<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>;
+pub(crate) type Ws = WebSocketStream<hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>>;
 
 fn query_pairs(q: &str) -> Vec<(String, String)> {
     q.split('&')
@@ -132,6 +133,12 @@ pub fn exec(
         .collect();
     if command.is_empty() {
         return Err(ApiError::bad_request("you must specify at least 1 command"));
+    }
+    // As the API server's exec options validation.
+    if !["stdin", "stdout", "stderr"].iter().any(|s| flag(s)) {
+        return Err(ApiError::bad_request(
+            "you must specify at least 1 of stdin, stdout, stderr",
+        ));
     }
     let container = super::logs::container_of(&pod, name, get("container"))?;
     let uid = util::uid_of(&pod).to_string();
@@ -319,11 +326,6 @@ pub fn portforward(
             "SPDY/3.1+portforward.k8s.io",
         ],
     )?;
-    if proto.starts_with("SPDY") {
-        return Err(ApiError::bad_request(
-            "fake-cluster does not speak SPDY port-forwarding (kubectl port-forward); use a WebSocket client",
-        ));
-    }
     let q = query_pairs(req.uri().query().unwrap_or_default());
     let mut ports: Vec<u16> = Vec::new();
     for (n, v) in &q {
@@ -335,12 +337,19 @@ pub fn portforward(
             }
         }
     }
-    if ports.is_empty() {
+    // SPDY clients name the port in each stream's headers, not in the URL.
+    let spdy = proto.starts_with("SPDY/3.1+");
+    if ports.is_empty() && !spdy {
         return Err(ApiError::bad_request("at least 1 port is required"));
     }
     tokio::spawn(async move {
         let Some(ws) = upgrade(req).await else { return };
-        run_portforward(ws, ip, ports).await;
+        if spdy {
+            // kubectl: SPDY streams tunnelled through the WebSocket; each names its port.
+            super::spdy::serve(ws, ip).await;
+        } else {
+            run_portforward(ws, ip, ports).await;
+        }
     });
     Ok(switching(&proto, &accept))
 }
