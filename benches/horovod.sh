@@ -9,6 +9,8 @@
 #      network between the ranks, no ssh).
 # Both jobs run the same train.py with the same settings, one thread per rank.
 # Usage: benches/horovod.sh [RUNS]   (default 3; prints markdown for docs/benchmarks.md)
+#   SAMPLES=N  synthetic training samples per epoch (default 24000: epochs of seconds, so that
+#              the step time is not lost in the timer's noise)
 # Needs: scripts/dev-services.sh horovod; an hvdctl binary (HVDCTL, default the release build).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,7 +23,7 @@ docker=/usr/bin/docker; [ -x $docker ] || docker=docker
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-samples=8000 epochs=3 batch=64
+samples=${SAMPLES:-24000} epochs=3 batch=64
 settings=(--set mpi.launcher=horovodrun --set workers=2 --set slotsPerWorker=1
   --set parameters.epochs=$epochs --set env.SYNTHETIC_SAMPLES=$samples
   --set env.OMP_NUM_THREADS=1)
@@ -61,7 +63,7 @@ for i in $(seq 1 "$runs"); do
   read -r _ _ o1 o2 < <(timed $docker run --rm -e OMP_NUM_THREADS=1 -e PYTHONUNBUFFERED=1 \
     -e SYNTHETIC_SAMPLES=$samples -e EPOCHS=$epochs $image \
     horovodrun -np 2 -H localhost:2 python3 /app/train.py)
-  python3 - "$i" "$up" "$first" "$e1" "$e2" "$o1" "$o2" "$steps" <<'EOF'
+  python3 - "$i" "$up" "$first" "$e1" "$e2" "$o1" "$o2" "$steps" <<'EOF' | tee -a "$work/rows"
 import sys
 i, up, first, e1, e2, o1, o2, steps = sys.argv[1:]
 two = (float(e1) + float(e2)) / 2 / int(steps) * 1000
@@ -69,6 +71,14 @@ one = (float(o1) + float(o2)) / 2 / int(steps) * 1000
 print("| %s | %s | %s | %.1f | %.1f | %.2f× |" % (i, up, first, two, one, two / one))
 EOF
 done
+python3 - "$work/rows" <<'EOF'
+import statistics, sys
+rows = [[c.strip() for c in l.strip().strip("|").split("|")] for l in open(sys.argv[1])]
+col = lambda k: [float(r[k].rstrip("×")) for r in rows]
+two, one = statistics.median(col(3)), statistics.median(col(4))
+print("| median | %.2f | %.2f | %.1f | %.1f | %.2f× |"
+      % (statistics.median(col(1)), statistics.median(col(2)), two, one, two / one))
+EOF
 echo
 echo "step = mean epoch time of epochs 2–$epochs (rank 0's \`time=\`, training only) / $steps steps" \
   "($samples samples, batch $batch × 2 ranks); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
