@@ -967,21 +967,27 @@ impl DockerKubelet {
                 .as_ref()
                 .and_then(|i| i.state.clone())
                 .unwrap_or_default();
-            // Docker may record the cgroup's OOM event just after the exit: look again.
-            let st = if st.exit_code == Some(137)
+            // Docker may record the cgroup's OOM event after the exit (on a loaded machine,
+            // seconds after): a SIGKILLed container with a memory limit is looked at again,
+            // for up to 5 s, before it counts as not OOM-killed.
+            let mut st = st;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            while st.exit_code == Some(137)
                 && st.oom_killed != Some(true)
                 && c.pointer("/resources/limits/memory").is_some()
+                && tokio::time::Instant::now() < deadline
             {
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                self.docker
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                if let Some(again) = self
+                    .docker
                     .inspect_container(&id, None::<InspectContainerOptions>)
                     .await
                     .ok()
                     .and_then(|i| i.state)
-                    .unwrap_or(st)
-            } else {
-                st
-            };
+                {
+                    st = again;
+                }
+            }
             let exit = st.exit_code.unwrap_or(0) as i32;
             let oom = st.oom_killed == Some(true);
             let finished = st
