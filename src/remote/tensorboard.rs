@@ -26,11 +26,17 @@ const NO_LOG_DIR: u8 = 3;
 /// Exit code of the script when the image has no `tensorboard` program.
 const NO_TENSORBOARD: u8 = 127;
 
+/// Exit code of the script when rank 0 has not created the log directory within 5 minutes.
+const NO_WRITER: u8 = 4;
+
 /// Run with `sh -c SCRIPT tensorboard PORT`: the log directory is the container's own
 /// `TENSORBOARD_LOG_DIR` (what the ranks were given), read before anything else. A
-/// TensorBoard already answering on PORT (an earlier `hvdctl tensorboard`) is reused;
-/// otherwise one is started in the background — it lives as long as the container — and
-/// the script returns once it answers, or prints TensorBoard's log and fails.
+/// TensorBoard already answering on PORT (an earlier `hvdctl tensorboard`) is reused.
+/// Otherwise the script waits until rank 0 has created the directory (its writer starts
+/// with training, after Horovod's start-up: a TensorBoard started while the ranks were
+/// still starting was seen to stall `hvd.init()` on rank 0), then starts TensorBoard in the
+/// background — it lives as long as the container — and returns once it answers, or prints
+/// TensorBoard's log and fails.
 const SCRIPT: &str = r#"
 port=$1
 dir=${TENSORBOARD_LOG_DIR:-}
@@ -38,7 +44,13 @@ dir=${TENSORBOARD_LOG_DIR:-}
 command -v tensorboard >/dev/null 2>&1 || exit 127
 up() { python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' "$port" 2>/dev/null; }
 up && exit 0
-mkdir -p "$dir" 2>/dev/null
+[ -d "$dir" ] || echo "waiting for rank 0 to create $dir (it does when training starts)" >&2
+i=0
+while [ ! -d "$dir" ]; do
+    [ "$i" -lt 600 ] || exit 4
+    sleep 0.5
+    i=$((i + 1))
+done
 log=/tmp/hvdctl-tensorboard.log
 nohup tensorboard --logdir "$dir" --port "$port" --bind_all >"$log" 2>&1 </dev/null &
 pid=$!
@@ -80,6 +92,10 @@ pub fn started(code: u8, job: &str) -> Result<()> {
             "the image of run {job} has no `tensorboard` program in worker-0"
         ))
         .hint("install the tensorboard package in the app's Dockerfile (`pip install tensorboard`) and build and deploy again")),
+        NO_WRITER => Err(Error::failure(format!(
+            "rank 0 of run {job} has not created its TensorBoard log directory (${TENSORBOARD_LOG_DIR} in worker-0) in 5 minutes"
+        ))
+        .hint("rank 0 creates it when training starts, and skips it when the image lacks the tensorboard package: see `hvdctl logs`")),
         other => Err(Error::failure(format!(
             "TensorBoard did not start in worker-0 of run {job} (exit {other}; its log is above)"
         ))),

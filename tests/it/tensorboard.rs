@@ -146,7 +146,11 @@ fn tensorboard_serves_rank_0s_loss_from_a_local_training() {
     let port = free_port();
     let started = Instant::now();
     let served = serve(&dir, &[&id, "--port", &port.to_string()]);
-    eprintln!("TensorBoard served at {} after {:.1?}", served.url, started.elapsed());
+    eprintln!(
+        "TensorBoard served at {} after {:.1?}",
+        served.url,
+        started.elapsed()
+    );
     assert_eq!(served.url, format!("http://127.0.0.1:{port}/"));
 
     // The same local port again: in use, exit 1, nothing started twice.
@@ -192,7 +196,8 @@ fn tensorboard_serves_rank_0s_loss_from_a_local_training() {
         c
     });
     assert!(
-        l.stdout.contains("tensorboard: writing scalars to /tmp/tensorboard"),
+        l.stdout
+            .contains("tensorboard: writing scalars to /tmp/tensorboard"),
         "{}",
         l.stdout
     );
@@ -227,8 +232,17 @@ fn tensorboard_refuses_unknown_runs_runs_without_a_log_dir_and_images_without_it
 
     let deploy = |id: &str, extra: &[&str]| {
         let mut args = vec![
-            "deploy", "--backend", "local", "--run-id", id, "--image", &image, "--no-push",
-            "--wait", "--set", "command=[sleep, \"300\"]",
+            "deploy",
+            "--backend",
+            "local",
+            "--run-id",
+            id,
+            "--image",
+            &image,
+            "--no-push",
+            "--wait",
+            "--set",
+            "command=[sleep, \"300\"]",
         ];
         args.extend_from_slice(extra);
         let d = hv(&args);
@@ -238,14 +252,26 @@ fn tensorboard_refuses_unknown_runs_runs_without_a_log_dir_and_images_without_it
     deploy(&plain, &[]);
     let no_dir = hv(&["tensorboard", &plain, "--port", "0"]);
     assert_eq!(no_dir.code, 2, "{}", no_dir.stderr);
-    assert!(no_dir.stderr.contains("TENSORBOARD_LOG_DIR"), "{}", no_dir.stderr);
-    assert!(no_dir.stderr.contains("tensorboard.logDir"), "{}", no_dir.stderr);
+    assert!(
+        no_dir.stderr.contains("TENSORBOARD_LOG_DIR"),
+        "{}",
+        no_dir.stderr
+    );
+    assert!(
+        no_dir.stderr.contains("tensorboard.logDir"),
+        "{}",
+        no_dir.stderr
+    );
 
     let with_dir = run_id("w");
     deploy(&with_dir, &["--set", "tensorboard.logDir=/tmp/tb"]);
     let no_tb = hv(&["tensorboard", &with_dir, "--port", "0"]);
     assert_eq!(no_tb.code, 1, "{}", no_tb.stderr);
-    assert!(no_tb.stderr.contains("no `tensorboard` program"), "{}", no_tb.stderr);
+    assert!(
+        no_tb.stderr.contains("no `tensorboard` program"),
+        "{}",
+        no_tb.stderr
+    );
 
     for id in [&plain, &with_dir] {
         let u = hv(&["undeploy", id]);
