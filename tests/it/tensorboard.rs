@@ -1,12 +1,13 @@
-//! `hvdctl tensorboard` against real containers: the `horovod` template trains on the local
-//! backend with `tensorboard.logDir` set, in an image that is the template's plus a real
-//! TensorBoard (installed from the wheels `scripts/dev-services.sh horovod` downloads: Debian
-//! does not package it); rank 0 writes its scalars, `hvdctl tensorboard` starts TensorBoard
-//! in worker 0 and forwards a local port, and TensorBoard's own HTTP API lists the loss tag.
-//! Bad inputs use the cheap `mpi-hello` image sleeping. SKIPPED without the services, the
-//! Horovod base or the wheels; a failure under `CI`.
+//! `hvdctl tensorboard` against real containers: the `horovod` template trains with
+//! `tensorboard.logDir` set — on the local backend, and with the `native` backend on the fake
+//! cluster's Docker kubelet — in an image that is the template's plus a real TensorBoard
+//! (installed from the wheels `scripts/dev-services.sh horovod` downloads: Debian does not
+//! package it); rank 0 writes its scalars, `hvdctl tensorboard` starts TensorBoard in worker 0
+//! and forwards a local port, and TensorBoard's own HTTP API lists the loss tag. Bad inputs
+//! use the cheap `mpi-hello` image sleeping. SKIPPED without the services, the Horovod base
+//! or the wheels; a failure under `CI`.
 
-use crate::local::leftovers;
+use crate::local::{kubelet_leftovers, leftovers};
 use crate::util::*;
 use hvdctl::image::docker::DockerClient;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -56,9 +57,13 @@ impl Drop for Served {
     }
 }
 
-/// Starts `hvdctl tensorboard ARGS` in `dir` and reads the URL from its first line.
-fn serve(dir: &Path, args: &[&str]) -> Served {
+/// Starts `hvdctl tensorboard ARGS` in `dir` (with `kubeconfig` when given) and reads the
+/// URL from its first line.
+fn serve(dir: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> Served {
     let mut c = hvdctl_process();
+    if let Some(kc) = kubeconfig {
+        c.env("KUBECONFIG", kc);
+    }
     c.current_dir(dir)
         .arg("tensorboard")
         .args(args)
@@ -112,53 +117,71 @@ fn horovod_dir() -> (tempfile::TempDir, PathBuf) {
     (tmp, dir)
 }
 
-/// A local training with `tensorboard.logDir` (many epochs: it still runs while TensorBoard
-/// is asked); `hvdctl tensorboard` serves rank 0's scalars on a local port, TensorBoard's
-/// scalars API lists `train_loss` for run `.` (the log directory itself) with a value per
-/// finished epoch; a second `hvdctl tensorboard` on the same local port is exit 1.
-#[test]
-fn tensorboard_serves_rank_0s_loss_from_a_local_training() {
-    let Some(docker) = docker() else { return };
-    let Some(base) = horovod_base(&docker) else {
-        return;
-    };
-    let Some(wheels) = tensorboard_wheels() else {
-        return;
-    };
-    let app_image = template_image(&docker, "horovod", &base);
-    let image = tensorboard_image(&docker, &app_image, &wheels);
-    let _training = one_training_at_a_time();
+/// Where the training of [`serves_loss`] runs.
+enum On<'a> {
+    Local,
+    /// The `native` backend on a fake cluster whose kubelet runs pods as containers.
+    DockerKubelet(&'a Cluster),
+}
+
+/// A training with `tensorboard.logDir` (many epochs: it still runs while TensorBoard is
+/// asked); `hvdctl tensorboard` serves rank 0's scalars on a local port, TensorBoard's
+/// scalars API lists `train_loss` for run `.` (the log directory itself) with a value for
+/// epoch 1; a second `hvdctl tensorboard` on the same local port is exit 1. Undeploy leaves
+/// nothing (TensorBoard ends with its container).
+fn serves_loss(docker: &DockerClient, image: &str, on: On) {
     let (_tmp, dir) = horovod_dir();
     let id = run_id("b");
     let job = format!("hvd-{id}");
-    let d = run({
+    let kc = match &on {
+        On::Local => None,
+        On::DockerKubelet(cluster) => Some(cluster.kubeconfig.clone()),
+    };
+    let hv = |args: &[&str]| {
         let mut c = hvdctl_in(&dir);
-        c.args(["deploy", "--backend", "local", "--run-id", &id])
-            .args(["--image", &image, "--no-push", "--wait"])
-            .args(["--set", "parameters.epochs=200"])
-            .args(["--set", "env.SYNTHETIC_SAMPLES=2000"])
-            .args(["--set", "env.OMP_NUM_THREADS=1"])
-            .args(["--set", "tensorboard.logDir=/tmp/tensorboard"]);
-        c
-    });
+        if let Some(kc) = &kc {
+            c.env("KUBECONFIG", kc);
+        }
+        c.args(args);
+        run(c)
+    };
+    let backend = match on {
+        On::Local => "local",
+        On::DockerKubelet(_) => "native",
+    };
+    let d = hv(&[
+        "deploy",
+        "--backend",
+        backend,
+        "--run-id",
+        &id,
+        "--image",
+        image,
+        "--no-push",
+        "--wait",
+        "--set",
+        "parameters.epochs=200",
+        "--set",
+        "env.SYNTHETIC_SAMPLES=2000",
+        "--set",
+        "env.OMP_NUM_THREADS=1",
+        "--set",
+        "tensorboard.logDir=/tmp/tensorboard",
+    ]);
     assert_eq!(d.code, 0, "{}", d.stderr);
 
     let port = free_port();
     let started = Instant::now();
-    let served = serve(&dir, &[&id, "--port", &port.to_string()]);
+    let served = serve(&dir, kc.as_deref(), &[&id, "--port", &port.to_string()]);
     eprintln!(
-        "TensorBoard served at {} after {:.1?}",
+        "{backend}: TensorBoard served at {} after {:.1?}",
         served.url,
         started.elapsed()
     );
     assert_eq!(served.url, format!("http://127.0.0.1:{port}/"));
 
-    // The same local port again: in use, exit 1, nothing started twice.
-    let again = run({
-        let mut c = hvdctl_in(&dir);
-        c.args(["tensorboard", &id, "--port", &port.to_string()]);
-        c
-    });
+    // The same local port again: in use, exit 1.
+    let again = hv(&["tensorboard", &id, "--port", &port.to_string()]);
     assert_eq!(again.code, 1, "{}", again.stderr);
     assert!(again.stderr.contains("in use"), "{}", again.stderr);
 
@@ -175,7 +198,7 @@ fn tensorboard_serves_rank_0s_loss_from_a_local_training() {
         );
         std::thread::sleep(Duration::from_secs(2));
     };
-    eprintln!("tags after {:.1?}: {body}", started.elapsed());
+    eprintln!("{backend}: tags after {:.1?}: {body}", started.elapsed());
     let tags: serde_json::Value = serde_json::from_str(&body).unwrap();
     for tag in ["train_loss", "test_loss", "test_accuracy"] {
         assert!(tags["."][tag].is_object(), "no {tag} for run `.`: {tags}");
@@ -190,11 +213,7 @@ fn tensorboard_serves_rank_0s_loss_from_a_local_training() {
     drop(served);
 
     // Rank 0 said where it writes.
-    let l = run({
-        let mut c = hvdctl_in(&dir);
-        c.args(["logs", &id, "--role", "launcher"]);
-        c
-    });
+    let l = hv(&["logs", &id, "--role", "launcher"]);
     assert!(
         l.stdout
             .contains("tensorboard: writing scalars to /tmp/tensorboard"),
@@ -202,13 +221,46 @@ fn tensorboard_serves_rank_0s_loss_from_a_local_training() {
         l.stdout
     );
 
-    let u = run({
-        let mut c = hvdctl_in(&dir);
-        c.args(["undeploy", &id]);
-        c
-    });
+    let u = hv(&["undeploy", &id]);
     assert_eq!(u.code, 0, "{}", u.stderr);
-    assert_eq!(leftovers(&docker, &job, &id), (0, 0, 0));
+    match on {
+        On::Local => assert_eq!(leftovers(docker, &job, &id), (0, 0, 0)),
+        On::DockerKubelet(cluster) => assert_eq!(
+            kubelet_leftovers(docker, &cluster.fc, &job),
+            Vec::<String>::new()
+        ),
+    }
+}
+
+/// The `horovod` app's image with TensorBoard (or `None`: SKIPPED; a failure under CI).
+fn tensorboard_app(docker: &DockerClient) -> Option<String> {
+    let base = horovod_base(docker)?;
+    let wheels = tensorboard_wheels()?;
+    let app_image = template_image(docker, "horovod", &base);
+    Some(tensorboard_image(docker, &app_image, &wheels))
+}
+
+#[test]
+fn tensorboard_serves_rank_0s_loss_from_a_local_training() {
+    let Some(docker) = docker() else { return };
+    let Some(image) = tensorboard_app(&docker) else {
+        return;
+    };
+    let _training = one_training_at_a_time();
+    serves_loss(&docker, &image, On::Local);
+}
+
+/// The same through Kubernetes: exec and port-forward over the API server's WebSockets to
+/// worker 0's pod, run as a container by the fake cluster's Docker kubelet.
+#[test]
+fn tensorboard_serves_rank_0s_loss_from_a_native_training_on_the_docker_kubelet() {
+    let Some(docker) = docker() else { return };
+    let Some(image) = tensorboard_app(&docker) else {
+        return;
+    };
+    let _training = one_training_at_a_time();
+    let cluster = Cluster::docker_kubelet(false);
+    serves_loss(&docker, &image, On::DockerKubelet(&cluster));
 }
 
 /// Bad inputs, on the `mpi-hello` image sleeping (no TensorBoard in it): an unknown run is
