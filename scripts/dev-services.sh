@@ -11,6 +11,7 @@
 #   scripts/dev-services.sh          install what is missing, start everything (idempotent)
 #   scripts/dev-services.sh horovod [horovod-tensorflow]
 #                                    the same, then build those Horovod images unless current
+#                                    (`horovod` also downloads TensorBoard's wheels once)
 #   scripts/dev-services.sh stop     stop what this script started
 #   scripts/dev-services.sh env      print the environment the tests read
 #
@@ -272,6 +273,30 @@ fetch_tensorflow_wheels() {
     }
 }
 
+# TensorBoard's wheels (and their dependencies) for the Horovod images' Python 3.11, for the
+# tests that install it into an app image (`hvdctl tensorboard`): Debian does not package
+# TensorBoard and build containers may not reach the package index. Pinned: 2.21.0 runs on
+# the image's Debian numpy 1.24 (pip keeps it) with the protobuf wheel it brings. Downloaded
+# once into $STATE/tensorboard-wheels; the tests read HVDCTL_TEST_TENSORBOARD_WHEELS.
+TENSORBOARD_REQUIREMENT="tensorboard==2.21.0"
+TENSORBOARD_WHEELS="$STATE/tensorboard-wheels"
+fetch_tensorboard_wheels() {
+    [[ -f $TENSORBOARD_WHEELS/.complete && $(cat "$TENSORBOARD_WHEELS/.complete") == "$TENSORBOARD_REQUIREMENT" ]] &&
+        return 0
+    log "downloading $TENSORBOARD_REQUIREMENT and its dependencies into $TENSORBOARD_WHEELS (host pip, about 40 MB)"
+    rm -rf "$TENSORBOARD_WHEELS" && mkdir -p "$TENSORBOARD_WHEELS"
+    host_pip download "$TENSORBOARD_REQUIREMENT" --only-binary :all: --platform manylinux2014_x86_64 \
+        --python-version 3.11 --implementation cp --abi cp311 -d "$TENSORBOARD_WHEELS" \
+        >"$STATE/tensorboard-download.log" 2>&1 || {
+        tail -n 20 "$STATE/tensorboard-download.log" >&2
+        rm -rf "$TENSORBOARD_WHEELS"
+        # Not fatal: the tests that need the wheels are skipped (a failure under CI).
+        log "warning: cannot download $TENSORBOARD_REQUIREMENT (log: $STATE/tensorboard-download.log)"
+        return 0
+    }
+    printf '%s' "$TENSORBOARD_REQUIREMENT" >"$TENSORBOARD_WHEELS/.complete"
+}
+
 # Builds FRAMEWORK's Horovod image unless its label says it is current.
 build_horovod() {
     local fw=$1 image want old new started
@@ -323,6 +348,9 @@ HVDCTL_TEST_BUSYBOX_IMAGE=hvdctl-test/busybox:latest
 HVDCTL_TEST_DEBIAN_IMAGE=hvdctl-test/debian:bookworm
 EOF
     printf '%s' "$horovod_lines" >>"$STATE/env"
+    if [[ -f $TENSORBOARD_WHEELS/.complete ]]; then
+        printf 'HVDCTL_TEST_TENSORBOARD_WHEELS=%s\n' "$TENSORBOARD_WHEELS" >>"$STATE/env"
+    fi
     chmod 600 "$STATE/env"
 }
 
@@ -357,7 +385,7 @@ horovod | horovod-tensorflow)
     start_all
     for what in "$@"; do
         case $what in
-        horovod) build_horovod pytorch ;;
+        horovod) build_horovod pytorch && fetch_tensorboard_wheels ;;
         horovod-tensorflow) build_horovod tensorflow ;;
         *) die "usage: $0 horovod [horovod-tensorflow]" ;;
         esac

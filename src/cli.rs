@@ -45,6 +45,7 @@ impl Cli {
             Command::Exec(a) => Some(&a.cluster),
             Command::Cp(a) => Some(&a.cluster),
             Command::PortForward(a) => Some(&a.cluster),
+            Command::Tensorboard(a) => Some(&a.cluster),
             _ => None,
         };
         let c = cluster.cloned().unwrap_or_default();
@@ -200,6 +201,8 @@ pub enum Command {
     Cp(CpArgs),
     /// Forward a local port to a port of a run's pod/container
     PortForward(PortForwardArgs),
+    /// Serve a run's TensorBoard logs (tensorboard.logDir) on a local port
+    Tensorboard(TensorboardArgs),
     /// Print a shell completion script
     Completions(CompletionsArgs),
     /// Print hvdctl's version and commit, and the cluster's version when it answers
@@ -576,6 +579,24 @@ pub struct PortForwardArgs {
     pub args: Vec<String>,
     #[command(flatten)]
     pub target: TargetArgs,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "TensorBoard runs in worker 0's pod/container (where rank 0 writes tensorboard.logDir), so the\n\
+    run's image needs the tensorboard package and the run must still be running; hvdctl forwards\n\
+    127.0.0.1:PORT to it and prints the URL. Ctrl-C stops forwarding.\n\n\
+    Examples:\n  hvdctl tensorboard\n  hvdctl tensorboard ab12x --port 0    (any free local port; printed)"
+)]
+pub struct TensorboardArgs {
+    /// Run id or job name (default: the app's last run)
+    #[arg(add = clap_complete::ArgValueCompleter::new(complete_runs))]
+    pub run: Option<String>,
+    /// Local port on 127.0.0.1 (0: any free port)
+    #[arg(long, value_name = "PORT", default_value_t = 6006)]
+    pub port: u16,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }

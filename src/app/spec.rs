@@ -308,6 +308,9 @@ pub struct App {
     pub env: BTreeMap<String, String>,
     #[serde(default)]
     pub elastic: Option<Elastic>,
+    /// Where rank 0 writes TensorBoard event files (`hvdctl tensorboard` serves them).
+    #[serde(default)]
+    pub tensorboard: Option<Tensorboard>,
     #[serde(default)]
     pub build: Build,
     /// Free parameters: templates see them as `parameters.<key>`, the job as env `<KEY>`
@@ -464,6 +467,14 @@ pub struct SecurityContext {
 pub struct Elastic {
     pub min_workers: u32,
     pub max_workers: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Tensorboard {
+    /// Absolute directory inside rank 0's container; the job gets it as
+    /// `TENSORBOARD_LOG_DIR`.
+    pub log_dir: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

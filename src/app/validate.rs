@@ -469,6 +469,18 @@ pub fn check(app: &App) -> Vec<Problem> {
         }
     }
 
+    if let Some(tb) = &app.tensorboard
+        && !tb.log_dir.starts_with('/')
+    {
+        c.at(
+            &["tensorboard", "logDir"],
+            format!(
+                "`{}` must be an absolute path in the container, e.g. /tmp/tensorboard",
+                tb.log_dir
+            ),
+        );
+    }
+
     if app.build.dockerfile.trim().is_empty() {
         c.at(&["build", "dockerfile"], "must not be empty");
     }

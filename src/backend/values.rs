@@ -35,7 +35,8 @@ pub fn ssh_auth_mount_path(app: &App) -> String {
     })
 }
 
-/// Names of the environment variables every rank gets (app env + parameters + hvdctl's own).
+/// Names of the environment variables every rank gets (app env + parameters + hvdctl's own,
+/// and `TENSORBOARD_LOG_DIR` with `tensorboard.logDir`).
 pub fn env_pairs(run: &Run) -> BTreeMap<String, String> {
     let app = run.app;
     let mut env = app.env.clone();
@@ -45,8 +46,15 @@ pub fn env_pairs(run: &Run) -> BTreeMap<String, String> {
     env.insert("HVDCTL_APP".into(), app.name.clone());
     env.insert("HVDCTL_RUN".into(), run.run_id.clone());
     env.insert("HVDCTL_JOB".into(), run.job_name());
+    if let Some(tb) = &app.tensorboard {
+        env.insert(TENSORBOARD_LOG_DIR.into(), tb.log_dir.clone());
+    }
     env
 }
+
+/// The variable that tells the training script (and `hvdctl tensorboard`, which reads it
+/// in rank 0's container) where TensorBoard's event files go: `tensorboard.logDir`.
+pub const TENSORBOARD_LOG_DIR: &str = "TENSORBOARD_LOG_DIR";
 
 /// Whether `mpi.extraArgs` has one of `opts` (spelled exactly, e.g. `-l`).
 fn extra_has(app: &App, opts: &[&str]) -> bool {

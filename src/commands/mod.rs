@@ -13,6 +13,7 @@ mod port_forward;
 mod scale;
 mod status;
 mod templates;
+mod tensorboard;
 mod undeploy;
 mod version;
 
@@ -38,6 +39,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Exec(a) => exec::run(g, &ui, a),
         Command::Cp(a) => cp::run(g, &ui, a),
         Command::PortForward(a) => port_forward::run(g, &ui, a),
+        Command::Tensorboard(a) => tensorboard::run(g, &ui, a),
         Command::Completions(a) => completions::run(a),
         Command::Version(a) => version::run(g, &ui, a),
     }

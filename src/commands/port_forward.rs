@@ -5,7 +5,7 @@ use crate::cli::{Global, PortForwardArgs};
 use crate::engine::Env;
 use crate::error::Result;
 use crate::remote::Pick;
-use crate::remote::forward::Ports;
+use crate::remote::forward::{self, Ports};
 use crate::ui::Ui;
 
 pub fn run(g: &Global, ui: &Ui, a: PortForwardArgs) -> Result<u8> {
@@ -19,8 +19,9 @@ pub fn run(g: &Global, ui: &Ui, a: PortForwardArgs) -> Result<u8> {
     let env = Env::new(g, ui)?;
     runtime(true)?.block_on(async {
         let run = env.run(run_arg).await?;
+        let listener = forward::listen(ports.local).await?;
         tokio::select! {
-            r = run.port_forward(&pick, ports) => r.map(|()| 0),
+            r = run.port_forward(&pick, listener, ports.remote) => r.map(|()| 0),
             // Ctrl-C is how a port-forward ends.
             _ = tokio::signal::ctrl_c() => Ok(0),
         }

@@ -18,13 +18,13 @@ use crate::error::{Error, Result};
 use crate::logs::{LogOptions, LogsOutcome};
 use crate::remote::Pick;
 use crate::remote::archive::Copied;
-use crate::remote::forward::Ports;
 use crate::remote::path::Copy;
 use crate::remote::stdio::ExecRequest;
 use crate::report::StatusReport;
 use crate::ui::Ui;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+use tokio::net::TcpListener;
 
 pub use resolve::{Env, Lookup, Missing};
 
@@ -222,11 +222,17 @@ impl Run {
         }
     }
 
-    /// Forwards a local port to a port of the pod/container `pick` names, until Ctrl-C.
-    pub async fn port_forward(&self, pick: &Pick, ports: Ports) -> Result<()> {
+    /// Forwards the connections of `listener` (bound with [`crate::remote::forward::listen`]) to port
+    /// `remote` of the pod/container `pick` names, until Ctrl-C.
+    pub async fn port_forward(
+        &self,
+        pick: &Pick,
+        listener: TcpListener,
+        remote: u16,
+    ) -> Result<()> {
         match self {
-            Run::Kubernetes(r) => r.port_forward(pick, ports).await,
-            Run::Docker(r) => r.port_forward(pick, ports).await,
+            Run::Kubernetes(r) => r.port_forward(pick, listener, remote).await,
+            Run::Docker(r) => r.port_forward(pick, listener, remote).await,
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod archive;
 pub mod forward;
 pub mod path;
 pub mod stdio;
+pub mod tensorboard;
 
 use crate::error::{Error, Result};
 use crate::kinds::{ROLE_LAUNCHER, ROLE_WORKER};

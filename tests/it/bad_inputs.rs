@@ -235,6 +235,18 @@ fn bad_app_files_and_flags() {
             "elastic runs need `horovodrun`",
         ),
         (
+            "relative tensorboard log dir",
+            with("tensorboard: {logDir: runs/tb}\n"),
+            vec![],
+            "tensorboard.logDir",
+        ),
+        (
+            "tensorboard without logDir",
+            with("tensorboard: {}\n"),
+            vec![],
+            "logDir",
+        ),
+        (
             "empty command",
             BASE.replace("command: [python3, /app/train.py]", "command: []"),
             vec![],

@@ -529,6 +529,27 @@ fn base_image(docker: &DockerClient, var: &str, default: &str, made_by: &str) ->
     )
 }
 
+/// The directory of TensorBoard's wheels that `scripts/dev-services.sh horovod` downloads
+/// (`HVDCTL_TEST_TENSORBOARD_WHEELS`), or None (SKIPPED) — a failure under CI.
+pub fn tensorboard_wheels() -> Option<PathBuf> {
+    let var = "HVDCTL_TEST_TENSORBOARD_WHEELS";
+    let dir = std::env::var(var)
+        .ok()
+        .or_else(|| services_env().remove(var))
+        .map(PathBuf::from);
+    match dir {
+        Some(d) if d.join(".complete").is_file() => Some(d),
+        Some(d) => unavailable(
+            "TensorBoard's wheels",
+            format!("{} holds no complete download", d.display()),
+        ),
+        None => unavailable(
+            "TensorBoard's wheels",
+            format!("no {var} (download them with scripts/dev-services.sh horovod)"),
+        ),
+    }
+}
+
 /// The image of a built-in template's app (`hvdctl init NAME --template TEMPLATE`) on `base`,
 /// tagged `hvdctl-test/app-TEMPLATE:<hash of the app's files and the base>`: built once per
 /// content and machine, and once per test process (tests asking at the same time wait for

@@ -16,7 +16,7 @@ use crate::local::status::{Container, Status, containers};
 use crate::local::{docker_error, is_not_found};
 use crate::logs::target::Target;
 use crate::remote::archive::{self, Copied};
-use crate::remote::forward::{self, Ports};
+use crate::remote::forward;
 use crate::remote::path::{join_remote, local_landing, local_name, split_remote};
 use crate::remote::stdio::{self, ExecRequest};
 use crate::remote::{Pick, Which, choose};
@@ -262,8 +262,13 @@ impl DockerRun {
         Ok(packed.size)
     }
 
-    /// Forwards `127.0.0.1:ports.local` to `ports.remote` of the container until Ctrl-C.
-    pub async fn port_forward(&self, pick: &Pick, ports: Ports) -> Result<()> {
+    /// Forwards `listener`'s connections to port `remote` of the container until Ctrl-C.
+    pub async fn port_forward(
+        &self,
+        pick: &Pick,
+        listener: tokio::net::TcpListener,
+        remote: u16,
+    ) -> Result<()> {
         let (t, c) = self.pick(pick).await?;
         if c.status != Status::Running {
             return Err(Error::failure(format!(
@@ -291,11 +296,9 @@ impl DockerRun {
                     t.pod
                 ))
             })?;
-        let listener = forward::listen(ports.local).await?;
         let target = format!("container {} at {ip}", t.pod);
-        forward::serve(listener, ports.remote, &target, || {
+        forward::serve(listener, remote, &target, || {
             let ip = ip.clone();
-            let remote = ports.remote;
             async move {
                 tokio::net::TcpStream::connect((ip.as_str(), remote))
                     .await

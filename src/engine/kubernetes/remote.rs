@@ -12,7 +12,7 @@ use crate::cluster::status::run_pods;
 use crate::error::{Error, Result};
 use crate::logs::target::{Target, pod_short_name, targets_of};
 use crate::remote::archive::{self, Copied};
-use crate::remote::forward::{self, Ports};
+use crate::remote::forward;
 use crate::remote::path::{join_remote, local_landing, local_name, split_remote};
 use crate::remote::stdio::{self, ExecRequest};
 use crate::remote::{Pick, Which, choose};
@@ -260,17 +260,20 @@ impl KubeRun {
         Ok(packed.size)
     }
 
-    /// Forwards `127.0.0.1:ports.local` to `ports.remote` of the pod until Ctrl-C: one
+    /// Forwards `listener`'s connections to port `remote` of the pod until Ctrl-C: one
     /// port-forward WebSocket per accepted connection.
-    pub async fn port_forward(&self, pick: &Pick, ports: Ports) -> Result<()> {
+    pub async fn port_forward(
+        &self,
+        pick: &Pick,
+        listener: tokio::net::TcpListener,
+        remote: u16,
+    ) -> Result<()> {
         let t = self.pick(pick).await?;
-        let listener = forward::listen(ports.local).await?;
         let api = self.pods_api();
         let cluster = self.cluster.clone();
         let target = format!("pod {}", t.pod);
-        forward::serve(listener, ports.remote, &target, || {
+        forward::serve(listener, remote, &target, || {
             let (api, cluster, pod) = (api.clone(), cluster.clone(), t.pod.clone());
-            let remote = ports.remote;
             async move {
                 let what = format!("forwarding to port {remote} of pod {pod}");
                 let mut pf = api

@@ -21,6 +21,9 @@ variables, e.g. `batch-size: 64` -> BATCH_SIZE=64):
   KEEP_CHECKPOINTS  how many checkpoints to keep (default 3, 0 keeps all)
   SYNTHETIC_SAMPLES training samples of the synthetic data set (default 10000)
   SEED            random seed (default 42)
+  TENSORBOARD_LOG_DIR  where rank 0 writes TensorBoard scalars (train_loss, test_loss,
+                  test_accuracy per epoch); hvdctl sets it from `tensorboard.logDir`.
+                  Unset, or no `tensorboard` package in the image: skipped, said once.
 
 Run by hand (one machine, two ranks):  horovodrun -np 2 python3 train.py
 """
@@ -65,6 +68,7 @@ def read_config():
         "keep_checkpoints": env_value("KEEP_CHECKPOINTS", 3, int),
         "synthetic_samples": env_value("SYNTHETIC_SAMPLES", 10000, int),
         "seed": env_value("SEED", 42, int),
+        "tensorboard_log_dir": env_value("TENSORBOARD_LOG_DIR", ""),
     }
 
 
@@ -72,6 +76,23 @@ def log(message):
     """Prints on rank 0 only, flushed at once so `hvdctl logs -f` shows it live."""
     if hvd.rank() == 0:
         print(message, flush=True)
+
+
+def scalar_writer(cfg):
+    """Rank 0's TensorBoard writer for TENSORBOARD_LOG_DIR, or None (said once, why)."""
+    if hvd.rank() != 0:
+        return None
+    log_dir = cfg["tensorboard_log_dir"]
+    if not log_dir:
+        log("tensorboard: skipped (TENSORBOARD_LOG_DIR is not set; tensorboard.logDir in hvdctl.yaml)")
+        return None
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as e:
+        log("tensorboard: skipped (%s; install the tensorboard package in the image)" % e)
+        return None
+    log("tensorboard: writing scalars to %s" % log_dir)
+    return SummaryWriter(log_dir=log_dir)
 
 
 # --------------------------------------------------------------------------- data
@@ -282,6 +303,7 @@ def main():
         log("nothing to do: the checkpoints in %s already cover %d epochs"
             % (cfg["checkpoint_dir"], cfg["epochs"]))
 
+    writer = scalar_writer(cfg)
     first_step = True
     for epoch in range(start_epoch, cfg["epochs"] + 1):
         model.train()
@@ -308,9 +330,16 @@ def main():
             "time=%.1fs samples/s=%.0f"
             % (epoch, cfg["epochs"], train_loss, test_loss, accuracy, elapsed,
                totals[1].item() / max(elapsed, 1e-9)))
+        if writer is not None:
+            writer.add_scalar("train_loss", train_loss, epoch)
+            writer.add_scalar("test_loss", test_loss, epoch)
+            writer.add_scalar("test_accuracy", accuracy, epoch)
+            writer.flush()  # TensorBoard shows each epoch as it ends
         if hvd.rank() == 0:
             log("checkpoint: %s" % save_checkpoint(cfg, epoch, model, optimizer))
 
+    if writer is not None:
+        writer.close()
     log("done")
 
 
