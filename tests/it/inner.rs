@@ -28,16 +28,6 @@ fn new_app() -> (tempfile::TempDir, PathBuf) {
     (tmp, dir)
 }
 
-/// hvdctl in `dir` (with `kubeconfig` when given) to its end.
-fn hv(dir: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> Out {
-    let mut c = hvdctl_in(dir);
-    if let Some(kc) = kubeconfig {
-        c.env("KUBECONFIG", kc);
-    }
-    c.args(args);
-    run(c)
-}
-
 /// hvdctl with `input` on its stdin.
 fn hv_stdin(dir: &Path, kubeconfig: Option<&Path>, args: &[&str], input: &str) -> Out {
     let mut c = hvdctl_in(dir);

@@ -14,7 +14,6 @@ use hvdctl::image::docker::DockerClient;
 use regex::Regex;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// What Docker has of a container's log (stdout and stderr, as the launcher wrote them).
@@ -74,12 +73,6 @@ fn ranked(out: &str) -> Vec<Option<(u32, &str)>> {
         .collect()
 }
 
-fn hv(dir: &Path, args: &[&str]) -> Out {
-    let mut c = hvdctl_in(dir);
-    c.args(args);
-    run(c)
-}
-
 /// mpi-hello (Open MPI) on the local backend, 2 workers × 2 slots, every rank first writing
 /// three lines in two pieces 0.2 s apart (so Open MPI relays the pieces apart, glued to other
 /// ranks' pieces), then hello.py: every line is shown whole, with the rank of its tag.
@@ -109,6 +102,7 @@ fn open_mpi_ranks_on_the_local_backend_are_tagged_filtered_and_in_json() {
     let job = format!("hello-{id}");
     let d = hv(
         &dir,
+        None,
         &[
             "deploy",
             "--backend",
@@ -123,13 +117,17 @@ fn open_mpi_ranks_on_the_local_backend_are_tagged_filtered_and_in_json() {
     );
     assert_eq!(d.code, 0, "deploy: {}", d.stderr);
     let t = Instant::now();
-    let all = hv(&dir, &["logs", "-f", &id]);
+    let all = hv(&dir, None, &["logs", "-f", &id]);
     eprintln!("logs -f took {:.1?}", t.elapsed());
-    let one = hv(&dir, &["logs", &id, "--rank", "1"]);
-    let json = hv(&dir, &["logs", &id, "-o", "json"]);
-    let worker = hv(&dir, &["logs", &id, "--rank", "1", "--role", "worker"]);
+    let one = hv(&dir, None, &["logs", &id, "--rank", "1"]);
+    let json = hv(&dir, None, &["logs", &id, "-o", "json"]);
+    let worker = hv(
+        &dir,
+        None,
+        &["logs", &id, "--rank", "1", "--role", "worker"],
+    );
     let raw = raw_log(&docker, &format!("{job}-launcher"));
-    let u = hv(&dir, &["undeploy", &id]);
+    let u = hv(&dir, None, &["undeploy", &id]);
     assert_eq!(u.code, 0, "undeploy: {}", u.stderr);
 
     assert_eq!(all.code, 0, "logs -f: {}\n{}", all.stdout, all.stderr);

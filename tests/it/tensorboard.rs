@@ -8,10 +8,11 @@
 //! or the wheels; a failure under `CI`.
 
 use crate::local::{kubelet_leftovers, leftovers};
+use crate::training::horovod_dir;
 use crate::util::*;
 use hvdctl::image::docker::DockerClient;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The `horovod` app's image with TensorBoard installed from `wheels` (pip keeps Debian's
@@ -109,12 +110,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-fn horovod_dir() -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = init_app(tmp.path(), "hvd", "horovod");
-    (tmp, dir)
 }
 
 /// Where the training of [`serves_loss`] runs.

@@ -162,7 +162,7 @@ fn check(t: &Training, r: &Trained, first: u32, checkpoint_dir: &str) {
 }
 
 /// The `horovod` app (hvdctl.yaml as `init` writes it), in a temporary directory.
-fn horovod_dir() -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn horovod_dir() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = init_app(tmp.path(), "hvd", "horovod");
     (tmp, dir)

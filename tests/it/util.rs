@@ -94,6 +94,16 @@ pub fn run(mut c: Command) -> Out {
 
 // --- Apps and files ------------------------------------------------------------------------
 
+/// hvdctl in `dir` (against `kubeconfig` when given) to its end.
+pub fn hv(dir: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> Out {
+    let mut c = hvdctl_in(dir);
+    if let Some(kc) = kubeconfig {
+        c.env("KUBECONFIG", kc);
+    }
+    c.args(args);
+    run(c)
+}
+
 /// `hvdctl init DIR --template T --no-input`, asserting success.
 pub fn init_app(parent: &Path, name: &str, template: &str) -> PathBuf {
     let dir = parent.join(name);
