@@ -16,6 +16,8 @@ pub mod kinds;
 pub mod kubeconfig;
 pub mod local;
 pub mod logs;
+pub mod phases;
+pub mod provenance;
 pub mod remote;
 pub mod render;
 pub mod report;

@@ -29,6 +29,13 @@ pub struct StatusReport {
     /// Elastic bounds (in workers), null for a run of fixed size.
     pub elastic: Option<crate::backend::elastic::Bounds>,
     pub pods: Vec<PodRow>,
+    /// Phase times from the engine's own timestamps (see [`crate::phases`]).
+    pub phases: crate::phases::Phases,
+    /// Seconds from `created` to `firstLog`, null until both are known.
+    #[serde(rename = "startLatencySeconds")]
+    pub start_latency_seconds: Option<f64>,
+    /// What the run was deployed from (null for a run deployed without it).
+    pub provenance: Option<crate::provenance::Provenance>,
 }
 
 /// How many rows are running workers.
@@ -147,6 +154,63 @@ fn age(ts: &str) -> String {
     }
 }
 
+/// `sha256:0123456789ab` of a digest (the first 12 hex digits).
+pub fn short_digest(d: &str) -> String {
+    match d.split_once(':') {
+        Some((alg, hex)) => format!("{alg}:{}", &hex[..hex.len().min(12)]),
+        None => d.chars().take(12).collect(),
+    }
+}
+
+/// The `Image:` and `Commit:` lines of the text report.
+fn provenance_text(p: Option<&crate::provenance::Provenance>) -> String {
+    let Some(p) = p else {
+        return String::new();
+    };
+    let digest = p
+        .image_digest
+        .as_deref()
+        .map_or(String::new(), |d| format!(" ({})", short_digest(d)));
+    let commit = match (&p.git_commit, &p.git_dirty) {
+        (Some(c), Some(d)) => format!("{c} + uncommitted changes {}", short_digest(d)),
+        (Some(c), None) => c.clone(),
+        _ => "- (not in a git repository)".into(),
+    };
+    let mut s = format!("Image:      {}{digest}\nCommit:     {commit}\n", p.image);
+    if !p.set.is_empty() {
+        s.push_str(&format!("Set:        {}\n", p.set.join(" ")));
+    }
+    s
+}
+
+/// The `Phases:` block: each phase reached, with its offset from `created`.
+fn phases_text(p: &crate::phases::Phases, latency: Option<f64>) -> String {
+    let reached = p.reached();
+    if reached.is_empty() {
+        return String::new();
+    }
+    let created = p
+        .created
+        .as_deref()
+        .and_then(|c| c.parse::<jiff::Timestamp>().ok());
+    let mut s = String::from("Phases:\n");
+    for (k, t) in reached {
+        let offset = match (created, t.parse::<jiff::Timestamp>()) {
+            (Some(c), Ok(t)) if k != "created" => {
+                format!("  (+{:.1}s)", t.duration_since(c).as_secs_f64())
+            }
+            _ => String::new(),
+        };
+        s.push_str(&format!("  {k:<16} {t}{offset}\n"));
+    }
+    if let Some(l) = latency {
+        s.push_str(&format!(
+            "Start latency: {l:.1}s (created to first log line)\n"
+        ));
+    }
+    s
+}
+
 pub fn render(r: &StatusReport, format: StatusFormat) -> String {
     match format {
         StatusFormat::Json => serde_json::to_string_pretty(r).unwrap_or_default() + "\n",
@@ -165,6 +229,8 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> String {
                 r.state,
                 workers_text(r)
             );
+            s.push_str(&provenance_text(r.provenance.as_ref()));
+            s.push_str(&phases_text(&r.phases, r.start_latency_seconds));
             if !r.conditions.is_empty() {
                 s.push_str("Conditions:\n");
                 for c in &r.conditions {

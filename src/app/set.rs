@@ -28,7 +28,7 @@ pub fn parse(flag: &str) -> Result<SetFlag, String> {
 }
 
 /// Finds the `=` that ends the key (not one inside `["..."]`).
-fn split_key(flag: &str) -> Result<(&str, &str), String> {
+pub fn split_key(flag: &str) -> Result<(&str, &str), String> {
     let mut in_quotes = false;
     let mut escaped = false;
     for (i, c) in flag.char_indices() {

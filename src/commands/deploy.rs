@@ -40,6 +40,7 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
         run_id,
         image,
         unpushed: recorded.filter(|r| !r.pushed).map(|r| r.image),
+        sets: &a.app.set,
     };
     let env = Env::with_app(g, ui, Some(app.clone()));
     if a.dry_run() == Some(DryRun::Client) {

@@ -154,7 +154,15 @@ impl DockerRun {
 /// Creates the run's network and containers (all of them or nothing).
 pub async fn deploy(env: &Env<'_>, plan: &Plan<'_>) -> Result<DockerRun> {
     let ui = env.ui;
-    let run = local::deploy(plan.dir, plan.app, &plan.run_id, &plan.image, ui).await?;
+    let run = local::deploy(
+        plan.dir,
+        plan.app,
+        &plan.run_id,
+        &plan.image,
+        plan.provenance(),
+        ui,
+    )
+    .await?;
     ui.note(format!(
         "Deployed {} (run {}, backend local, {} containers on network {})",
         run.run.job,

@@ -13,6 +13,8 @@ use crate::cluster::{Cluster, apply, scale, undeploy};
 use crate::error::{Error, Result};
 use crate::kinds::Object;
 use crate::kubeconfig;
+use crate::phases::Phases;
+use crate::provenance::Provenance;
 use crate::render::manifests;
 use crate::report::{PodRow, StatusReport};
 use crate::state::{self, RunRecord};
@@ -116,6 +118,7 @@ impl KubeRun {
     pub async fn status(&self) -> Result<StatusReport> {
         let (state, conditions) = observe(&self.cluster, &self.run).await?;
         let pods = run_pods(&self.cluster, &self.run).await?;
+        let (provenance, phases) = self.ledger(&pods).await?;
         let elastic = elastic_bounds(&pods);
         let rows: Vec<PodRow> = pods.iter().map(|p| row(p, elastic.is_some())).collect();
         let mut conditions = conditions;
@@ -137,7 +140,53 @@ impl KubeRun {
             workers: crate::report::running_workers(&rows),
             elastic,
             pods: rows,
+            start_latency_seconds: phases.start_latency_seconds(),
+            phases,
+            provenance,
         })
+    }
+
+    /// The run's provenance (annotations of its job object, else of a pod) and phase times
+    /// (the job object's creation, its pods' conditions and container times, the first log line).
+    async fn ledger(&self, pods: &[Pod]) -> Result<(Option<Provenance>, Phases)> {
+        use crate::cluster::client::{ATTEMPTS, retry, status_code};
+        let (kind, name) = self.run.backend.job_object(&self.run.job);
+        let api = apply::dynamic_api(&self.cluster, &self.run.namespace, kind);
+        let job = match retry(ATTEMPTS, || api.get_opt(&name)).await {
+            Ok(j) => j,
+            Err(e) if status_code(&e) == Some(404) => None,
+            Err(e) => {
+                let what = format!(
+                    "get {} {name} in namespace {}",
+                    kind.kind, self.run.namespace
+                );
+                return Err(self.cluster.error(&what, &e));
+            }
+        };
+        let metas = job
+            .as_ref()
+            .map(|j| &j.metadata)
+            .into_iter()
+            .chain(pods.iter().map(|p| &p.metadata));
+        let provenance = metas
+            .filter_map(|m| m.annotations.as_ref())
+            .find_map(|a| Provenance::from_map(|k| a.get(k).cloned()));
+        let created = job
+            .as_ref()
+            .and_then(|j| j.metadata.creation_timestamp.as_ref())
+            .map(|t| t.0.to_string());
+        let workers = provenance.as_ref().map(|p| p.workers as usize);
+        let mut phases = crate::phases::of_pods(created.as_deref(), pods, workers);
+        let targets: Vec<_> = pods
+            .iter()
+            .flat_map(|p| crate::logs::target::targets_of(p, "", None))
+            .collect();
+        let source = crate::logs::pods::PodSource::new(Api::namespaced(
+            self.cluster.client.clone(),
+            &self.run.namespace,
+        ));
+        phases.first_log = crate::phases::first_log(&source, targets).await;
+        Ok((provenance, phases))
     }
 
     /// Sets the number of workers of a running elastic run: the MPIJob's Worker replicas
@@ -357,11 +406,14 @@ pub async fn deploy(
     } else {
         None
     };
-    let objects = backend::objects(&run, plan.dir, keys.as_ref())?;
+    let mut objects = backend::objects(&run, plan.dir, keys.as_ref())?;
     drop(keys);
     let k = env.kube(Some(run.namespace.clone())).await?;
     let c = &k.cluster;
     push_if_needed(plan, c, o, ui).await?;
+    let mut provenance = plan.provenance();
+    provenance.image_digest = registry_digest(&plan.image).await;
+    manifests::annotate(&mut objects, &provenance.to_map());
     if let Some(req) = b.requires()
         && !c.serves(req.kind).await?
     {
@@ -509,6 +561,13 @@ async fn push_if_needed(plan: &Plan<'_>, c: &Cluster, o: DeployOptions, ui: &Ui)
             built: state::now(),
         },
     )
+}
+
+/// The image's digest as this machine's Docker engine knows it (the registry's after a
+/// push, else the local image ID); `None` without an engine here or without the image.
+async fn registry_digest(image: &str) -> Option<String> {
+    let docker = crate::image::DockerClient::connect().await.ok()?;
+    crate::provenance::image_digest(&docker, image, true).await
 }
 
 /// Whether an API server URL points at this machine (a kind/minikube-style or test cluster

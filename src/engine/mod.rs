@@ -284,6 +284,15 @@ pub struct Plan<'a> {
     pub image: String,
     /// An image built here and not pushed yet.
     pub unpushed: Option<String>,
+    /// The `--set` flags (recorded in the run's provenance, `env.*` without values).
+    pub sets: &'a [String],
+}
+
+impl Plan<'_> {
+    /// The run's provenance, but for the image digest (the engine resolves it).
+    pub fn provenance(&self) -> crate::provenance::Provenance {
+        crate::provenance::Provenance::collect(self.app, self.dir, &self.image, self.sets)
+    }
 }
 
 /// How `deploy` was asked to go about it.

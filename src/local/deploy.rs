@@ -37,11 +37,14 @@ pub async fn deploy(
     app: &App,
     run_id: &str,
     image: &str,
+    mut provenance: crate::provenance::Provenance,
     ui: &Ui,
 ) -> Result<LocalRun> {
     spec::check(app)?;
     let docker = connect().await?;
-    let image_user = check_image(&docker, app, image).await?;
+    let (image_user, image_id) = check_image(&docker, app, image).await?;
+    // The image lives only here: its ID is its digest.
+    provenance.image_digest = image_id;
     let r = LocalRef::new(&app.name, run_id);
     let network = r.network();
     match docker.bollard().inspect_network(&network, None).await {
@@ -79,7 +82,7 @@ pub async fn deploy(
     };
     let bar = ui.spinner(format!("creating the containers of {}", r.job));
     let created = tokio::select! {
-        res = create(&docker, &run, &image_user, &bar) => res,
+        res = create(&docker, &run, &image_user, &provenance, &bar) => res,
         _ = tokio::signal::ctrl_c() => Err(Error::interrupted()),
     };
     bar.finish_and_clear();
@@ -105,8 +108,12 @@ pub async fn deploy(
 }
 
 /// The image must be in the local engine (the local backend does not pull or push); returns
-/// its configured user.
-async fn check_image(docker: &DockerClient, app: &App, image: &str) -> Result<String> {
+/// its configured user and its ID.
+async fn check_image(
+    docker: &DockerClient,
+    app: &App,
+    image: &str,
+) -> Result<(String, Option<String>)> {
     let info = match docker.bollard().inspect_image(image).await {
         Ok(i) => i,
         Err(e) if is_not_found(&e) => {
@@ -120,6 +127,7 @@ async fn check_image(docker: &DockerClient, app: &App, image: &str) -> Result<St
         }
         Err(e) => return Err(docker_error(format!("inspecting image {image}"), &e)),
     };
+    let id = info.id.clone();
     let user = info.config.and_then(|c| c.user).unwrap_or_default();
     let sc = &app.security_context;
     if sc.run_as_non_root == Some(true) {
@@ -134,13 +142,14 @@ async fn check_image(docker: &DockerClient, app: &App, image: &str) -> Result<St
             .hint("set securityContext.runAsUser to a non-zero uid"));
         }
     }
-    Ok(user)
+    Ok((user, id))
 }
 
 async fn create(
     docker: &DockerClient,
     run: &Run<'_>,
     image_user: &str,
+    provenance: &crate::provenance::Provenance,
     bar: &indicatif::ProgressBar,
 ) -> Result<LocalRun> {
     let app = run.app;
@@ -167,7 +176,13 @@ async fn create(
         },
     )?;
     drop(keys);
-    let plan = spec::plan(run, &dir, image_user)?;
+    let mut plan = spec::plan(run, &dir, image_user)?;
+    for c in plan.workers.iter_mut().chain([&mut plan.launcher]) {
+        c.body
+            .labels
+            .get_or_insert_with(Default::default)
+            .extend(provenance.to_map());
+    }
     bar.set_message(format!("creating network {}", plan.network.name));
     let network = plan.network.name.clone();
     docker

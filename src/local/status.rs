@@ -43,6 +43,8 @@ pub struct Container {
     pub command: Vec<String>,
     /// The run's private directory (label).
     pub dir: String,
+    /// What the run was deployed from (labels), if it says.
+    pub provenance: Option<crate::provenance::Provenance>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +157,10 @@ pub async fn containers(docker: &DockerClient, r: &LocalRef) -> Result<Vec<Conta
             })
             .unwrap_or_default();
         let ranks = TagForms::of_labels(&role, |k| labels?.get(k).map(String::as_str));
+        let provenance =
+            crate::provenance::Provenance::from_map(|k| labels.and_then(|l| l.get(k)).cloned());
         out.push(Container {
+            provenance,
             ranks,
             index: if role == ROLE_WORKER {
                 worker_index(&name)
@@ -347,6 +352,14 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
     let (state, conditions) = job_state(&r.job, &cs);
     let elastic = elastic_bounds(&cs);
     let pods: Vec<PodRow> = cs.iter().map(|c| row(c, elastic.is_some())).collect();
+    let mut phases = crate::phases::of_containers(&cs);
+    let targets = cs
+        .iter()
+        .filter(|c| c.has_started())
+        .map(super::logs::target)
+        .collect();
+    let source = crate::logs::docker::ContainerSource::new(docker.clone());
+    phases.first_log = crate::phases::first_log(&source, targets).await;
     Ok(StatusReport {
         run: r.run_id.clone(),
         job: r.job.clone(),
@@ -360,6 +373,9 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
         workers: crate::report::running_workers(&pods),
         elastic,
         pods,
+        start_latency_seconds: phases.start_latency_seconds(),
+        phases,
+        provenance: cs.iter().find_map(|c| c.provenance.clone()),
     })
 }
 
@@ -391,6 +407,7 @@ mod tests {
                 Vec::new()
             },
             dir: String::new(),
+            provenance: None,
         }
     }
 

@@ -183,6 +183,19 @@ pub fn stamp(objects: &mut [Object], s: &Stamp) {
     }
 }
 
+/// Adds `annotations` (the run's provenance) to every object and pod template, over what
+/// the template set.
+pub fn annotate(objects: &mut [Object], annotations: &BTreeMap<String, String>) {
+    let add = |a: &mut Option<BTreeMap<String, String>>| {
+        a.get_or_insert_with(Default::default)
+            .extend(annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
+    };
+    for o in objects.iter_mut() {
+        add(&mut o.meta_mut().annotations);
+        o.for_each_pod_meta(|_, m| add(&mut m.annotations));
+    }
+}
+
 /// Creation order: what others refer to first (accounts, secrets, config, services), the
 /// job last, so a launcher never starts without its workers' objects.
 pub fn apply_order(o: &Object) -> u8 {

@@ -1,0 +1,239 @@
+//! A run's phase times, read from the engine's own timestamps (never hvdctl's clock):
+//! `created` (the job object / first container), `scheduled` (every pod bound to a node),
+//! `workersRunning` (every worker's container started), `launcherRunning`, `firstLog` (the
+//! earliest first log line of any container) and `finished` (the launcher's end). A phase
+//! not reached yet is absent. Docker has no scheduler: local runs never show `scheduled`.
+
+use crate::kinds::{ROLE_LAUNCHER, ROLE_WORKER};
+use crate::logs::source::{LogRequest, LogSource};
+use crate::logs::target::Target;
+use k8s_openapi::api::core::v1::Pod;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Phases {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers_running: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher_running: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_log: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<String>,
+}
+
+impl Phases {
+    /// Seconds from `created` to `firstLog`, once both are known.
+    pub fn start_latency_seconds(&self) -> Option<f64> {
+        let c = parse(self.created.as_deref()?)?;
+        let f = parse(self.first_log.as_deref()?)?;
+        let d = f.duration_since(c);
+        Some((d.as_secs_f64() * 1000.0).round() / 1000.0)
+    }
+
+    /// Seconds from `created` to `finished` (or to now, while it runs).
+    pub fn duration_seconds(&self) -> Option<i64> {
+        let c = parse(self.created.as_deref()?)?;
+        let end = match &self.finished {
+            Some(f) => parse(f)?,
+            None => jiff::Timestamp::now(),
+        };
+        Some((end.as_second() - c.as_second()).max(0))
+    }
+
+    /// (key, time) of every phase reached, in order.
+    pub fn reached(&self) -> Vec<(&'static str, &str)> {
+        [
+            ("created", &self.created),
+            ("scheduled", &self.scheduled),
+            ("workersRunning", &self.workers_running),
+            ("launcherRunning", &self.launcher_running),
+            ("firstLog", &self.first_log),
+            ("finished", &self.finished),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.as_deref().map(|v| (k, v)))
+        .collect()
+    }
+}
+
+fn parse(t: &str) -> Option<jiff::Timestamp> {
+    t.parse().ok()
+}
+
+/// An engine's timestamp in one form (RFC 3339, UTC); empty or unreadable → `None`.
+pub fn normalize(t: &str) -> Option<String> {
+    parse(t).map(|t| t.to_string())
+}
+
+/// The latest of `ts`, only when every one is known.
+fn latest<S: AsRef<str>>(ts: impl IntoIterator<Item = Option<S>>) -> Option<String> {
+    let mut out: Option<jiff::Timestamp> = None;
+    for t in ts {
+        let t = parse(t?.as_ref())?;
+        out = Some(out.map_or(t, |o| o.max(t)));
+    }
+    out.map(|t| t.to_string())
+}
+
+/// The phases of a Kubernetes run from its job object's creation time and its pods;
+/// `workers` is the run's size (all of them must be there for `scheduled`/`workersRunning`).
+pub fn of_pods(created: Option<&str>, pods: &[Pod], workers: Option<usize>) -> Phases {
+    let role = crate::cluster::status::role_of;
+    let launchers: Vec<&Pod> = pods.iter().filter(|p| role(p) == ROLE_LAUNCHER).collect();
+    let worker_pods: Vec<&Pod> = pods.iter().filter(|p| role(p) == ROLE_WORKER).collect();
+    let enough_workers = worker_pods.len() >= workers.unwrap_or(1).max(1);
+    let scheduled = |p: &Pod| -> Option<String> {
+        let c = p
+            .status
+            .as_ref()?
+            .conditions
+            .as_ref()?
+            .iter()
+            .find(|c| c.type_ == "PodScheduled" && c.status == "True")?;
+        c.last_transition_time.as_ref().map(|t| t.0.to_string())
+    };
+    // Every container of the pod started: the latest start.
+    let started = |p: &Pod| -> Option<String> {
+        let cs = p.status.as_ref()?.container_statuses.as_ref()?;
+        if cs.is_empty() {
+            return None;
+        }
+        latest(cs.iter().map(|c| {
+            let s = c.state.as_ref()?;
+            s.running
+                .as_ref()
+                .and_then(|r| r.started_at.as_ref())
+                .or_else(|| s.terminated.as_ref().and_then(|t| t.started_at.as_ref()))
+                .map(|t| t.0.to_string())
+                .or_else(|| {
+                    // A restarted container: its first instance's start.
+                    let l = c.last_state.as_ref()?.terminated.as_ref()?;
+                    l.started_at.as_ref().map(|t| t.0.to_string())
+                })
+        }))
+    };
+    let finished = |p: &Pod| -> Option<String> {
+        let cs = p.status.as_ref()?.container_statuses.as_ref()?;
+        latest(cs.iter().map(|c| {
+            let t = c.state.as_ref()?.terminated.as_ref()?;
+            t.finished_at.as_ref().map(|t| t.0.to_string())
+        }))
+    };
+    let scheduled_all = (enough_workers && !launchers.is_empty())
+        .then(|| latest(pods.iter().map(scheduled)))
+        .flatten();
+    let workers_running = enough_workers
+        .then(|| latest(worker_pods.iter().map(|p| started(p))))
+        .flatten();
+    let launcher_running = launchers
+        .iter()
+        .filter_map(|p| started(p))
+        .filter_map(|t| parse(&t))
+        .min()
+        .map(|t| t.to_string());
+    let launcher_finished = (!launchers.is_empty())
+        .then(|| latest(launchers.iter().map(|p| finished(p))))
+        .flatten();
+    Phases {
+        created: created.and_then(normalize),
+        scheduled: scheduled_all,
+        workers_running,
+        launcher_running,
+        first_log: None,
+        finished: launcher_finished,
+    }
+}
+
+/// The phases of a local run from its containers' inspect times.
+pub fn of_containers(cs: &[crate::local::status::Container]) -> Phases {
+    let workers: Vec<_> = cs.iter().filter(|c| c.role == ROLE_WORKER).collect();
+    let launcher = cs.iter().find(|c| c.role == ROLE_LAUNCHER);
+    let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    let created = cs
+        .iter()
+        .filter_map(|c| parse(&c.created))
+        .min()
+        .map(|t| t.to_string());
+    let workers_running = (!workers.is_empty())
+        .then(|| latest(workers.iter().map(|c| Some(c.started_at.as_str()))))
+        .flatten();
+    Phases {
+        created,
+        scheduled: None,
+        workers_running,
+        launcher_running: launcher
+            .and_then(|l| nonempty(&l.started_at))
+            .and_then(|t| normalize(&t)),
+        first_log: None,
+        finished: launcher
+            .filter(|l| l.finished())
+            .and_then(|l| nonempty(&l.finished_at))
+            .and_then(|t| normalize(&t)),
+    }
+}
+
+/// The earliest first-line timestamp among `targets`' logs (each read up to its first
+/// line's timestamp, then dropped); `None` while no container has written anything.
+pub async fn first_log<S: LogSource>(source: &S, targets: Vec<Target>) -> Option<String> {
+    use futures::{AsyncBufReadExt, AsyncReadExt};
+    let reads = targets.into_iter().map(|t| async move {
+        let read = async {
+            let stream = source.open(&t, &LogRequest::default()).await.ok()?;
+            let mut head = Vec::with_capacity(40);
+            let mut limited = stream.take(64);
+            limited.read_until(b' ', &mut head).await.ok()?;
+            crate::logs::tail::parse_ts(crate::logs::tail::split_ts(&head).0)
+        };
+        tokio::time::timeout(Duration::from_secs(5), read)
+            .await
+            .ok()
+            .flatten()
+    });
+    let firsts = futures::future::join_all(reads).await;
+    firsts
+        .into_iter()
+        .flatten()
+        .filter_map(|ts| jiff::Timestamp::new(ts.secs, ts.nanos as i32).ok())
+        .min()
+        .map(|t| t.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_is_created_to_first_log() {
+        let p = Phases {
+            created: Some("2026-01-01T00:00:00Z".into()),
+            first_log: Some("2026-01-01T00:00:03.25Z".into()),
+            ..Default::default()
+        };
+        assert_eq!(p.start_latency_seconds(), Some(3.25));
+        assert_eq!(
+            p.reached(),
+            vec![
+                ("created", "2026-01-01T00:00:00Z"),
+                ("firstLog", "2026-01-01T00:00:03.25Z")
+            ]
+        );
+        assert_eq!(Phases::default().start_latency_seconds(), None);
+    }
+
+    #[test]
+    fn latest_needs_every_time() {
+        assert_eq!(
+            latest([Some("2026-01-01T00:00:01Z"), Some("2026-01-01T00:00:02Z")]),
+            Some("2026-01-01T00:00:02Z".into())
+        );
+        assert_eq!(latest([Some("2026-01-01T00:00:01Z"), None]), None);
+        assert_eq!(latest([Some("2026-01-01T00:00:01Z"), Some("")]), None);
+    }
+}
