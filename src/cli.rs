@@ -37,6 +37,7 @@ impl Cli {
         let cluster = match &self.command {
             Command::Deploy(a) => Some(&a.cluster),
             Command::Status(a) => Some(&a.cluster),
+            Command::Runs(a) => Some(&a.cluster),
             Command::Events(a) => Some(&a.cluster),
             Command::Undeploy(a) => Some(&a.cluster),
             Command::Logs(a) => Some(&a.cluster),
@@ -187,6 +188,8 @@ pub enum Command {
     Deploy(DeployArgs),
     /// Show a run's job state, conditions and pods (or every run with --all)
     Status(StatusArgs),
+    /// List this app's runs on every engine, newest first: state, phase times, provenance
+    Runs(RunsArgs),
     /// Show the events of a run's objects and pods, oldest first
     Events(EventsArgs),
     /// Delete everything a run created and wait until it is gone
@@ -340,6 +343,24 @@ pub struct StatusArgs {
     /// With --all: every namespace
     #[arg(short = 'A', long, requires = "all")]
     pub all_namespaces: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// Output format: text (a table), json or yaml (one object per run)
+    #[arg(short, long, value_enum, default_value_t = StatusFormat::Text)]
+    pub output: StatusFormat,
+    /// Print the table again whenever it changes, until Ctrl-C (text only)
+    #[arg(short, long)]
+    pub watch: bool,
+    /// Every namespace of the context (default: the app's namespace)
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// Every app's runs (default: the app in the current directory)
+    #[arg(long)]
+    pub all_apps: bool,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }

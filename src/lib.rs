@@ -14,6 +14,7 @@ pub mod error;
 pub mod image;
 pub mod kinds;
 pub mod kubeconfig;
+pub mod ledger;
 pub mod local;
 pub mod logs;
 pub mod phases;

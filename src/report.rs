@@ -145,13 +145,7 @@ fn age(ts: &str) -> String {
     let Ok(t) = ts.parse::<jiff::Timestamp>() else {
         return "-".into();
     };
-    let secs = (jiff::Timestamp::now().as_second() - t.as_second()).max(0);
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 7200 => format!("{}m", s / 60),
-        s if s < 172_800 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
-    }
+    crate::ledger::human_seconds(jiff::Timestamp::now().as_second() - t.as_second())
 }
 
 /// `sha256:0123456789ab` of a digest (the first 12 hex digits).

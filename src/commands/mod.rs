@@ -10,6 +10,7 @@ mod exec;
 mod init;
 mod logs;
 mod port_forward;
+mod runs;
 mod scale;
 mod status;
 mod templates;
@@ -32,6 +33,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Push(a) => build::push_cmd(g, &ui, a),
         Command::Deploy(a) => deploy::run(g, &ui, a),
         Command::Status(a) => status::run(g, &ui, a),
+        Command::Runs(a) => runs::run(g, &ui, a),
         Command::Events(a) => events::run(g, &ui, a),
         Command::Undeploy(a) => undeploy::run(g, &ui, a),
         Command::Logs(a) => logs::run(g, &ui, a),

@@ -2,8 +2,8 @@
 
 use super::block_on;
 use crate::cli::{Global, StatusArgs, StatusFormat};
-use crate::engine::{Env, Run};
-use crate::error::{Error, Result};
+use crate::engine::Env;
+use crate::error::Result;
 use crate::report::StatusReport;
 use crate::ui::Ui;
 
@@ -21,36 +21,10 @@ pub fn run(g: &Global, ui: &Ui, a: StatusArgs) -> Result<u8> {
 /// Every run on every engine reachable here; an unreachable engine is a warning, and an
 /// error only when none was reached.
 async fn list_all(env: &Env<'_>, a: &StatusArgs) -> Result<u8> {
+    let (runs, looked) = env.every_run(a.all_namespaces, None).await?;
     let mut reports: Vec<StatusReport> = Vec::new();
-    let mut reached = 0;
-    let mut last_err: Option<Error> = None;
-    let mut looked = Vec::new();
-    for (name, engine) in env.engines(a.all_namespaces).await? {
-        let runs: Result<Vec<Run>> = match engine {
-            Ok(e) => {
-                looked.push(e.describe());
-                e.list(None).await
-            }
-            Err(e) => Err(e),
-        };
-        match runs {
-            Ok(runs) => {
-                reached += 1;
-                for r in runs {
-                    reports.push(r.status().await?);
-                }
-            }
-            Err(e) => {
-                env.ui
-                    .note(format!("warning: {name} could not be asked: {}", e.message));
-                last_err = Some(e);
-            }
-        }
-    }
-    if reached == 0
-        && let Some(e) = last_err
-    {
-        return Err(e);
+    for r in runs {
+        reports.push(r.status().await?);
     }
     match a.output {
         StatusFormat::Json => println!(

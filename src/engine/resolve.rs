@@ -202,6 +202,46 @@ impl<'a> Env<'a> {
         Ok(out)
     }
 
+    /// Every run (of `app`, when given) on every engine reachable here, oldest first, and
+    /// the places looked. An engine that cannot be asked is a warning; an error only when
+    /// none was reached.
+    pub async fn every_run(
+        &self,
+        all_namespaces: bool,
+        app: Option<&str>,
+    ) -> Result<(Vec<Run>, Vec<String>)> {
+        let (mut runs, mut looked) = (Vec::new(), Vec::new());
+        let mut reached = 0;
+        let mut last_err: Option<Error> = None;
+        for (name, engine) in self.engines(all_namespaces).await? {
+            let got = match engine {
+                Ok(e) => {
+                    looked.push(e.describe());
+                    e.list(app).await
+                }
+                Err(e) => Err(e),
+            };
+            match got {
+                Ok(r) => {
+                    reached += 1;
+                    runs.extend(r);
+                }
+                Err(e) => {
+                    self.ui
+                        .note(format!("warning: {name} could not be asked: {}", e.message));
+                    last_err = Some(e);
+                }
+            }
+        }
+        if reached == 0
+            && let Some(e) = last_err
+        {
+            return Err(e);
+        }
+        runs.sort_by(|a, b| a.info().created.cmp(&b.info().created));
+        Ok((runs, looked))
+    }
+
     /// The record a RUN argument (or, without one, the app's last run) names, if it fits the
     /// flags (`--context`, `-n` given explicitly must match).
     fn record(&self, arg: Option<&RunArg>) -> Option<&RunRecord> {

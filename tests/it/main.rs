@@ -25,6 +25,8 @@ mod logs;
 mod ranks;
 // Rendered manifests of every template × backend (insta snapshots).
 mod render;
+// hvdctl runs: provenance and phase times of local, mpijob and native runs (real containers).
+mod runs;
 // hvdctl tensorboard: a real TensorBoard in rank 0's container of a training local run.
 mod tensorboard;
 // The horovod template training for real: local and docker kubelet, both launchers.

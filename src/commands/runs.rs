@@ -1,0 +1,91 @@
+//! `hvdctl runs`: the app's runs (or every app's) on every engine reachable here, newest
+//! first, as a table or as data; `-w` prints the table again when it changes.
+
+use super::block_on;
+use crate::cli::{Global, RunsArgs, StatusFormat};
+use crate::engine::Env;
+use crate::error::{Error, Result};
+use crate::ledger::{self, RunRow, Source};
+use crate::ui::Ui;
+use std::time::Duration;
+
+pub fn run(g: &Global, ui: &Ui, a: RunsArgs) -> Result<u8> {
+    if a.watch && a.output != StatusFormat::Text {
+        return Err(Error::input(
+            "--watch prints the text table; drop -o or --watch",
+        ));
+    }
+    let env = Env::new(g, ui)?;
+    let app = match (&env.app, a.all_apps) {
+        (_, true) => None,
+        (Some(app), false) => Some(app.name.clone()),
+        (None, false) => {
+            return Err(Error::input(format!(
+                "no {} in {}: `hvdctl runs` lists an app's runs",
+                crate::app::APP_FILE,
+                g.app_dir.display()
+            ))
+            .hint("run it in an app directory (or -C DIR), or pass --all-apps"));
+        }
+    };
+    block_on(async {
+        let mut last = String::new();
+        loop {
+            let (rows, looked) = rows(&env, &a, app.as_deref()).await?;
+            let text = match a.output {
+                StatusFormat::Json => {
+                    serde_json::to_string_pretty(&rows).unwrap_or_default() + "\n"
+                }
+                StatusFormat::Yaml => serde_norway::to_string(&rows).unwrap_or_default(),
+                StatusFormat::Text if rows.is_empty() => {
+                    let whose = app
+                        .as_deref()
+                        .map_or("hvdctl runs".to_string(), |a| format!("runs of app `{a}`"));
+                    format!("No {whose} in {}\n", looked.join(" or "))
+                }
+                StatusFormat::Text => ledger::table(&rows, a.all_apps),
+            };
+            if !a.watch {
+                if rows.is_empty() && a.output == StatusFormat::Text {
+                    eprint!("{text}");
+                } else {
+                    print!("{text}");
+                }
+                return Ok(0);
+            }
+            if text != last {
+                if !last.is_empty() {
+                    println!();
+                }
+                print!("{text}");
+                last = text;
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    })
+}
+
+/// Every run's row, newest first, and the places looked.
+async fn rows(
+    env: &Env<'_>,
+    a: &RunsArgs,
+    app: Option<&str>,
+) -> Result<(Vec<RunRow>, Vec<String>)> {
+    let (runs, looked) = env.every_run(a.all_namespaces, app).await?;
+    let mut rows = Vec::new();
+    for r in runs {
+        match r.status().await {
+            Ok(s) => rows.push(RunRow::of(&s, &r.info().created, Source::Engine)),
+            // Undeployed between the listing and the look.
+            Err(e) if e.kind == crate::error::Kind::NotFound => {}
+            Err(e) => env.ui.note(format!(
+                "warning: {} in {}: {}",
+                r.info().job,
+                r.info().place,
+                e.message
+            )),
+        }
+    }
+    ledger::sort(&mut rows);
+    Ok((rows, looked))
+}

@@ -1,0 +1,332 @@
+//! The run ledger: `hvdctl runs` over a local run and mpijob and native runs on the fake
+//! cluster's Docker kubelet (real containers, the `mpi-hello` app): every key of the JSON
+//! contract, the image digest against `docker image inspect`, the phase times against the
+//! containers' and pods' own timestamps (read with the docker CLI and kubectl), rows that do
+//! not change when `.hvdctl/` is deleted, and no `env` value in any annotation or label.
+//! Bad input: no app, `-w -o json`, no engine reachable.
+
+use crate::util::*;
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+const SECRET: &str = "ledger-secret-value-93f1";
+
+const KEYS: &[&str] = &[
+    "run",
+    "job",
+    "app",
+    "backend",
+    "engine",
+    "context",
+    "namespace",
+    "state",
+    "created",
+    "image",
+    "imageDigest",
+    "gitCommit",
+    "gitDirty",
+    "workers",
+    "slotsPerWorker",
+    "phases",
+    "startLatencySeconds",
+    "source",
+];
+
+fn ts(s: &str) -> jiff::Timestamp {
+    s.parse()
+        .unwrap_or_else(|e| panic!("`{s}` is not RFC 3339: {e}"))
+}
+
+fn max(v: impl IntoIterator<Item = jiff::Timestamp>) -> jiff::Timestamp {
+    v.into_iter().max().expect("at least one time")
+}
+
+fn min(v: impl IntoIterator<Item = jiff::Timestamp>) -> jiff::Timestamp {
+    v.into_iter().min().expect("at least one time")
+}
+
+/// The earliest line timestamp of a log printed with timestamps (`<RFC 3339> <text>`).
+fn first_stamp(log: &str) -> Option<jiff::Timestamp> {
+    log.lines()
+        .filter_map(|l| l.split(' ').next()?.parse::<jiff::Timestamp>().ok())
+        .min()
+}
+
+/// The phase `key` of a row, parsed.
+fn phase(row: &Value, key: &str) -> jiff::Timestamp {
+    ts(row["phases"][key]
+        .as_str()
+        .unwrap_or_else(|| panic!("phase {key} missing: {row}")))
+}
+
+/// `hvdctl runs -o json` in `dir` (against `kc`), the rows of `ids`, by id.
+fn rows(dir: &Path, kc: &Path, ids: &[&str]) -> Vec<Value> {
+    let o = hv(dir, Some(kc), &["runs", "-o", "json"]);
+    assert_eq!(o.code, 0, "runs: {}", o.stderr);
+    let all: Vec<Value> = serde_json::from_str(&o.stdout).expect("runs -o json is a JSON array");
+    // Newest first.
+    let created: Vec<jiff::Timestamp> = all
+        .iter()
+        .map(|r| ts(r["created"].as_str().unwrap()))
+        .collect();
+    assert!(
+        created.windows(2).all(|w| w[0] >= w[1]),
+        "not newest first: {created:?}"
+    );
+    ids.iter()
+        .map(|id| {
+            all.iter()
+                .find(|r| r["run"] == *id)
+                .unwrap_or_else(|| panic!("run {id} not listed: {}", o.stdout))
+                .clone()
+        })
+        .collect()
+}
+
+fn check_common(row: &Value, image: &str, id_of_image: &str) {
+    for k in KEYS {
+        assert!(row.get(*k).is_some(), "key {k} missing: {row}");
+    }
+    assert_eq!(row["app"], "hello", "{row}");
+    assert_eq!(row["state"], "Succeeded", "{row}");
+    assert_eq!(row["image"], image, "{row}");
+    assert_eq!(row["imageDigest"], id_of_image, "{row}");
+    // The app directory is a temp dir, not in a git repository.
+    assert_eq!(row["gitCommit"], Value::Null, "{row}");
+    assert_eq!(row["gitDirty"], Value::Null, "{row}");
+    assert_eq!(row["workers"], 2, "{row}");
+    assert_eq!(row["slotsPerWorker"], 1, "{row}");
+    assert_eq!(row["source"], "engine", "{row}");
+    assert_eq!(ts(row["created"].as_str().unwrap()), phase(row, "created"));
+    let latency = phase(row, "firstLog")
+        .duration_since(phase(row, "created"))
+        .as_secs_f64();
+    let got = row["startLatencySeconds"].as_f64().expect("a latency");
+    assert!((got - latency).abs() < 0.002, "{got} vs {latency}: {row}");
+}
+
+/// Deploys run `id` of the app in `dir` with `args`, waits for its end with `status --wait`.
+fn deploy_and_wait(dir: &Path, kc: &Path, id: &str, args: &[&str]) {
+    let mut a = vec!["deploy", "--run-id", id, "--wait"];
+    a.extend(args);
+    a.extend(["--set", "workers=2", "--set"]);
+    let secret = format!("env.LEDGER_TOKEN={SECRET}");
+    a.push(&secret);
+    let d = hv(dir, Some(kc), &a);
+    assert_eq!(d.code, 0, "deploy {args:?}: {}", d.stderr);
+    let w = hv(dir, Some(kc), &["status", "--wait", id]);
+    assert_eq!(w.code, 0, "status --wait: {}\n{}", w.stdout, w.stderr);
+}
+
+#[test]
+fn runs_lists_local_mpijob_and_native_runs_with_every_key() {
+    let Some(docker) = docker() else { return };
+    let image = template_image(&docker, "mpi-hello", &debian_image());
+    let host = docker.host().to_string();
+    let inspect = |what: &str| -> Value {
+        let v: Value = serde_json::from_str(&docker_cli(&host, &["inspect", what], &[])).unwrap();
+        v[0].clone()
+    };
+    let image_id = inspect(&image)["Id"].as_str().unwrap().to_string();
+    let cluster = Cluster::docker_kubelet(true);
+    let kc = cluster.kubeconfig.clone();
+    let dir = init_app(&cluster.root, "hello", "mpi-hello");
+    let (lid, mid, nid) = (run_id("l"), run_id("m"), run_id("n"));
+    // Pods stay after the end, so every phase can be compared with them.
+    let keep = ["--set", "runPolicy.cleanPodPolicy=None"];
+    deploy_and_wait(&dir, &kc, &lid, &["--backend", "local", "--image", &image]);
+    for (id, backend) in [(&mid, "mpijob"), (&nid, "native")] {
+        let mut a = vec!["--backend", backend, "--image", &image, "--no-push"];
+        a.extend(keep);
+        deploy_and_wait(&dir, &kc, id, &a);
+    }
+    let ids = [lid.as_str(), mid.as_str(), nid.as_str()];
+    let before = rows(&dir, &kc, &ids);
+
+    // The local run: the digest is the image ID; phases are the containers' own times.
+    let l = &before[0];
+    check_common(l, &image, &image_id);
+    assert_eq!(
+        (&l["backend"], &l["engine"]),
+        (&"local".into(), &"docker".into())
+    );
+    assert_eq!(
+        (&l["context"], &l["namespace"]),
+        (&Value::Null, &Value::Null)
+    );
+    let job = format!("hello-{lid}");
+    let names: Vec<String> = ["launcher", "worker-0", "worker-1"]
+        .iter()
+        .map(|s| format!("{job}-{s}"))
+        .collect();
+    let cs: Vec<Value> = names.iter().map(|n| inspect(n)).collect();
+    let at = |c: &Value, p: &str| ts(c.pointer(p).unwrap().as_str().unwrap());
+    assert_eq!(
+        phase(l, "created"),
+        min(cs.iter().map(|c| at(c, "/Created")))
+    );
+    assert_eq!(phase(l, "launcherRunning"), at(&cs[0], "/State/StartedAt"));
+    assert_eq!(phase(l, "finished"), at(&cs[0], "/State/FinishedAt"));
+    assert_eq!(
+        phase(l, "workersRunning"),
+        max(cs[1..].iter().map(|c| at(c, "/State/StartedAt")))
+    );
+    let docker_log = |name: &str| {
+        let o = std::process::Command::new("docker")
+            .args(["logs", "-t", name])
+            .env("DOCKER_HOST", &host)
+            .output()
+            .unwrap();
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    assert_eq!(
+        phase(l, "firstLog"),
+        min(names.iter().filter_map(|n| first_stamp(&docker_log(n))))
+    );
+    assert!(l["phases"].get("scheduled").is_none(), "{l}");
+    for c in &cs {
+        let labels = c["Config"]["Labels"].to_string();
+        assert!(!labels.contains(SECRET), "an env value in labels: {labels}");
+        assert!(labels.contains("env.LEDGER_TOKEN"), "{labels}");
+    }
+
+    // The Kubernetes runs: phases are the job object's creation and the pods' times.
+    let Some(_) = cluster.kubectl(&["version", "--client"]) else {
+        return;
+    };
+    for (row, id, object) in [
+        (&before[1], &mid, format!("mpijob/hello-{mid}")),
+        (&before[2], &nid, format!("job/hello-{nid}-launcher")),
+    ] {
+        check_common(row, &image, &image_id);
+        assert_eq!(row["engine"], "kubernetes", "{row}");
+        assert_eq!(row["namespace"], "default", "{row}");
+        assert!(row["context"].is_string(), "{row}");
+        let get = |args: &[&str]| -> Value {
+            serde_json::from_str(&cluster.kubectl(args).unwrap()).unwrap()
+        };
+        let job = get(&["get", &object, "-o", "json"]);
+        assert_eq!(
+            phase(row, "created"),
+            ts(job["metadata"]["creationTimestamp"].as_str().unwrap())
+        );
+        let sel = format!("hvdctl.io/run={id}");
+        let pods = get(&["get", "pods", "-l", &sel, "-o", "json"]);
+        let pods = pods["items"].as_array().unwrap();
+        let role = |p: &Value| {
+            p["metadata"]["labels"]["hvdctl.io/role"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        };
+        // A container's time `k` in its state now (running or terminated).
+        let state = |p: &Value, k: &str| {
+            let st = &p["status"]["containerStatuses"][0]["state"];
+            let t = st["terminated"][k].as_str().or(st["running"][k].as_str());
+            ts(t.unwrap_or_else(|| panic!("no {k}: {p}")))
+        };
+        let launcher: Vec<&Value> = pods.iter().filter(|p| role(p) == "launcher").collect();
+        let workers: Vec<&Value> = pods.iter().filter(|p| role(p) == "worker").collect();
+        assert_eq!((launcher.len(), workers.len()), (1, 2), "{pods:?}");
+        let scheduled = pods.iter().map(|p| {
+            let c = p["status"]["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["type"] == "PodScheduled")
+                .unwrap();
+            ts(c["lastTransitionTime"].as_str().unwrap())
+        });
+        assert_eq!(phase(row, "scheduled"), max(scheduled));
+        assert_eq!(
+            phase(row, "workersRunning"),
+            max(workers.iter().map(|p| state(p, "startedAt")))
+        );
+        assert_eq!(
+            phase(row, "launcherRunning"),
+            state(launcher[0], "startedAt")
+        );
+        assert_eq!(phase(row, "finished"), state(launcher[0], "finishedAt"));
+        let first = pods.iter().filter_map(|p| {
+            let name = p["metadata"]["name"].as_str().unwrap();
+            first_stamp(&cluster.kubectl(&["logs", name, "--timestamps", "--all-containers"])?)
+        });
+        assert_eq!(phase(row, "firstLog"), min(first));
+        // Provenance on every object, never an env value in any annotation.
+        let all = get(&[
+            "get",
+            "mpijobs,jobs,pods,services,configmaps,secrets",
+            "-l",
+            &sel,
+            "-o",
+            "json",
+        ]);
+        for o in all["items"].as_array().unwrap() {
+            let a = &o["metadata"]["annotations"];
+            assert_eq!(a["hvdctl.io/image-digest"], image_id.as_str(), "{o}");
+            let text = format!(
+                "{a}{}",
+                o.pointer("/spec/template/metadata/annotations")
+                    .unwrap_or(&Value::Null)
+            );
+            assert!(
+                !text.contains(SECRET),
+                "an env value in annotations: {text}"
+            );
+            assert!(text.contains("env.LEDGER_TOKEN"), "{text}");
+        }
+    }
+
+    // The rows come from the engines: without .hvdctl/ they are the same.
+    std::fs::remove_dir_all(dir.join(".hvdctl")).unwrap();
+    assert_eq!(rows(&dir, &kc, &ids), before);
+    let t = hv(&dir, Some(&kc), &["runs"]);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    for id in ids {
+        let line = t
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{id} ")))
+            .unwrap_or_else(|| panic!("{id} missing: {}", t.stdout));
+        assert!(line.contains("Succeeded") && line.contains("2x1"), "{line}");
+        assert!(line.contains(&image_id[..19]), "{line}");
+    }
+    for id in ids {
+        let u = hv(&dir, Some(&kc), &["undeploy", id]);
+        assert_eq!(u.code, 0, "{}", u.stderr);
+    }
+}
+
+#[test]
+fn runs_bad_input_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Not an app directory.
+    let o = hv(tmp.path(), None, &["runs"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("--all-apps"), "{}", o.stderr);
+    // Watching is text only.
+    let o = hv(
+        tmp.path(),
+        None,
+        &["runs", "--all-apps", "-w", "-o", "json"],
+    );
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    // No engine reachable: exit 1, each named.
+    let mut c = hvdctl_in(tmp.path());
+    c.env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .args(["runs", "--all-apps"])
+        .timeout(Duration::from_secs(60));
+    let o = run(c);
+    assert_eq!(o.code, 1, "{}\n{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr.contains("Kubernetes could not be asked"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stdout.is_empty(), "{}", o.stdout);
+}
