@@ -6,12 +6,12 @@ use crate::cluster::status::JobState;
 use crate::error::Result;
 use crate::kinds::JobCondition;
 use crate::ui::Ui;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::time::Duration;
 
 /// What `status -o json|yaml` prints.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusReport {
     pub run: String,
     pub job: String,
@@ -36,6 +36,9 @@ pub struct StatusReport {
     pub start_latency_seconds: Option<f64>,
     /// What the run was deployed from (null for a run deployed without it).
     pub provenance: Option<crate::provenance::Provenance>,
+    /// `engine`, or `record` when the engine no longer has the run (the flight recorder's).
+    #[serde(default)]
+    pub source: crate::ledger::Source,
 }
 
 /// How many rows are running workers.
@@ -95,7 +98,7 @@ pub fn workers_text(r: &StatusReport) -> String {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodRow {
     pub name: String,

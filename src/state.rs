@@ -61,7 +61,7 @@ fn path(dir: &Path, file: &str) -> PathBuf {
     dir.join(DIR).join(file)
 }
 
-fn read<T: for<'de> Deserialize<'de>>(p: &Path) -> Result<Option<T>> {
+pub(crate) fn read<T: for<'de> Deserialize<'de>>(p: &Path) -> Result<Option<T>> {
     match std::fs::read(p) {
         Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
             Error::input(format!("{}: {e}", p.display()))
@@ -73,7 +73,7 @@ fn read<T: for<'de> Deserialize<'de>>(p: &Path) -> Result<Option<T>> {
 }
 
 /// Writes atomically (temp file + rename) so an interrupted write never leaves half a file.
-fn write<T: Serialize>(p: &Path, v: &T) -> Result<()> {
+pub(crate) fn write<T: Serialize>(p: &Path, v: &T) -> Result<()> {
     let dir = p.parent().expect("state files live in .hvdctl/");
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::failure(format!("cannot create {}: {e}", dir.display())))?;

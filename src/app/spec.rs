@@ -313,6 +313,9 @@ pub struct App {
     pub tensorboard: Option<Tensorboard>,
     #[serde(default)]
     pub build: Build,
+    /// The flight recorder (`.hvdctl/runs/<run id>/`).
+    #[serde(default)]
+    pub recorder: Recorder,
     /// Free parameters: templates see them as `parameters.<key>`, the job as env `<KEY>`
     /// (upper case, `-` and `.` become `_`).
     #[serde(default)]
@@ -475,6 +478,28 @@ pub struct Tensorboard {
     /// Absolute directory inside rank 0's container; the job gets it as
     /// `TENSORBOARD_LOG_DIR`.
     pub log_dir: String,
+}
+
+/// The flight recorder's settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recorder {
+    /// The most a run's recorded logs take on disk (gzip-compressed), in MiB; the oldest
+    /// lines are dropped beyond it.
+    #[serde(rename = "maxMB", default = "recorder_max_mb")]
+    pub max_mb: u64,
+}
+
+fn recorder_max_mb() -> u64 {
+    64
+}
+
+impl Default for Recorder {
+    fn default() -> Recorder {
+        Recorder {
+            max_mb: recorder_max_mb(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -481,6 +481,13 @@ pub fn check(app: &App) -> Vec<Problem> {
         );
     }
 
+    if app.recorder.max_mb == 0 {
+        c.at(
+            &["recorder", "maxMB"],
+            "must be at least 1 (MiB of recorded logs per run)",
+        );
+    }
+
     if app.build.dockerfile.trim().is_empty() {
         c.at(&["build", "dockerfile"], "must not be empty");
     }

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use serde::Serialize;
 
 /// Elastic bounds of a run, in workers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Bounds {
     pub min_workers: u32,

@@ -11,7 +11,7 @@ use serde::Serialize;
 use std::collections::BTreeSet;
 
 /// One event, flattened for printing.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct RunEvent {
     /// RFC 3339: last seen (or event time, or first seen).
     pub time: String,
@@ -22,7 +22,7 @@ pub struct RunEvent {
     pub object: String,
     pub message: String,
     pub count: i32,
-    #[serde(skip)]
+    #[serde(skip, default)]
     pub uid: String,
 }
 

@@ -10,7 +10,7 @@ use kube::api::{Api, ListParams};
 use serde::Serialize;
 
 /// The overall state of a run's job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum JobState {
     Pending,
     Running,

@@ -55,7 +55,7 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
     // Ctrl-C is handled inside: a deploy cleans up before exiting.
     super::runtime(true)?.block_on(async {
         match engine::deploy(&env, &plan, opts).await? {
-            Some(run) => engine::after_deploy(&run, a.logs, a.wait, ui).await,
+            Some(run) => engine::after_deploy(&env, &run, a.logs, a.wait).await,
             None => Ok(0),
         }
     })

@@ -2,6 +2,7 @@
 //! [`crate::logs::run`].
 
 use crate::cli::{Global, LogFormat, LogsArgs, RoleFilter};
+use crate::engine::Lookup;
 use crate::error::{Error, Result};
 use crate::logs::LogOptions;
 use crate::logs::printer::{Format, Style};
@@ -14,9 +15,31 @@ pub fn run(g: &Global, ui: &Ui, a: LogsArgs) -> Result<u8> {
     // multi-threaded one here (the server is the bound; parsing takes a fraction of a core) and
     // uses less memory. The printer writes from its own blocking thread either way.
     super::runtime(false)?.block_on(async {
-        let run = env.run(a.run.as_deref()).await?;
+        let run = match env.locate(a.run.as_deref()).await? {
+            Lookup::Found(run) => run,
+            Lookup::Missing(m) => {
+                let Some(rec) = env.recorded(a.run.as_deref())? else {
+                    return Err(m.into_error());
+                };
+                let replayed = rec.print_logs(&opts).await?;
+                if !replayed.not_recorded.is_empty() {
+                    ui.note(format!(
+                        "not recorded: {} (deleted before hvdctl saw them)",
+                        replayed.not_recorded.join(", ")
+                    ));
+                }
+                return Ok(if a.follow {
+                    rec.report.state.exit_code()
+                } else {
+                    0
+                });
+            }
+        };
         // Ctrl-C is handled inside (exit 130 at once).
         let outcome = run.logs(opts, ui).await?;
+        if a.follow {
+            env.save_record(&run).await;
+        }
         Ok(outcome.exit_code())
     })
 }

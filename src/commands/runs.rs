@@ -5,7 +5,7 @@ use super::block_on;
 use crate::cli::{Global, RunsArgs, StatusFormat};
 use crate::engine::Env;
 use crate::error::{Error, Result};
-use crate::ledger::{self, RunRow, Source};
+use crate::ledger::{self, RunRow};
 use crate::ui::Ui;
 use std::time::Duration;
 
@@ -75,7 +75,7 @@ async fn rows(
     let mut rows = Vec::new();
     for r in runs {
         match r.status().await {
-            Ok(s) => rows.push(RunRow::of(&s, &r.info().created, Source::Engine)),
+            Ok(s) => rows.push(RunRow::of(&s, &r.info().created)),
             // Undeployed between the listing and the look.
             Err(e) if e.kind == crate::error::Kind::NotFound => {}
             Err(e) => env.ui.note(format!(
@@ -84,6 +84,15 @@ async fn rows(
                 r.info().place,
                 e.message
             )),
+        }
+    }
+    // Runs the engines no longer have, from the flight recorder.
+    let warn = |w: String| env.ui.note(format!("warning: {w}"));
+    for rec in ledger::record::all(&env.g.app_dir, &warn) {
+        let r = &rec.report;
+        let live = rows.iter().any(|x| x.run == r.run && x.app == r.app);
+        if !live && app.is_none_or(|a| a == r.app) {
+            rows.push(RunRow::of(r, ""));
         }
     }
     ledger::sort(&mut rows);

@@ -2,7 +2,7 @@
 
 use super::block_on;
 use crate::cli::{Global, StatusArgs, StatusFormat};
-use crate::engine::Env;
+use crate::engine::{Env, Lookup};
 use crate::error::Result;
 use crate::report::StatusReport;
 use crate::ui::Ui;
@@ -13,8 +13,26 @@ pub fn run(g: &Global, ui: &Ui, a: StatusArgs) -> Result<u8> {
         if a.all {
             return list_all(&env, &a).await;
         }
-        let run = env.run(a.run.as_deref()).await?;
-        crate::report::show(&a, ui, || run.status()).await
+        let run = match env.locate(a.run.as_deref()).await? {
+            Lookup::Found(run) => run,
+            Lookup::Missing(m) => {
+                let Some(rec) = env.recorded(a.run.as_deref())? else {
+                    return Err(m.into_error());
+                };
+                // A record does not change: shown once, whatever --watch/--wait say.
+                print!("{}", crate::report::render(&rec.report, a.output));
+                return Ok(if a.wait {
+                    rec.report.state.exit_code()
+                } else {
+                    0
+                });
+            }
+        };
+        let code = crate::report::show(&a, ui, || run.status()).await?;
+        if a.wait {
+            env.save_record(&run).await;
+        }
+        Ok(code)
     })
 }
 

@@ -40,6 +40,8 @@ pub fn run(g: &Global, ui: &Ui, a: UndeployArgs) -> Result<u8> {
 
 async fn remove(env: &Env<'_>, run: &Run, wait: bool) -> Result<Removed> {
     let info = run.info();
+    // What the engine is about to forget stays in the flight record.
+    env.save_record(run).await;
     let removed = run.undeploy(wait, env.ui).await?;
     if removed.is_empty() {
         env.ui.note(format!(

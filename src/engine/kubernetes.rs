@@ -143,6 +143,7 @@ impl KubeRun {
             start_latency_seconds: phases.start_latency_seconds(),
             phases,
             provenance,
+            source: crate::ledger::Source::Engine,
         })
     }
 

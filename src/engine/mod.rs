@@ -173,6 +173,47 @@ impl Run {
     }
 }
 
+// --- The flight recorder (see `crate::ledger::record`) ---------------------------------------
+
+impl Run {
+    /// Saves what the engine has of the run — status, events, every container's log (what
+    /// is new since the last recording) — under `app_dir`'s `.hvdctl/runs/<run id>/`;
+    /// returns that directory.
+    pub async fn record(&self, app_dir: &Path, max_mb: u64) -> Result<std::path::PathBuf> {
+        use crate::logs::target::{pod_short_name, targets_of};
+        let report = self.status().await?;
+        let mut events = Vec::new();
+        self.events(false, &mut |e| events.push(e.clone())).await?;
+        let mut rec = crate::ledger::record::Recorder::open(app_dir, &report.run, max_mb)?;
+        match self {
+            Run::Kubernetes(r) => {
+                let pods = crate::cluster::status::run_pods(&r.cluster, &r.run).await?;
+                let mut launcher_taken = false;
+                let mut targets = Vec::new();
+                for p in &pods {
+                    let short = pod_short_name(&r.run.job, p, launcher_taken);
+                    launcher_taken |= short == "launcher";
+                    targets.extend(targets_of(p, &short, None));
+                }
+                let api = kube::Api::namespaced(r.cluster.client.clone(), &r.run.namespace);
+                rec.logs(&crate::logs::pods::PodSource::new(api), targets)
+                    .await;
+            }
+            Run::Docker(r) => {
+                let cs = crate::local::status::containers(&r.docker, &r.run).await?;
+                let targets = cs
+                    .iter()
+                    .filter(|c| c.has_started())
+                    .map(crate::local::logs::target)
+                    .collect();
+                let source = crate::logs::docker::ContainerSource::new(r.docker.clone());
+                rec.logs(&source, targets).await;
+            }
+        }
+        rec.save(&report, &events)
+    }
+}
+
 // --- Inside a run: exec, cp, port-forward (see `crate::remote`) ------------------------------
 
 impl Run {
@@ -327,13 +368,16 @@ pub async fn deploy(env: &Env<'_>, plan: &Plan<'_>, o: DeployOptions) -> Result<
 }
 
 /// After a deploy, for every engine: follow the logs (`--logs`, exit code = the job's), wait
-/// until everything runs (`--wait`), or print what to do next.
-pub async fn after_deploy(run: &Run, logs: bool, wait: bool, ui: &Ui) -> Result<u8> {
+/// until everything runs (`--wait`), or print what to do next. Following and waiting end
+/// with the run's flight record saved.
+pub async fn after_deploy(env: &Env<'_>, run: &Run, logs: bool, wait: bool) -> Result<u8> {
+    let ui = env.ui;
     if logs {
         let outcome = tokio::select! {
             r = run.logs(LogOptions::follow_all(ui), ui) => r?,
             _ = tokio::signal::ctrl_c() => return Err(Error::interrupted()),
         };
+        env.save_record(run).await;
         return Ok(outcome.exit_code());
     }
     if wait {
@@ -341,6 +385,7 @@ pub async fn after_deploy(run: &Run, logs: bool, wait: bool, ui: &Ui) -> Result<
             r = run.wait_running(ui) => r?,
             _ = tokio::signal::ctrl_c() => return Err(Error::interrupted()),
         };
+        env.save_record(run).await;
         return Ok(state.exit_code());
     }
     if !ui.quiet {

@@ -202,6 +202,41 @@ impl<'a> Env<'a> {
         Ok(out)
     }
 
+    /// Saves `run`'s flight record in the app directory (only there, and only for this app's
+    /// runs); a failure is a warning, never the command's.
+    pub async fn save_record(&self, run: &Run) {
+        let Some(app) = self.app.as_ref().filter(|a| a.name == run.info().app) else {
+            return;
+        };
+        match run.record(&self.g.app_dir, app.recorder.max_mb).await {
+            Ok(dir) => self.ui.debug(format!("recorded in {}", dir.display())),
+            Err(e) => self.ui.note(format!(
+                "warning: the flight record of run {} was not saved: {}",
+                run.info().run_id,
+                e.message
+            )),
+        }
+    }
+
+    /// The flight record of the run `arg` names, for a run the engines no longer have
+    /// (`None` without an argument or a record); says on stderr that the record answers.
+    pub fn recorded(&self, arg: Option<&str>) -> Result<Option<crate::ledger::record::Record>> {
+        let Some(arg) = arg.map(parse_arg).transpose()? else {
+            return Ok(None);
+        };
+        let rec = crate::ledger::record::load(&self.g.app_dir, arg.run_id)?
+            .filter(|r| arg.app.is_none_or(|a| a == r.report.app));
+        if let Some(r) = &rec {
+            self.ui.note(format!(
+                "run {} ({}) is no longer on its engine: answering from its flight record ({})",
+                r.report.run,
+                r.report.job,
+                r.dir.display()
+            ));
+        }
+        Ok(rec)
+    }
+
     /// Every run (of `app`, when given) on every engine reachable here, oldest first, and
     /// the places looked. An engine that cannot be asked is a warning; an error only when
     /// none was reached.

@@ -6,13 +6,16 @@ use crate::cluster::status::JobState;
 use crate::engine::EngineKind;
 use crate::phases::Phases;
 use crate::report::StatusReport;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+pub mod record;
 
 /// Where a row was read from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Source {
     /// The engine has the run.
+    #[default]
     Engine,
     /// The engine no longer has it: read from the flight recorder.
     Record,
@@ -49,7 +52,7 @@ pub struct RunRow {
 impl RunRow {
     /// The row of a run from its status report (`created`: the engine's creation time when
     /// no phase says it).
-    pub fn of(r: &StatusReport, created: &str, source: Source) -> RunRow {
+    pub fn of(r: &StatusReport, created: &str) -> RunRow {
         let p = r.provenance.clone().unwrap_or_default();
         let workers = if r.provenance.is_some() {
             p.workers
@@ -81,7 +84,7 @@ impl RunRow {
             slots_per_worker: r.provenance.as_ref().map(|p| p.slots_per_worker),
             phases: r.phases.clone(),
             start_latency_seconds: r.start_latency_seconds,
-            source,
+            source: r.source,
         }
     }
 

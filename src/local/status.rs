@@ -376,6 +376,7 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
         start_latency_seconds: phases.start_latency_seconds(),
         phases,
         provenance: cs.iter().find_map(|c| c.provenance.clone()),
+        source: crate::ledger::Source::Engine,
     })
 }
 

@@ -330,3 +330,195 @@ fn runs_bad_input_is_a_clear_error() {
     );
     assert!(o.stdout.is_empty(), "{}", o.stdout);
 }
+
+/// `docker logs -t NAME`, stdout and stderr, one line per entry, sorted.
+fn docker_lines(host: &str, name: &str) -> Vec<String> {
+    let o = std::process::Command::new("docker")
+        .args(["logs", "-t", name])
+        .env("DOCKER_HOST", host)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "docker logs {name}");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut v: Vec<String> = text.lines().map(str::to_string).collect();
+    v.sort();
+    v
+}
+
+fn sorted_lines(s: &str) -> Vec<String> {
+    let mut v: Vec<String> = s.lines().map(str::to_string).collect();
+    v.sort();
+    v
+}
+
+/// deploy → status --wait → undeploy → `hvdctl logs RUN` and `status RUN` from the flight
+/// record: every container's lines exactly as the engine had them (workers included, none
+/// twice although the run was recorded twice), the state, `source: record`; `runs` lists it
+/// from the record. A worker removed before hvdctl saw it is named "not recorded". A corrupt
+/// record is an error naming its file for `status RUN` and a skipped warning for `runs`.
+#[test]
+fn an_undeployed_run_answers_from_its_flight_record() {
+    let Some(docker) = docker() else { return };
+    let image = template_image(&docker, "mpi-hello", &debian_image());
+    let host = docker.host().to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = init_app(tmp.path(), "hello", "mpi-hello");
+    let id = run_id("r");
+    let job = format!("hello-{id}");
+    let kc = tmp.path().join("no-kubeconfig");
+    let d = hv(
+        &dir,
+        Some(&kc),
+        &[
+            "deploy",
+            "--backend",
+            "local",
+            "--image",
+            &image,
+            "--run-id",
+            &id,
+            "--set",
+            "workers=2",
+        ],
+    );
+    assert_eq!(d.code, 0, "{}", d.stderr);
+    let w = hv(&dir, Some(&kc), &["status", "--wait", &id]);
+    assert_eq!(w.code, 0, "{}", w.stderr);
+    assert!(
+        dir.join(".hvdctl/runs")
+            .join(&id)
+            .join("status.json")
+            .is_file()
+    );
+    let names: Vec<String> = ["launcher", "worker-0", "worker-1"]
+        .iter()
+        .map(|s| format!("{job}-{s}"))
+        .collect();
+    let engine_lines: Vec<Vec<String>> = names.iter().map(|n| docker_lines(&host, n)).collect();
+    assert!(
+        engine_lines.iter().all(|l| !l.is_empty()),
+        "{engine_lines:?}"
+    );
+    let live = hv(&dir, Some(&kc), &["logs", &id]);
+    assert_eq!(live.code, 0, "{}", live.stderr);
+    let u = hv(&dir, Some(&kc), &["undeploy", &id]);
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    assert!(
+        docker_cli(
+            &host,
+            &[
+                "ps",
+                "-aq",
+                "--filter",
+                &format!("label=hvdctl.io/run={id}")
+            ],
+            &[]
+        )
+        .trim()
+        .is_empty()
+    );
+
+    // The whole log, as the live run printed it.
+    let rec = hv(&dir, Some(&kc), &["logs", &id]);
+    assert_eq!(rec.code, 0, "{}", rec.stderr);
+    assert!(rec.stderr.contains("flight record"), "{}", rec.stderr);
+    assert_eq!(sorted_lines(&rec.stdout), sorted_lines(&live.stdout));
+    assert!(rec.stdout.contains("sum of ranks"), "{}", rec.stdout);
+    // Each container: exactly the engine's lines, stamps included.
+    for (name, lines) in names.iter().zip(&engine_lines) {
+        let pattern = format!("^{name}$");
+        let o = hv(
+            &dir,
+            Some(&kc),
+            &[
+                "logs",
+                &id,
+                "--pod",
+                &pattern,
+                "--no-prefix",
+                "--timestamps",
+            ],
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        if name.ends_with("launcher") {
+            // The launcher's rank tags are read and shown as prefixes: compare line counts.
+            assert_eq!(
+                o.stdout.lines().count(),
+                lines.len(),
+                "{name}: {}",
+                o.stdout
+            );
+        } else {
+            assert_eq!(&sorted_lines(&o.stdout), lines, "{name}");
+        }
+    }
+    let s = hv(&dir, Some(&kc), &["status", &id, "-o", "json"]);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let v: Value = serde_json::from_str(&s.stdout).unwrap();
+    assert_eq!(
+        (&v["source"], &v["state"], &v["run"]),
+        (
+            &"record".into(),
+            &"Succeeded".into(),
+            &Value::from(id.as_str())
+        )
+    );
+    assert!(v["phases"]["finished"].is_string(), "{v}");
+    let r = hv(&dir, Some(&kc), &["runs", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let rows: Vec<Value> = serde_json::from_str(&r.stdout).unwrap();
+    let row = rows
+        .iter()
+        .find(|x| x["run"] == id.as_str())
+        .expect("listed");
+    assert_eq!(row["source"], "record", "{row}");
+
+    // A worker removed before hvdctl ever looked: "not recorded", never silently missing.
+    let id2 = run_id("s");
+    let d = hv(
+        &dir,
+        Some(&kc),
+        &[
+            "deploy",
+            "--backend",
+            "local",
+            "--image",
+            &image,
+            "--run-id",
+            &id2,
+            "--set",
+            "workers=2",
+        ],
+    );
+    assert_eq!(d.code, 0, "{}", d.stderr);
+    docker_cli(&host, &["rm", "-f", &format!("hello-{id2}-worker-1")], &[]);
+    let u = hv(&dir, Some(&kc), &["undeploy", &id2]);
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    let o = hv(&dir, Some(&kc), &["logs", &id2]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("not recorded: worker-1"), "{}", o.stderr);
+    assert!(!o.stdout.contains("worker-1 |"), "{}", o.stdout);
+
+    // A corrupt record: status names the file (exit 2); runs skips it with a warning.
+    std::fs::write(
+        dir.join(".hvdctl/runs").join(&id2).join("status.json"),
+        "{not json",
+    )
+    .unwrap();
+    let o = hv(&dir, Some(&kc), &["status", &id2]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("status.json"), "{}", o.stderr);
+    let r = hv(&dir, Some(&kc), &["runs", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("corrupt flight record"), "{}", r.stderr);
+    let rows: Vec<Value> = serde_json::from_str(&r.stdout).unwrap();
+    assert!(rows.iter().any(|x| x["run"] == id.as_str()));
+    assert!(!rows.iter().any(|x| x["run"] == id2.as_str()));
+    // An unknown run is not found (exit 1), with or without records.
+    let o = hv(&dir, Some(&kc), &["logs", "zz9zz"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+}
