@@ -296,9 +296,21 @@ fn runs_lists_local_mpijob_and_native_runs_with_every_key() {
         assert!(line.contains("Succeeded") && line.contains("2x1"), "{line}");
         assert!(line.contains(&image_id[..19]), "{line}");
     }
+    // Undeployed, each run's logs come from its flight record, as the live run printed them.
     for id in ids {
+        let live = hv(&dir, Some(&kc), &["logs", id]);
+        assert_eq!(live.code, 0, "{}", live.stderr);
         let u = hv(&dir, Some(&kc), &["undeploy", id]);
         assert_eq!(u.code, 0, "{}", u.stderr);
+        let rec = hv(&dir, Some(&kc), &["logs", id]);
+        assert_eq!(rec.code, 0, "{}", rec.stderr);
+        assert!(rec.stderr.contains("flight record"), "{}", rec.stderr);
+        assert_eq!(
+            sorted_lines(&rec.stdout),
+            sorted_lines(&live.stdout),
+            "{id}"
+        );
+        assert!(rec.stdout.contains("worker-1 | "), "{}", rec.stdout);
     }
 }
 
@@ -309,6 +321,15 @@ fn runs_bad_input_is_a_clear_error() {
     let o = hv(tmp.path(), None, &["runs"]);
     assert_eq!(o.code, 2, "{}", o.stderr);
     assert!(o.stderr.contains("--all-apps"), "{}", o.stderr);
+    // The record's cap must be a size.
+    let app = init_app(tmp.path(), "capped", "mpi-hello");
+    let o = hv(
+        &app,
+        None,
+        &["deploy", "--dry-run", "--set", "recorder.maxMB=0"],
+    );
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("recorder.maxMB"), "{}", o.stderr);
     // Watching is text only.
     let o = hv(
         tmp.path(),
