@@ -209,6 +209,43 @@ mod tests {
     }
 
     #[test]
+    fn git_commit_and_uncommitted_changes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        assert_eq!(git(d), (None, None), "outside a repository");
+        let g = |args: &[&str]| {
+            let o = Command::new("git")
+                .arg("-C")
+                .arg(d)
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "git {args:?}");
+            String::from_utf8_lossy(&o.stdout).trim().to_string()
+        };
+        g(&["init", "-q"]);
+        std::fs::write(d.join("train.py"), "print(1)\n").unwrap();
+        g(&["add", "."]);
+        g(&["commit", "-qm", "one"]);
+        let head = g(&["rev-parse", "HEAD"]);
+        assert_eq!(git(d), (Some(head.clone()), None), "clean");
+        // hvdctl's own directory is not a change.
+        std::fs::create_dir(d.join(".hvdctl")).unwrap();
+        std::fs::write(d.join(".hvdctl/runs.json"), "[]").unwrap();
+        assert_eq!(git(d), (Some(head.clone()), None));
+        std::fs::write(d.join("train.py"), "print(2)\n").unwrap();
+        let edited = git(d).1.expect("an edit is a change");
+        assert!(edited.starts_with("sha256:"), "{edited}");
+        std::fs::write(d.join("new.py"), "x").unwrap();
+        let untracked = git(d).1.unwrap();
+        assert_ne!(untracked, edited, "an untracked file changes the hash");
+        std::fs::write(d.join("new.py"), "y").unwrap();
+        assert_ne!(git(d).1.unwrap(), untracked, "so does its content");
+        assert_eq!(git(d).0, Some(head));
+    }
+
+    #[test]
     fn map_round_trip() {
         let p = Provenance {
             image: "i:1".into(),

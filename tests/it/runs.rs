@@ -543,3 +543,67 @@ fn an_undeployed_run_answers_from_its_flight_record() {
     let o = hv(&dir, Some(&kc), &["logs", "zz9zz"]);
     assert_eq!(o.code, 1, "{}", o.stderr);
 }
+
+/// A Kubernetes run whose image `deploy` pushed records the registry's digest (what the
+/// cluster pulls), as the local engine knows it after the push — not the local image ID —
+/// on the job object and its pod templates, and `runs` reports it.
+#[test]
+fn a_pushed_image_is_recorded_with_its_registry_digest() {
+    let Some(svc) = rt().block_on(services()) else {
+        return;
+    };
+    let host = svc.docker_host.clone();
+    let repo = format!("{}/hvdctl-ledger/busybox", svc.registry);
+    let reference = format!("{repo}:{}", unique("t"));
+    docker_cli(&host, &["tag", &busybox_image(), &reference], &[]);
+    let cluster = Cluster::synthetic(true);
+    let dir = init_app(&cluster.root, "hello", "mpi-hello");
+    std::fs::create_dir_all(dir.join(".hvdctl")).unwrap();
+    std::fs::write(
+        dir.join(".hvdctl/image.json"),
+        format!(r#"{{"image": "{reference}", "pushed": false, "built": "2026-11-22T00:00:00Z"}}"#),
+    )
+    .unwrap();
+    let auth = docker_config_with_auth(&svc.registry, &svc.user, &svc.password);
+    let id = run_id("p");
+    let mut c = cluster.hv(&dir);
+    c.env("DOCKER_CONFIG", auth.path())
+        .env("DOCKER_HOST", &host)
+        .args(["deploy", "--run-id", &id]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let inspect: Value =
+        serde_json::from_str(&docker_cli(&host, &["image", "inspect", &reference], &[])).unwrap();
+    let pushed = inspect[0]["RepoDigests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d.as_str()?.strip_prefix(&format!("{repo}@")))
+        .next()
+        .expect("the push gave the image a registry digest")
+        .to_string();
+    assert_ne!(pushed, inspect[0]["Id"].as_str().unwrap());
+    let mj = cluster
+        .fc
+        .get("mpijobs", "default", &format!("hello-{id}"))
+        .unwrap();
+    assert_eq!(
+        mj["metadata"]["annotations"]["hvdctl.io/image-digest"],
+        pushed.as_str()
+    );
+    assert_eq!(
+        mj["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]["hvdctl.io/image-digest"],
+        pushed.as_str()
+    );
+    let r = hv(&dir, Some(&cluster.kubeconfig), &["runs", "-o", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let rows: Vec<Value> = serde_json::from_str(&r.stdout).unwrap();
+    let row = rows
+        .iter()
+        .find(|x| x["run"] == id.as_str())
+        .expect("listed");
+    assert_eq!(row["imageDigest"], pushed.as_str(), "{row}");
+    assert_eq!(row["image"], reference.as_str(), "{row}");
+    let u = hv(&dir, Some(&cluster.kubeconfig), &["undeploy", &id]);
+    assert_eq!(u.code, 0, "{}", u.stderr);
+}
