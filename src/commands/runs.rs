@@ -73,8 +73,10 @@ async fn rows(
 ) -> Result<(Vec<RunRow>, Vec<String>)> {
     let (runs, looked) = env.every_run(a.all_namespaces, app).await?;
     let mut rows = Vec::new();
-    for r in runs {
-        match r.status().await {
+    // Every run's report at once: each is a few requests to its engine.
+    let reports = futures::future::join_all(runs.iter().map(|r| r.status())).await;
+    for (r, report) in runs.iter().zip(reports) {
+        match report {
             Ok(s) => rows.push(RunRow::of(&s, &r.info().created)),
             // Undeployed between the listing and the look.
             Err(e) if e.kind == crate::error::Kind::NotFound => {}
