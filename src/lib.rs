@@ -16,6 +16,7 @@ pub mod kinds;
 pub mod kubeconfig;
 pub mod local;
 pub mod logs;
+pub mod reason;
 pub mod remote;
 pub mod render;
 pub mod report;

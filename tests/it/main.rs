@@ -23,6 +23,8 @@ mod local;
 // hvdctl logs: lossless under faults, bad situations.
 mod logs;
 mod ranks;
+// Why a run failed: status, logs -f, deploy --wait/--logs on every backend.
+mod reasons;
 // Rendered manifests of every template × backend (insta snapshots).
 mod render;
 // hvdctl tensorboard: a real TensorBoard in rank 0's container of a training local run.

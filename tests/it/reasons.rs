@@ -1,0 +1,280 @@
+//! Why a run failed, said by `status` (text and JSON, the run and each pod), `logs -f` and
+//! `deploy --wait/--logs` (exit 1 within 5 s of the failure): out of memory, an image that
+//! cannot be pulled, a crash loop, a failed launcher and the first rank that failed, no node
+//! that fits, workers whose sshd the launcher waits for. On the fake cluster's synthetic
+//! kubelet (its `FAKE_KUBELET_*` faults) for the mpijob and native backends, and for real on
+//! its Docker kubelet and the local backend.
+
+use crate::util::*;
+use fake_cluster::Options;
+use fake_cluster::scheduler::NodeSpec;
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The 5 s of the issue: a waiting command ends this soon after the failure.
+const WITHIN: Duration = Duration::from_secs(5);
+
+fn deploy(e: &Cluster, dir: &Path, backend: &str, id: &str, sets: &[&str], extra: &[&str]) -> Out {
+    let mut c = e.hv(dir);
+    c.args(["deploy", "--backend", backend, "--run-id", id]);
+    for s in sets {
+        c.args(["--set", s]);
+    }
+    c.args(extra);
+    run(c)
+}
+
+fn status_json(e: &Cluster, dir: &Path, id: &str) -> Value {
+    let mut c = e.hv(dir);
+    c.args(["status", id, "-o", "json"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    serde_json::from_str(&o.stdout).unwrap()
+}
+
+/// Polls `status -o json` until `ok` holds (10 s at most).
+fn status_until(e: &Cluster, dir: &Path, id: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let v = status_json(e, dir, id);
+        if ok(&v) || start.elapsed() > Duration::from_secs(10) {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn pod_reason<'a>(v: &'a Value, name: &str) -> &'a str {
+    v["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .and_then(|p| p["reason"].as_str())
+        .unwrap_or_else(|| panic!("{name} has no reason: {v:#}"))
+}
+
+/// A timed hvdctl run: its output and how long it took.
+fn timed(mut c: assert_cmd::Command) -> (Out, Duration) {
+    let t = Instant::now();
+    c.timeout(Duration::from_secs(60));
+    let o = run(c);
+    (o, t.elapsed())
+}
+
+#[test]
+fn out_of_memory_names_pod_container_limit_and_exit() {
+    let e = Cluster::synthetic(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    for (backend, id) in [("mpijob", "o1"), ("native", "o2")] {
+        let o = deploy(
+            &e,
+            &dir,
+            backend,
+            id,
+            &[
+                "env.FAKE_KUBELET_OOM=worker-1",
+                "resources.worker.requests.memory=64Mi",
+                "resources.worker.limits.memory=64Mi",
+            ],
+            &[],
+        );
+        assert_eq!(o.code, 0, "{backend}: {}", o.stderr);
+        let (o, took) = timed({
+            let mut c = e.hv(&dir);
+            c.args(["logs", "-f", id]);
+            c
+        });
+        let pod = format!("demo-{id}-worker-1");
+        let want = format!(
+            "OOMKilled: container worker of {pod} exceeded its memory limit 64Mi (exit 137)"
+        );
+        assert_eq!(o.code, 1, "{backend}: {}", o.stderr);
+        assert!(o.stderr.contains(&want), "{backend}: {}", o.stderr);
+        assert!(took < WITHIN, "{backend}: logs -f took {took:?}");
+        let v = status_json(&e, &dir, id);
+        assert!(
+            v["reason"].as_str().is_some_and(|r| r.contains(&want)),
+            "{backend}: {v:#}"
+        );
+        assert_eq!(pod_reason(&v, &pod), want, "{backend}");
+        let mut c = e.hv(&dir);
+        c.args(["status", id]);
+        let text = run(c).stdout;
+        assert!(text.contains("Reason:     "), "{text}");
+        assert!(text.contains(&format!("reason: {want}")), "{text}");
+        eprintln!("{backend}: OOMKilled → logs -f exit 1 after {took:.1?}");
+    }
+}
+
+#[test]
+fn an_image_that_cannot_be_pulled_ends_deploy_wait_and_logs() {
+    let e = Cluster::synthetic(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    for (backend, id, flag) in [
+        ("mpijob", "p1", "--wait"),
+        ("native", "p2", "--wait"),
+        ("mpijob", "p3", "--logs"),
+        ("native", "p4", "--logs"),
+    ] {
+        let t = Instant::now();
+        let o = deploy(
+            &e,
+            &dir,
+            backend,
+            id,
+            &["env.FAKE_KUBELET_PULL=fail:worker-0"],
+            &[flag],
+        );
+        let took = t.elapsed();
+        assert_eq!(o.code, 1, "{backend} {flag}: {}", o.stderr);
+        let pod = format!("demo-{id}-worker-0");
+        assert!(
+            o.stderr.contains(&format!("Reason: {pod}: "))
+                && (o.stderr.contains("ErrImagePull: image")
+                    || o.stderr.contains("ImagePullBackOff: image"))
+                && o.stderr.contains("not found"),
+            "{backend} {flag}: {}",
+            o.stderr
+        );
+        // The pull fails ~0.1 s after the pod is created: the whole deploy stays in 5 s.
+        assert!(took < WITHIN, "{backend} {flag}: deploy took {took:?}");
+        eprintln!("{backend}: ErrImagePull → deploy {flag} exit 1 after {took:.1?}");
+        let v = status_until(&e, &dir, id, |v| {
+            v["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("ImagePullBackOff"))
+        });
+        let r = pod_reason(&v, &pod);
+        assert!(r.starts_with("ImagePullBackOff: image \""), "{r}");
+        assert!(
+            r.contains("of container worker: Back-off pulling image"),
+            "{r}"
+        );
+    }
+}
+
+#[test]
+fn a_failed_launcher_names_the_first_rank_that_failed_and_its_last_lines() {
+    let e = Cluster::synthetic(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    for (backend, id) in [("mpijob", "f1"), ("native", "f2")] {
+        let o = deploy(
+            &e,
+            &dir,
+            backend,
+            id,
+            &["env.FAKE_KUBELET_LINES=2", "env.FAKE_KUBELET_EXIT=3"],
+            &[],
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let mut c = e.hv(&dir);
+        c.args(["status", id, "--wait", "-o", "json"]);
+        let o = run(c);
+        assert_eq!(o.code, 1, "{backend}: {}", o.stdout);
+        let v: Value = serde_json::from_str(&o.stdout).unwrap();
+        let r = v["reason"].as_str().unwrap_or_default();
+        assert!(
+            r.starts_with(&format!("launcher demo-{id}-launcher")) && r.contains(" failed"),
+            "{backend}: {r}"
+        );
+        // The first rank that failed, with its last lines as the fake kubelet wrote them.
+        assert!(r.contains("first to fail: demo-"), "{backend}: {r}");
+        assert!(r.contains("exited with code 3"), "{backend}: {r}");
+        assert!(r.contains("; last lines: \"pod=demo-"), "{backend}: {r}");
+        assert!(r.contains("line 1\""), "{backend}: {r}");
+    }
+}
+
+#[test]
+fn a_crash_loop_names_exit_code_restarts_and_last_lines() {
+    // native workers restart OnFailure: a worker crashing again and again.
+    let e = Cluster::synthetic(false);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    let o = deploy(
+        &e,
+        &dir,
+        "native",
+        "c1",
+        &["env.FAKE_KUBELET_LINES=2", "env.FAKE_KUBELET_RESTARTS=1000"],
+        &[],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let pod = "demo-c1-worker-0";
+    let v = status_until(&e, &dir, "c1", |v| {
+        v["pods"].as_array().is_some_and(|ps| {
+            ps.iter().any(|p| {
+                p["name"] == pod
+                    && p["reason"]
+                        .as_str()
+                        .is_some_and(|r| r.starts_with("CrashLoopBackOff"))
+            })
+        })
+    });
+    let r = pod_reason(&v, pod);
+    assert!(
+        r.starts_with("CrashLoopBackOff: container worker exited with code 1, restarted ")
+            && r.contains(" time(s); last lines: "),
+        "{r}"
+    );
+    assert!(
+        r.contains(&format!("\"pod={pod} container=worker restart=")) && r.contains("line 1\""),
+        "{r}"
+    );
+    assert!(v["reason"].as_str().is_some(), "{v:#}");
+}
+
+#[test]
+fn no_node_that_fits_is_the_schedulers_message() {
+    let e = Cluster::start(Options {
+        mpi_operator: true,
+        nodes: NodeSpec {
+            count: 2,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    for (backend, id) in [("mpijob", "u1"), ("native", "u2")] {
+        let t = Instant::now();
+        let o = deploy(&e, &dir, backend, id, &["gpusPerWorker=1"], &["--wait"]);
+        let took = t.elapsed();
+        assert_eq!(o.code, 1, "{backend}: {}", o.stderr);
+        assert!(
+            o.stderr.contains(&format!("Reason: demo-{id}-worker-0: Pending: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu"))
+                || o.stderr.contains(&format!("Reason: demo-{id}-worker-1: Pending: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu")),
+            "{backend}: {}",
+            o.stderr
+        );
+        assert!(took < WITHIN, "{backend}: {took:?}");
+        let v = status_json(&e, &dir, id);
+        let r = pod_reason(&v, &format!("demo-{id}-worker-0"));
+        assert!(r.starts_with("Pending: 0/2 nodes are available"), "{r}");
+    }
+}
+
+#[test]
+fn a_launcher_waiting_for_sshd_names_the_workers_not_ready() {
+    let e = Cluster::synthetic(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    for (backend, id) in [("mpijob", "s1"), ("native", "s2")] {
+        let o = deploy(
+            &e,
+            &dir,
+            backend,
+            id,
+            &["env.FAKE_KUBELET_HANG=worker-1", "workers=3"],
+            &[],
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let want = format!(" is waiting for the sshd of 1 worker(s) not ready: demo-{id}-worker-1");
+        let ok = |v: &Value| {
+            v["reason"].as_str().is_some_and(|r| {
+                r.starts_with(&format!("launcher demo-{id}-launcher")) && r.ends_with(&want)
+            })
+        };
+        let v = status_until(&e, &dir, id, ok);
+        assert!(ok(&v), "{backend}: {v:#}");
+    }
+}
