@@ -88,12 +88,78 @@ pub fn failed(container: &str, exit: i64, lines: &str) -> String {
     format!("Failed: container {container} exited with code {exit}{lines}")
 }
 
+/// The first rank that failed, as the launcher's MPI summarises it at the end of its log
+/// (Open MPI: `The first process to do so was: Process name: [[J,R]] Exit code: N` or
+/// `process rank R with PID P on node H exited on signal S (Name)`; horovodrun: `Process R
+/// exit with status code N`; Hydra: `RANK R PID P RUNNING AT H` / `EXIT STATUS: N`), with
+/// that rank's last lines read from the launcher's tagged lines (`forms`, see
+/// [`crate::logs::rank`]): `rank 3 (exit 7); last lines: "…"`.
+pub fn first_rank(log: &str, forms: crate::logs::rank::TagForms) -> Option<String> {
+    use regex::Regex;
+    use std::sync::LazyLock;
+    static FORMS: LazyLock<[Regex; 4]> = LazyLock::new(|| {
+        [
+            Regex::new(r"(?s)The first process to do so was:\s*Process name:\s*\[\[\d+,(\d+)\],\d+\]\s*Exit code:\s*(-?\d+)").unwrap(),
+            Regex::new(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+) \(([^)]*)\)").unwrap(),
+            Regex::new(r"Process (\d+) exit with status code (-?\d+)").unwrap(),
+            Regex::new(r"(?s)RANK (\d+) PID \d+ RUNNING AT (\S+).*?(EXIT STATUS|KILLED BY SIGNAL): (\d+)").unwrap(),
+        ]
+    });
+    static OPEN_MPI_NAME: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]").unwrap());
+    let (rank, how): (u32, String) = if let Some(c) = FORMS[0].captures(log) {
+        // The rank is the second number of Open MPI's process name.
+        let name = OPEN_MPI_NAME.captures(&c[0])?;
+        (name[1].parse().ok()?, format!("exit {}", &c[2]))
+    } else if let Some(c) = FORMS[1].captures(log) {
+        (
+            c[1].parse().ok()?,
+            format!("signal {} ({}) on {}", &c[3], &c[4], &c[2]),
+        )
+    } else if let Some(c) = FORMS[2].captures(log) {
+        (c[1].parse().ok()?, format!("exit {}", &c[2]))
+    } else if let Some(c) = FORMS[3].captures(log) {
+        let what = if &c[3] == "EXIT STATUS" {
+            "exit"
+        } else {
+            "signal"
+        };
+        (c[1].parse().ok()?, format!("{what} {} on {}", &c[4], &c[2]))
+    } else {
+        return None;
+    };
+    let mut ranks = crate::logs::rank::Ranks::new(forms);
+    let mut mine = String::new();
+    let mut keep = |_: &[u8], r: Option<u32>, text: &[u8]| {
+        if r == Some(rank) {
+            mine.push_str(&String::from_utf8_lossy(text));
+            mine.push('\n');
+        }
+    };
+    for line in log.lines() {
+        ranks.split(b"", line.as_bytes(), &mut keep);
+    }
+    ranks.finish(&mut keep);
+    Some(format!("rank {rank} ({how}){}", last_lines(&mine)))
+}
+
 /// The run's line when its launcher failed: the first rank's pod/container that failed
 /// (`first` = its name and reason), else the launcher's own reason.
-pub fn launcher_failed(launcher: &str, own: &str, first: Option<(&str, &str)>) -> String {
+pub fn launcher_failed(launcher: &str, own: &str, first: Option<&str>) -> String {
     match first {
-        Some((who, why)) => format!("launcher {launcher} failed; first to fail: {who}: {why}"),
+        Some(first) => format!("launcher {launcher} failed; first to fail: {first}"),
         None => format!("launcher {launcher} failed: {own}"),
+    }
+}
+
+/// What failed first: the rank the launcher's MPI names and/or the first worker that ended
+/// badly (`pod`: its name and reason).
+pub fn first_failed(rank: Option<String>, pod: Option<(&str, &str)>) -> Option<String> {
+    match (rank, pod) {
+        (Some(r), Some((n, t))) => Some(format!("{r}; {n}: {t}")),
+        (Some(r), None) => Some(r),
+        (None, Some((n, t))) => Some(format!("{n}: {t}")),
+        (None, None) => None,
     }
 }
 
@@ -124,13 +190,44 @@ mod tests {
     }
 
     #[test]
+    fn the_first_rank_from_each_mpi() {
+        use crate::logs::rank::TagForms;
+        let ompi = "[1,0]<stdout>:rank 0 of 2\n[1,1]<stdout>:about to fail\n[1,1]<stderr>:boom\n\
+--------------------------------------------------------------------------\n\
+mpirun detected that one or more processes exited with non-zero status, thus causing\n\
+the job to be terminated. The first process to do so was:\n\n  Process name: [[6093,1],1]\n  Exit code:    7\n";
+        assert_eq!(
+            first_rank(ompi, TagForms::OPEN_MPI).unwrap(),
+            "rank 1 (exit 7); last lines: \"about to fail\", \"boom\""
+        );
+        let sig = "mpirun noticed that process rank 0 with PID 0 on node demo-worker-0 exited on signal 9 (Killed).";
+        assert_eq!(
+            first_rank(sig, TagForms::OPEN_MPI).unwrap(),
+            "rank 0 (signal 9 (Killed) on demo-worker-0)"
+        );
+        assert_eq!(
+            first_rank(
+                "[1]<stderr>:oops\nProcess 1 exit with status code 3.",
+                TagForms::HOROVODRUN
+            )
+            .unwrap(),
+            "rank 1 (exit 3); last lines: \"oops\""
+        );
+        assert_eq!(first_rank("all fine", TagForms::OPEN_MPI), None);
+    }
+
+    #[test]
     fn wording() {
         assert_eq!(
             oom("p", "c", Some("64Mi"), 137),
             "OOMKilled: container c of p exceeded its memory limit 64Mi (exit 137)"
         );
         assert_eq!(
-            launcher_failed("l", "Failed: x", Some(("w-1", "OOMKilled: y"))),
+            launcher_failed(
+                "l",
+                "Failed: x",
+                first_failed(None, Some(("w-1", "OOMKilled: y"))).as_deref()
+            ),
             "launcher l failed; first to fail: w-1: OOMKilled: y"
         );
     }

@@ -5,6 +5,7 @@
 use super::Cluster;
 use super::status::{JobState, role_of};
 use crate::kinds::{JobCondition, ROLE_LAUNCHER, ROLE_WORKER};
+use crate::logs::rank::TagForms;
 use crate::reason::{self, Reason};
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
@@ -177,6 +178,25 @@ pub fn any_failing<'a>(pods: impl IntoIterator<Item = &'a Pod>, elastic: bool) -
         .any(|p| fact(p, elastic).is_some_and(|f| f.failing))
 }
 
+/// The first rank that failed, from the end of the launcher pod's log (its MPI's summary
+/// and the rank's tagged lines).
+async fn launcher_rank(api: &Api<Pod>, launcher: &Pod) -> Option<String> {
+    let labels = launcher.metadata.labels.as_ref();
+    let forms = TagForms::of_labels(ROLE_LAUNCHER, |k| labels?.get(k).map(String::as_str));
+    let name = launcher.metadata.name.clone()?;
+    let container = launcher.spec.as_ref()?.containers.first()?.name.clone();
+    let lp = LogParams {
+        container: Some(container),
+        tail_lines: Some(RANK_LOG_LINES),
+        ..Default::default()
+    };
+    let log = api.logs(&name, &lp).await.ok()?;
+    reason::first_rank(&log, forms)
+}
+
+/// Lines from the end of the launcher's log searched for the MPI's summary.
+pub const RANK_LOG_LINES: i64 = 200;
+
 /// The reasons of `run` as they are now (its job object and pods read again).
 pub async fn of_run(c: &Cluster, run: &super::runs::RunRef) -> crate::error::Result<Explained> {
     let (state, conditions) = super::status::observe(c, run).await?;
@@ -260,6 +280,12 @@ pub async fn explain(
             .collect();
         ended.sort_by_key(|(_, f, _)| f.finished_at.clone().unwrap_or_else(|| "~".into()));
         let first = ended.first().map(|(p, _, t)| (pod_name(p), t.clone()));
+        let rank = match launcher {
+            Some(l) => launcher_rank(&api, l).await,
+            None => None,
+        };
+        let first =
+            reason::first_failed(rank, first.as_ref().map(|(n, t)| (n.as_str(), t.as_str())));
         // The launcher's pod may be gone with its failed Job: the Job's name then.
         let lname = launcher.map_or_else(|| format!("{job}-launcher"), pod_name);
         let own = launcher_fact.map(|(_, _, t)| t.clone()).unwrap_or_else(|| {
@@ -270,11 +296,7 @@ pub async fn explain(
                 .unwrap_or_else(|| "the job failed".into())
         });
         out.run = Some(Reason {
-            text: reason::launcher_failed(
-                &lname,
-                &own,
-                first.as_ref().map(|(n, t)| (n.as_str(), t.as_str())),
-            ),
+            text: reason::launcher_failed(&lname, &own, first.as_deref()),
             failing: true,
         });
         return out;

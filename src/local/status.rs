@@ -370,13 +370,13 @@ fn container_fact(c: &Container) -> Option<(String, bool)> {
     (c.exit_code != 0).then(|| (crate::reason::failed(&c.name, c.exit_code, ""), true))
 }
 
-/// The last lines of a container's log, as [`crate::reason::last_lines`] quotes them.
-async fn last_lines(docker: &DockerClient, id: &str) -> String {
+/// The last `n` lines of a container's log.
+async fn log_tail(docker: &DockerClient, id: &str, n: i64) -> String {
     use futures::StreamExt;
     let opts = bollard::query_parameters::LogsOptions {
         stdout: true,
         stderr: true,
-        tail: "20".into(),
+        tail: n.to_string(),
         ..Default::default()
     };
     let mut text = String::new();
@@ -384,7 +384,12 @@ async fn last_lines(docker: &DockerClient, id: &str) -> String {
     while let Some(Ok(f)) = frames.next().await {
         text.push_str(&String::from_utf8_lossy(&f.into_bytes()));
     }
-    crate::reason::last_lines(&text)
+    text
+}
+
+/// The last lines of a container's log, as [`crate::reason::last_lines`] quotes them.
+async fn last_lines(docker: &DockerClient, id: &str) -> String {
+    crate::reason::last_lines(&log_tail(docker, id, 20).await)
 }
 
 /// The run's reason and each container's (see [`crate::reason`]): a failed run names its
@@ -413,11 +418,15 @@ pub async fn explain(
         .min_by_key(|(_, c)| c.finished_at.clone())
         .map(|(i, c)| (c.name.as_str(), texts[i].as_deref().unwrap_or_default()));
     let text = match launcher {
-        Some(l) => crate::reason::launcher_failed(
-            &cs[l].name,
-            texts[l].as_deref().unwrap_or("it is gone"),
-            first,
-        ),
+        Some(l) => {
+            let log = log_tail(docker, &cs[l].id, crate::cluster::reason::RANK_LOG_LINES).await;
+            let rank = crate::reason::first_rank(&log, cs[l].ranks);
+            crate::reason::launcher_failed(
+                &cs[l].name,
+                texts[l].as_deref().unwrap_or("it is gone"),
+                crate::reason::first_failed(rank, first).as_deref(),
+            )
+        }
         None => first.map_or_else(
             || "the run failed".into(),
             |(who, why)| format!("{who}: {why}"),

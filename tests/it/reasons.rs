@@ -55,6 +55,10 @@ fn pod_reason<'a>(v: &'a Value, name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("{name} has no reason: {v:#}"))
 }
 
+fn run_reason(v: &Value) -> &str {
+    v["reason"].as_str().unwrap_or_default()
+}
+
 /// A timed hvdctl run: its output and how long it took.
 fn timed(mut c: assert_cmd::Command) -> (Out, Duration) {
     let t = Instant::now();
@@ -277,4 +281,212 @@ fn a_launcher_waiting_for_sshd_names_the_workers_not_ready() {
         let v = status_until(&e, &dir, id, ok);
         assert!(ok(&v), "{backend}: {v:#}");
     }
+}
+
+// --- For real: the Docker kubelet and the local backend ------------------------------------
+
+/// A rank that writes 300 MiB in a worker limited to 64Mi: the kernel's OOM killer, for real.
+const HOG: &str = "command=[python3, -c, \"b = b'x' * (300 << 20); print(len(b))\"]";
+const LIMIT: [&str; 2] = [
+    "resources.worker.requests.memory=64Mi",
+    "resources.worker.limits.memory=64Mi",
+];
+
+/// On the Docker kubelet (pods are containers): a rank over its worker's memory limit, and
+/// an image that does not exist, each named with the exact container, limit and exit code.
+#[test]
+fn real_out_of_memory_and_missing_image_on_the_docker_kubelet() {
+    let Some(docker) = docker() else { return };
+    let img = template_image(&docker, "mpi-hello", &debian_image());
+    let e = Cluster::docker_kubelet(false);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    let id = run_id("o");
+    let job = format!("demo-{id}");
+    let mut c = e.hv(&dir);
+    c.args([
+        "deploy",
+        "--backend",
+        "native",
+        "--run-id",
+        &id,
+        "--image",
+        &img,
+    ])
+    .args([
+        "--no-push",
+        "--logs",
+        "--set",
+        HOG,
+        "--set",
+        LIMIT[0],
+        "--set",
+        LIMIT[1],
+    ]);
+    let o = run(c);
+    assert_eq!(o.code, 1, "{}\n{}", o.stdout, o.stderr);
+    // The OOM ends following at once; the launcher's Job fails a moment later.
+    let v = status_until(&e, &dir, &id, |v| v["state"] == "Failed");
+    let r = v["reason"].as_str().unwrap_or_default();
+    assert!(r.starts_with(&format!("launcher {job}-launcher")), "{r}");
+    // mpirun's word on the first rank: killed (by the OOM killer) on a worker.
+    assert!(
+        r.contains("; first to fail: rank ") && r.contains("(signal 9 (Killed) on "),
+        "{r}"
+    );
+    let oom = v["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["reason"].as_str())
+        .find(|r| r.starts_with("OOMKilled") && run_reason(&v).contains(r))
+        .unwrap_or_else(|| panic!("no pod says OOMKilled: {v:#}"))
+        .to_string();
+    let re = regex::Regex::new(&format!(
+        r"^OOMKilled: container worker of {job}-worker-[01] exceeded its memory limit 64Mi \(exit (\d+)\)$"
+    ))
+    .unwrap();
+    let exit = re.captures(&oom).unwrap_or_else(|| panic!("{oom}"))[1].to_string();
+    // The docker kubelet's own record of that container agrees on the exit code.
+    let worker = oom.split(' ').nth(4).unwrap();
+    let pod =
+        e.fc.get("pods", "default", worker)
+            .unwrap_or_else(|| panic!("{worker}"));
+    let t = &pod["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(t["reason"], "OOMKilled", "{t:#}");
+    assert_eq!(t["exitCode"].to_string(), exit, "{t:#}");
+    assert!(r.contains(&oom), "the run's reason names the OOM: {r}");
+    let mut c = e.hv(&dir);
+    c.args(["undeploy", &id]);
+    assert_eq!(run(c).code, 0);
+
+    // An image no registry has.
+    let id = run_id("i");
+    let missing = "127.0.0.1:5000/hvdctl-test/does-not-exist:1";
+    let t = Instant::now();
+    let mut c = e.hv(&dir);
+    c.args([
+        "deploy",
+        "--backend",
+        "native",
+        "--run-id",
+        &id,
+        "--image",
+        missing,
+    ])
+    .args(["--no-push", "--wait"]);
+    let o = run(c);
+    let took = t.elapsed();
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains(&format!("ErrImagePull: image \"{missing}\" of container "))
+            || o.stderr.contains(&format!(
+                "ImagePullBackOff: image \"{missing}\" of container "
+            )),
+        "{}",
+        o.stderr
+    );
+    eprintln!("docker kubelet: missing image → deploy --wait exit 1 after {took:.1?}");
+    let mut c = e.hv(&dir);
+    c.args(["undeploy", &id]);
+    assert_eq!(run(c).code, 0);
+}
+
+/// The local backend: the same rank over the same limit, and a rank that fails.
+#[test]
+fn real_out_of_memory_and_failing_rank_on_the_local_backend() {
+    let Some(docker) = docker() else { return };
+    let img = template_image(&docker, "mpi-hello", &debian_image());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = init_app(tmp.path(), "demo", "mpi-hello");
+    let id = run_id("o");
+    let job = format!("demo-{id}");
+    let o = hv(
+        &dir,
+        None,
+        &[
+            "deploy",
+            "--backend",
+            "local",
+            "--run-id",
+            &id,
+            "--image",
+            &img,
+            "--logs",
+            "--set",
+            HOG,
+            "--set",
+            LIMIT[0],
+            "--set",
+            LIMIT[1],
+        ],
+    );
+    assert_eq!(o.code, 1, "{}\n{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("Reason: launcher "), "{}", o.stderr);
+    let s = hv(&dir, None, &["status", &id, "-o", "json"]);
+    let v: Value = serde_json::from_str(&s.stdout).unwrap();
+    let oom = v["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["reason"].as_str())
+        .find(|r| r.starts_with("OOMKilled") && run_reason(&v).contains(r))
+        .unwrap_or_else(|| panic!("no container says OOMKilled: {v:#}"))
+        .to_string();
+    let re = regex::Regex::new(&format!(
+        r"^OOMKilled: container {job}-worker-[01] exceeded its memory limit 64Mi \(exit (\d+)\)$"
+    ))
+    .unwrap();
+    let exit: i64 = re.captures(&oom).unwrap_or_else(|| panic!("{oom}"))[1]
+        .parse()
+        .unwrap();
+    let name = oom.split(' ').nth(2).unwrap();
+    let rt = rt();
+    let st = rt
+        .block_on(docker.bollard().inspect_container(name, None))
+        .unwrap()
+        .state
+        .unwrap();
+    assert_eq!(st.oom_killed, Some(true));
+    assert_eq!(st.exit_code, Some(exit));
+    assert!(
+        v["reason"].as_str().unwrap_or_default().contains(&oom),
+        "{v:#}"
+    );
+    assert_eq!(hv(&dir, None, &["undeploy", &id]).code, 0);
+
+    // A rank that fails: the launcher's reason with the ranks' last lines.
+    let id = run_id("f");
+    let o = hv(
+        &dir,
+        None,
+        &[
+            "deploy",
+            "--backend",
+            "local",
+            "--run-id",
+            &id,
+            "--image",
+            &img,
+            "--wait",
+            "--set",
+            "command=[sh, -c, \"echo about to fail; exit 7\"]",
+        ],
+    );
+    let _ = o;
+    let s = hv(&dir, None, &["status", &id, "--wait", "-o", "json"]);
+    assert_eq!(s.code, 1, "{}", s.stdout);
+    let v: Value = serde_json::from_str(&s.stdout).unwrap();
+    let r = v["reason"].as_str().unwrap_or_default();
+    assert!(
+        r.starts_with(&format!(
+            "launcher demo-{id}-launcher failed; first to fail: rank "
+        )),
+        "{r}"
+    );
+    assert!(
+        r.contains(" (exit 7); last lines: \"about to fail\""),
+        "{r}"
+    );
+    assert_eq!(hv(&dir, None, &["undeploy", &id]).code, 0);
 }
