@@ -390,6 +390,9 @@ pub async fn deploy(
         .hint(req.hint));
     }
     apply::ensure_namespace(c, &run.namespace, o.create_namespace && !o.server_dry_run).await?;
+    if !o.skip_checks {
+        crate::doctor::preflight(c, &run.namespace, plan.app, &plan.image, ui).await?;
+    }
     let job = run.job_name();
     if o.server_dry_run {
         apply::apply_all(c, &objects, true, &|_| {}).await?;

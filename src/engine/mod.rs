@@ -293,6 +293,8 @@ pub struct DeployOptions {
     /// Ask the API server to validate without persisting.
     pub server_dry_run: bool,
     pub no_push: bool,
+    /// Skip [`crate::doctor::preflight`].
+    pub skip_checks: bool,
 }
 
 /// The complete object set (or container plan) of a run, contacting nothing.

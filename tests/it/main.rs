@@ -8,6 +8,8 @@ mod util;
 
 // Bad hvdctl.yaml, flags and init requests: exit 2, a clear error, nothing written.
 mod bad_inputs;
+// hvdctl doctor and the checks deploy runs before creating anything.
+mod doctor;
 // deploy, status, events, undeploy against the fake cluster, faults, interruptions.
 mod cluster;
 // Image building and pushing: Docker config auth, build contexts, .dockerignore, tags.
