@@ -193,40 +193,53 @@ fn a_failed_launcher_names_the_first_rank_that_failed_and_its_last_lines() {
 
 #[test]
 fn a_crash_loop_names_exit_code_restarts_and_last_lines() {
-    // native workers restart OnFailure: a worker crashing again and again.
-    let e = Cluster::synthetic(false);
+    // Containers that restart OnFailure crash again and again: native's workers, mpijob's
+    // launcher (the operator's workers are Never; a backoffLimit keeps its Job going).
+    let e = Cluster::synthetic(true);
     let dir = init_app(&e.root, "demo", "mpi-hello");
-    let o = deploy(
-        &e,
-        &dir,
-        "native",
-        "c1",
-        &["env.FAKE_KUBELET_LINES=2", "env.FAKE_KUBELET_RESTARTS=1000"],
-        &[],
-    );
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let pod = "demo-c1-worker-0";
-    let v = status_until(&e, &dir, "c1", |v| {
-        v["pods"].as_array().is_some_and(|ps| {
-            ps.iter().any(|p| {
-                p["name"] == pod
-                    && p["reason"]
-                        .as_str()
-                        .is_some_and(|r| r.starts_with("CrashLoopBackOff"))
+    for (backend, id, role, container) in [
+        ("native", "c1", "worker-0", "worker"),
+        ("mpijob", "c2", "launcher", "launcher"),
+    ] {
+        let o = deploy(
+            &e,
+            &dir,
+            backend,
+            id,
+            &[
+                "env.FAKE_KUBELET_LINES=2",
+                "env.FAKE_KUBELET_RESTARTS=1000",
+                "runPolicy.backoffLimit=1000",
+            ],
+            &[],
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let prefix = format!("demo-{id}-{role}");
+        let looping = |v: &Value| {
+            v["pods"].as_array().and_then(|ps| {
+                ps.iter().find_map(|p| {
+                    let name = p["name"].as_str()?;
+                    let r = p["reason"].as_str()?;
+                    (name.starts_with(&prefix) && r.starts_with("CrashLoopBackOff"))
+                        .then(|| (name.to_string(), r.to_string()))
+                })
             })
-        })
-    });
-    let r = pod_reason(&v, pod);
-    assert!(
-        r.starts_with("CrashLoopBackOff: container worker exited with code 1, restarted ")
-            && r.contains(" time(s); last lines: "),
-        "{r}"
-    );
-    assert!(
-        r.contains(&format!("\"pod={pod} container=worker restart=")) && r.contains("line 1\""),
-        "{r}"
-    );
-    assert!(v["reason"].as_str().is_some(), "{v:#}");
+        };
+        let v = status_until(&e, &dir, id, |v| looping(v).is_some());
+        let (pod, r) = looping(&v).unwrap_or_else(|| panic!("{backend}: {v:#}"));
+        assert!(
+            r.starts_with(&format!(
+                "CrashLoopBackOff: container {container} exited with code 1, restarted "
+            )) && r.contains(" time(s); last lines: "),
+            "{backend}: {r}"
+        );
+        assert!(
+            r.contains(&format!("\"pod={pod} container={container} restart="))
+                && r.contains("line 2\""),
+            "{backend}: {r}"
+        );
+        assert!(v["reason"].as_str().is_some(), "{v:#}");
+    }
 }
 
 #[test]
@@ -384,12 +397,18 @@ fn real_out_of_memory_and_missing_image_on_the_docker_kubelet() {
     let o = run(c);
     let took = t.elapsed();
     assert_eq!(o.code, 1, "{}", o.stderr);
-    assert!(
-        o.stderr
-            .contains(&format!("ErrImagePull: image \"{missing}\" of container "))
-            || o.stderr.contains(&format!(
-                "ImagePullBackOff: image \"{missing}\" of container "
-            )),
+    // The exact pod and container, and the image, as the Docker kubelet's pull failed.
+    let re = regex::Regex::new(&format!(
+        r#"Reason: demo-{id}-(worker-[01]|launcher-[a-z0-9]+): (ErrImagePull|ImagePullBackOff): image "{}" of container (worker|launcher): "#,
+        regex::escape(missing)
+    ))
+    .unwrap();
+    let caps = re
+        .captures(&o.stderr)
+        .unwrap_or_else(|| panic!("{}", o.stderr));
+    assert_eq!(
+        caps[1].starts_with("worker"),
+        &caps[3] == "worker",
         "{}",
         o.stderr
     );
