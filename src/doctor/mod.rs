@@ -63,10 +63,10 @@ pub struct Subject<'a> {
     pub namespace: String,
 }
 
-/// `-np N` (`-n`, `--np`) in the app's own mpirun/horovodrun arguments, if any.
+/// `-np N` (`-n`, `--np`) in the app's own mpirun/horovodrun arguments (`mpi.extraArgs`;
+/// `args` are the training program's), if any.
 fn np_of(app: &App) -> Option<(String, u32)> {
-    let argv: Vec<&String> = app.mpi.extra_args.iter().chain(app.args.iter()).collect();
-    argv.windows(2).find_map(|w| {
+    app.mpi.extra_args.windows(2).find_map(|w| {
         matches!(w[0].as_str(), "-np" | "-n" | "--np")
             .then(|| w[1].parse().ok().map(|n| (w[0].clone(), n)))
             .flatten()
@@ -192,27 +192,34 @@ where
             Err(fail) => return vec![fail],
         };
         let ns = s.namespace.as_str();
-        let (kinds, rbac, nodes, secrets, istio, quotas, image) = futures::join!(
+        let (kinds, rbac, nodes, secrets, istio, quotas) = futures::join!(
             kube::kinds(&c, b),
             kube::rbac(&c, ns, b.name()),
             kube::nodes(&c),
             kube::pull_secrets(&c, ns, s.app),
             kube::istio(&c, ns, s.app),
             kube::quotas(&c, ns),
-            image_check(&s.image),
         );
         vec![
             first,
             kinds,
             rbac,
             kube::nodes_check(nodes, s.app),
-            image,
             secrets,
             istio,
             kube::quota_check(ns, quotas, s.app),
         ]
     };
-    let (mut checks, docker) = futures::join!(cluster, docker);
+    // The registry is asked whether or not the cluster answers.
+    let registry = async {
+        if s.backend.is_kubernetes() {
+            Some(image_check(&s.image).await)
+        } else {
+            None
+        }
+    };
+    let (mut checks, image, docker) = futures::join!(cluster, registry, docker);
+    checks.extend(image);
     checks.extend(app_checks(s.app));
     checks.extend(docker);
     checks
