@@ -117,3 +117,11 @@ pub async fn local_image(d: &DockerClient, image: &str) -> Check {
         Err(e) => Check::warn("image", format!("inspecting {image}: {e}"), ""),
     }
 }
+
+/// Whether the local Docker daemon (if any answers) has `image`.
+pub async fn in_local_daemon(image: &str) -> bool {
+    match DockerClient::connect().await {
+        Ok(d) => d.bollard().inspect_image(image).await.is_ok(),
+        Err(_) => false,
+    }
+}

@@ -127,6 +127,11 @@ pub async fn image_check(image: &str) -> Check {
     use registry::Manifest;
     match registry::manifest(image).await {
         Manifest::Present => Check::ok("image", format!("{image} is in its registry")),
+        Manifest::Missing(m) if host::in_local_daemon(image).await => Check::warn(
+            "image",
+            format!("{image} is not in its registry ({m}), only in the local Docker daemon"),
+            "push it (hvdctl push), unless the cluster is local (kind, minikube, k3d) and has it loaded",
+        ),
         Manifest::Missing(m) => Check::fail(
             "image",
             format!("{image} is not in its registry: {m}"),
@@ -286,6 +291,11 @@ pub async fn preflight(
     }
     match manifest {
         registry::Manifest::Present => {}
+        registry::Manifest::Missing(m) if host::in_local_daemon(image).await => {
+            ui.note(format!(
+                "warning: {image} is not in its registry ({m}); it is in the local Docker daemon, so a local cluster (kind, minikube, k3d) may have it loaded"
+            ));
+        }
         registry::Manifest::Missing(m) => {
             refusals.push(format!("image {image} is not in its registry: {m}"))
         }

@@ -378,6 +378,35 @@ fn a_missing_image_is_named_from_the_registry_and_the_daemon() {
         o.stderr
     );
     assert!(e.ours("hvdctl.io/run=nope").is_empty());
+    // An image only in the local daemon (a local cluster may have it loaded): a warning.
+    let local_only = format!("{}/hvdctl-doctor/local-only:1", svc.registry);
+    docker_cli(
+        &svc.docker_host,
+        &["tag", &busybox_image(), &local_only],
+        &[],
+    );
+    let mut c = e.hv(&dir);
+    c.env("DOCKER_CONFIG", &cfg_path)
+        .env("DOCKER_HOST", &svc.docker_host)
+        .args([
+            "deploy",
+            "--backend",
+            "native",
+            "--run-id",
+            "lo",
+            "--image",
+            &local_only,
+            "--no-push",
+        ]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains(&format!("warning: {local_only} is not in its registry"))
+            && o.stderr.contains("it is in the local Docker daemon"),
+        "{}",
+        o.stderr
+    );
     // An unreachable registry is a warning only.
     let mut c = e.hv(&dir);
     c.args([
