@@ -47,6 +47,7 @@ impl Cli {
             Command::Cp(a) => Some(&a.cluster),
             Command::PortForward(a) => Some(&a.cluster),
             Command::Tensorboard(a) => Some(&a.cluster),
+            Command::Doctor(a) => Some(&a.cluster),
             _ => None,
         };
         let c = cluster.cloned().unwrap_or_default();
@@ -210,6 +211,25 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print hvdctl's version and commit, and the cluster's version when it answers
     Version(VersionArgs),
+    /// Check that everything a run of this app needs is in place (cluster, permissions, nodes, image, Docker)
+    Doctor(DoctorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub app: AppOverrides,
+    /// The image to look for (default: as deploy picks it: the last built, else hvdctl.yaml's)
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// Output format: text (one line per check), or json (an array of {check, status, message, hint})
+    #[arg(short, long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
+    /// Print a namespaced Role with what hvdctl needs, and a ClusterRole with its cluster-scoped reads; check nothing
+    #[arg(long)]
+    pub print_role: bool,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 #[derive(Debug, Args)]
@@ -301,6 +321,9 @@ pub struct DeployArgs {
     /// Do not push the image before deploying
     #[arg(long)]
     pub no_push: bool,
+    /// Skip the checks before anything is created (a worker no node can hold, a quota without room, an image its registry does not have)
+    #[arg(long)]
+    pub skip_checks: bool,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }

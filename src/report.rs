@@ -39,6 +39,24 @@ pub struct StatusReport {
     /// `engine`, or `record` when the engine no longer has the run (the flight recorder's).
     #[serde(default)]
     pub source: crate::ledger::Source,
+    /// Why the run is where it is, in one line (see [`crate::reason`]), or null.
+    pub reason: Option<String>,
+    /// The reason means the run cannot succeed (`--wait` and `logs -f` stop on it).
+    #[serde(skip)]
+    pub failing: bool,
+}
+
+/// The exit code of a command that waited on the run: 1 when it failed or cannot succeed.
+pub fn exit_code(r: &StatusReport) -> u8 {
+    if r.failing { 1 } else { r.state.exit_code() }
+}
+
+/// The reason a waiting command stopped with exit 1, on stderr (also under `-q`: it is
+/// why the command failed).
+pub fn print_reason(reason: Option<&str>) {
+    if let Some(r) = reason {
+        eprintln!("Reason: {r}");
+    }
 }
 
 /// How many rows are running workers.
@@ -110,6 +128,8 @@ pub struct PodRow {
     pub node: String,
     pub created: String,
     pub last_termination: Option<String>,
+    /// What is wrong with this pod/container, in one line, or null.
+    pub reason: Option<String>,
 }
 
 /// Prints `fetch()`'s report once, or (`--watch`) whenever it changes, or (`--wait`) when the
@@ -123,7 +143,7 @@ where
     loop {
         let report = fetch().await?;
         let text = render(&report, a.output);
-        let finished = report.state.is_finished();
+        let finished = report.state.is_finished() || (a.wait && report.failing);
         let show = if a.watch {
             text != last
         } else {
@@ -137,7 +157,7 @@ where
             last = text;
         }
         if finished || !(a.watch || a.wait) {
-            return Ok(if a.wait { report.state.exit_code() } else { 0 });
+            return Ok(if a.wait { exit_code(&report) } else { 0 });
         }
         ui.debug(format!("{}: {}", report.job, report.state));
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -226,6 +246,9 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> String {
                 r.state,
                 workers_text(r)
             );
+            if let Some(reason) = &r.reason {
+                s.push_str(&format!("Reason:     {reason}\n"));
+            }
             s.push_str(&provenance_text(r.provenance.as_ref()));
             s.push_str(&phases_text(&r.phases, r.start_latency_seconds));
             if !r.conditions.is_empty() {
@@ -276,6 +299,9 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> String {
                     age(&p.created),
                     p.last_termination.clone().unwrap_or_else(|| "-".into())
                 ));
+                if let Some(reason) = &p.reason {
+                    s.push_str(&format!("{:<w$}  reason: {reason}\n", ""));
+                }
             }
             s
         }

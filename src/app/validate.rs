@@ -513,7 +513,7 @@ pub fn check(app: &App) -> Vec<Problem> {
 }
 
 /// Approximate numeric value of a quantity, for request/limit comparison.
-fn quantity_value(q: &str) -> Option<f64> {
+pub fn quantity_value(q: &str) -> Option<f64> {
     let split = q
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+'))
         .unwrap_or(q.len());

@@ -4,6 +4,7 @@
 pub mod apply;
 pub mod client;
 pub mod events;
+pub mod reason;
 pub mod runs;
 pub mod scale;
 pub mod status;

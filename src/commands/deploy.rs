@@ -18,21 +18,7 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
         }
         None => backend::new_run_id(),
     };
-    let recorded = if a.image.is_some() {
-        None
-    } else {
-        state::image(&loaded.dir)?
-    };
-    let image = match (&a.image, &recorded) {
-        (Some(i), _) => i.clone(),
-        (None, Some(r)) => r.image.clone(),
-        (None, None) => app.image.clone(),
-    };
-    if !app::validate::is_image_ref(&image) {
-        return Err(Error::input(format!(
-            "--image {image}: not a valid image reference"
-        )));
-    }
+    let (image, recorded) = image_of(a.image.as_deref(), &loaded)?;
     let plan = Plan {
         app,
         dir: &loaded.dir,
@@ -51,6 +37,7 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
         create_namespace: a.create_namespace,
         server_dry_run: a.dry_run() == Some(DryRun::Server),
         no_push: a.no_push,
+        skip_checks: a.skip_checks,
     };
     // Ctrl-C is handled inside: a deploy cleans up before exiting.
     super::runtime(true)?.block_on(async {
@@ -59,4 +46,28 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
             None => Ok(0),
         }
     })
+}
+
+/// The run's image: `--image`, else the last one `hvdctl build` made here, else
+/// hvdctl.yaml's; with the build record when it came from there.
+pub(crate) fn image_of(
+    flag: Option<&str>,
+    loaded: &app::Loaded,
+) -> Result<(String, Option<state::ImageRecord>)> {
+    let recorded = if flag.is_some() {
+        None
+    } else {
+        state::image(&loaded.dir)?
+    };
+    let image = match (flag, &recorded) {
+        (Some(i), _) => i.to_string(),
+        (None, Some(r)) => r.image.clone(),
+        (None, None) => loaded.app.image.clone(),
+    };
+    if !app::validate::is_image_ref(&image) {
+        return Err(Error::input(format!(
+            "--image {image}: not a valid image reference"
+        )));
+    }
+    Ok((image, recorded))
 }

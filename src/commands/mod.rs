@@ -5,6 +5,7 @@ mod build;
 mod completions;
 mod cp;
 mod deploy;
+mod doctor;
 mod events;
 mod exec;
 mod init;
@@ -44,6 +45,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Tensorboard(a) => tensorboard::run(g, &ui, a),
         Command::Completions(a) => completions::run(a),
         Command::Version(a) => version::run(g, &ui, a),
+        Command::Doctor(a) => doctor::run(g, &ui, a),
     }
 }
 

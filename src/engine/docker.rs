@@ -5,7 +5,6 @@ mod remote;
 
 use super::{Env, Place, Plan, Removed, RunInfo};
 use crate::cli::ManifestFormat;
-use crate::cluster::status::JobState;
 use crate::error::Result;
 use crate::image::docker::DockerClient;
 use crate::local::{self, LocalRef};
@@ -139,12 +138,12 @@ impl DockerRun {
 
     /// Looks at the containers twice a second (the Docker engine's state is local and cheap
     /// to read).
-    pub async fn wait_running(&self, ui: &Ui) -> Result<JobState> {
+    pub async fn wait_running(&self, ui: &Ui) -> Result<StatusReport> {
         let bar = ui.spinner(format!("waiting for the containers of {}", self.run.job));
         loop {
             let r = self.status().await?;
             if super::wait_done(&r, &bar, ui) {
-                return Ok(r.state);
+                return Ok(r);
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }

@@ -120,7 +120,20 @@ impl KubeRun {
         let pods = run_pods(&self.cluster, &self.run).await?;
         let (provenance, phases) = self.ledger(&pods).await?;
         let elastic = elastic_bounds(&pods);
-        let rows: Vec<PodRow> = pods.iter().map(|p| row(p, elastic.is_some())).collect();
+        let mut rows: Vec<PodRow> = pods.iter().map(|p| row(p, elastic.is_some())).collect();
+        let why = crate::cluster::reason::explain(
+            &self.cluster,
+            &self.run.namespace,
+            &self.run.job,
+            state,
+            &conditions,
+            &pods,
+            elastic.is_some(),
+        )
+        .await;
+        for r in &mut rows {
+            r.reason = why.pods.get(&r.name).cloned();
+        }
         let mut conditions = conditions;
         if let Some(b) = elastic
             && state == JobState::Running
@@ -144,6 +157,8 @@ impl KubeRun {
             phases,
             provenance,
             source: crate::ledger::Source::Engine,
+            failing: why.run.as_ref().is_some_and(|r| r.failing),
+            reason: why.run.map(|r| r.text),
         })
     }
 
@@ -272,7 +287,7 @@ impl KubeRun {
     /// Waits on a watch of the run's pods (kube's watcher, with backoff); the job's state is
     /// read again on each change of the pods, and every few seconds for changes of the job
     /// object alone.
-    pub async fn wait_running(&self, ui: &Ui) -> Result<JobState> {
+    pub async fn wait_running(&self, ui: &Ui) -> Result<StatusReport> {
         let bar = ui.spinner(format!("waiting for the pods of {}", self.run.job));
         let api: Api<Pod> = Api::namespaced(self.cluster.client.clone(), &self.run.namespace);
         let mut pods = watcher(api, watcher::Config::default().labels(&self.run.selector()))
@@ -282,7 +297,7 @@ impl KubeRun {
         loop {
             let r = self.status().await?;
             if super::wait_done(&r, &bar, ui) {
-                return Ok(r.state);
+                return Ok(r);
             }
             if r.state == JobState::Unknown {
                 bar.finish_and_clear();
@@ -303,8 +318,10 @@ impl KubeRun {
 
 /// The elastic bounds on the launcher pod's command line, if the run is elastic (and its
 /// launcher exists).
-fn elastic_bounds(pods: &[Pod]) -> Option<backend::elastic::Bounds> {
-    pods.iter()
+pub fn elastic_bounds<'a>(
+    pods: impl IntoIterator<Item = &'a Pod>,
+) -> Option<backend::elastic::Bounds> {
+    pods.into_iter()
         .filter(|p| role_of(p) == crate::kinds::ROLE_LAUNCHER)
         .find_map(|p| {
             let c = p.spec.as_ref()?.containers.first()?;
@@ -368,6 +385,7 @@ fn row(p: &Pod, elastic: bool) -> PodRow {
             .map(|t| t.0.to_string())
             .unwrap_or_default(),
         last_termination,
+        reason: None,
         name,
     }
 }
@@ -425,6 +443,9 @@ pub async fn deploy(
         .hint(req.hint));
     }
     apply::ensure_namespace(c, &run.namespace, o.create_namespace && !o.server_dry_run).await?;
+    if !o.skip_checks {
+        crate::doctor::preflight(c, &run.namespace, plan.app, &plan.image, ui).await?;
+    }
     let job = run.job_name();
     if o.server_dry_run {
         apply::apply_all(c, &objects, true, &|_| {}).await?;

@@ -165,7 +165,7 @@ impl Run {
     }
 
     /// Waits until every pod/container runs or the job has ended.
-    pub async fn wait_running(&self, ui: &Ui) -> Result<JobState> {
+    pub async fn wait_running(&self, ui: &Ui) -> Result<StatusReport> {
         match self {
             Run::Kubernetes(r) => r.wait_running(ui).await,
             Run::Docker(r) => r.wait_running(ui).await,
@@ -343,6 +343,8 @@ pub struct DeployOptions {
     /// Ask the API server to validate without persisting.
     pub server_dry_run: bool,
     pub no_push: bool,
+    /// Skip [`crate::doctor::preflight`].
+    pub skip_checks: bool,
 }
 
 /// The complete object set (or container plan) of a run, contacting nothing.
@@ -381,12 +383,16 @@ pub async fn after_deploy(env: &Env<'_>, run: &Run, logs: bool, wait: bool) -> R
         return Ok(outcome.exit_code());
     }
     if wait {
-        let state = tokio::select! {
+        let report = tokio::select! {
             r = run.wait_running(ui) => r?,
             _ = tokio::signal::ctrl_c() => return Err(Error::interrupted()),
         };
         env.save_record(run).await;
-        return Ok(state.exit_code());
+        let code = crate::report::exit_code(&report);
+        if code != 0 {
+            crate::report::print_reason(report.reason.as_deref());
+        }
+        return Ok(code);
     }
     if !ui.quiet {
         eprintln!(
@@ -408,8 +414,9 @@ pub(crate) fn wait_done(r: &StatusReport, bar: &indicatif::ProgressBar, ui: &Ui)
         r.state,
         total.max(1)
     ));
-    let done =
-        r.state.is_finished() || (r.state == JobState::Running && running == total && running > 0);
+    let done = r.state.is_finished()
+        || r.failing
+        || (r.state == JobState::Running && running == total && running > 0);
     if done {
         bar.finish_and_clear();
         ui.note(format!(

@@ -103,6 +103,20 @@ impl Credentials {
         self.kind == SecretKind::IdentityToken
     }
 
+    /// The `Authorization` value for HTTP basic auth (`Basic base64(user:password)`); None
+    /// for an identity token, which is exchanged through OAuth instead.
+    pub fn basic_authorization(&self) -> Option<String> {
+        use base64::Engine;
+        let user = self.username.as_deref()?;
+        (self.kind == SecretKind::Password).then(|| {
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD
+                    .encode(format!("{user}:{}", self.secret.0))
+            )
+        })
+    }
+
     /// Replaces every occurrence of the secret in `text` with `***` (a last line of defence
     /// for messages that came from elsewhere).
     pub fn redact(&self, text: &str) -> String {

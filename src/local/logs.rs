@@ -56,7 +56,16 @@ where
     let source = ContainerSource::new(docker.clone());
     let mut tails = Tails::start(&opts, ui, out);
     let result = until_interrupted(drive(&source, r, &opts, ui, &mut tails)).await;
-    tails.end(result).await
+    let mut outcome = tails.end(result).await?;
+    if outcome.state == Some(JobState::Failed) {
+        let cs = containers(docker, r).await?;
+        let (state, _) = job_state(&r.job, &cs);
+        outcome.reason = super::status::explain(docker, state, &cs)
+            .await
+            .0
+            .map(|r| r.text);
+    }
+    Ok(outcome)
 }
 
 fn wanted(c: &Container, opts: &LogOptions) -> bool {

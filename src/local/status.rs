@@ -45,6 +45,8 @@ pub struct Container {
     pub dir: String,
     /// What the run was deployed from (labels), if it says.
     pub provenance: Option<crate::provenance::Provenance>,
+    /// Memory limit in bytes (0: none).
+    pub memory_limit: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,6 +181,11 @@ pub async fn containers(docker: &DockerClient, r: &LocalRef) -> Result<Vec<Conta
             image: i.config.and_then(|c| c.image).unwrap_or_default(),
             command,
             dir,
+            memory_limit: i
+                .host_config
+                .as_ref()
+                .and_then(|h| h.memory)
+                .unwrap_or_default(),
             name,
         });
     }
@@ -336,7 +343,107 @@ pub fn row(c: &Container, elastic: bool) -> PodRow {
         node: "local".into(),
         created: c.created.clone(),
         last_termination: c.termination(),
+        reason: None,
     }
+}
+
+/// `64Mi` for a limit in bytes that is a whole number of MiB/GiB, else the bytes.
+fn quantity(bytes: i64) -> String {
+    const MI: i64 = 1 << 20;
+    if bytes % (MI << 10) == 0 {
+        format!("{}Gi", bytes / (MI << 10))
+    } else if bytes % MI == 0 {
+        format!("{}Mi", bytes / MI)
+    } else {
+        bytes.to_string()
+    }
+}
+
+/// What is wrong with a container, without its last lines; `Some(true)` as the second
+/// value when its last lines belong to it (it exited with an error).
+fn container_fact(c: &Container) -> Option<(String, bool)> {
+    if !c.finished() {
+        return None;
+    }
+    if c.oom_killed {
+        let limit = (c.memory_limit > 0).then(|| quantity(c.memory_limit));
+        return Some((
+            crate::reason::oom(&c.name, &c.name, limit.as_deref(), c.exit_code),
+            false,
+        ));
+    }
+    (c.exit_code != 0).then(|| (crate::reason::failed(&c.name, c.exit_code, ""), true))
+}
+
+/// The last `n` lines of a container's log.
+async fn log_tail(docker: &DockerClient, id: &str, n: i64) -> String {
+    use futures::StreamExt;
+    let opts = bollard::query_parameters::LogsOptions {
+        stdout: true,
+        stderr: true,
+        tail: n.to_string(),
+        ..Default::default()
+    };
+    let mut text = String::new();
+    let mut frames = docker.bollard().logs(id, Some(opts));
+    while let Some(Ok(f)) = frames.next().await {
+        text.push_str(&String::from_utf8_lossy(&f.into_bytes()));
+    }
+    text
+}
+
+/// The last lines of a container's log, as [`crate::reason::last_lines`] quotes them.
+async fn last_lines(docker: &DockerClient, id: &str) -> String {
+    crate::reason::last_lines(&log_tail(docker, id, 20).await)
+}
+
+/// The run's reason and each container's (see [`crate::reason`]): a failed run names its
+/// launcher and the first worker that died, with their last lines.
+pub async fn explain(
+    docker: &DockerClient,
+    state: JobState,
+    cs: &[Container],
+) -> (Option<crate::reason::Reason>, Vec<Option<String>>) {
+    let mut texts = Vec::with_capacity(cs.len());
+    for c in cs {
+        texts.push(match container_fact(c) {
+            Some((t, true)) => Some(format!("{t}{}", last_lines(docker, &c.id).await)),
+            Some((t, false)) => Some(t),
+            None => None,
+        });
+    }
+    if state != JobState::Failed {
+        return (None, texts);
+    }
+    let launcher = cs.iter().position(|c| c.role == ROLE_LAUNCHER);
+    let first = cs
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| c.role == ROLE_WORKER && texts[*i].is_some())
+        .min_by_key(|(_, c)| c.finished_at.clone())
+        .map(|(i, c)| (c.name.as_str(), texts[i].as_deref().unwrap_or_default()));
+    let text = match launcher {
+        Some(l) => {
+            let log = log_tail(docker, &cs[l].id, crate::cluster::reason::RANK_LOG_LINES).await;
+            let rank = crate::reason::first_rank(&log, cs[l].ranks);
+            crate::reason::launcher_failed(
+                &cs[l].name,
+                texts[l].as_deref().unwrap_or("it is gone"),
+                crate::reason::first_failed(rank, first).as_deref(),
+            )
+        }
+        None => first.map_or_else(
+            || "the run failed".into(),
+            |(who, why)| format!("{who}: {why}"),
+        ),
+    };
+    (
+        Some(crate::reason::Reason {
+            text,
+            failing: true,
+        }),
+        texts,
+    )
 }
 
 /// The status of `r`; an error when none of its containers exists.
@@ -351,7 +458,11 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
     }
     let (state, conditions) = job_state(&r.job, &cs);
     let elastic = elastic_bounds(&cs);
-    let pods: Vec<PodRow> = cs.iter().map(|c| row(c, elastic.is_some())).collect();
+    let mut pods: Vec<PodRow> = cs.iter().map(|c| row(c, elastic.is_some())).collect();
+    let (reason, texts) = explain(docker, state, &cs).await;
+    for (p, t) in pods.iter_mut().zip(texts) {
+        p.reason = t;
+    }
     let mut phases = crate::phases::of_containers(&cs);
     let targets = cs
         .iter()
@@ -377,6 +488,8 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
         phases,
         provenance: cs.iter().find_map(|c| c.provenance.clone()),
         source: crate::ledger::Source::Engine,
+        failing: reason.as_ref().is_some_and(|r| r.failing),
+        reason: reason.map(|r| r.text),
     })
 }
 
@@ -409,6 +522,7 @@ mod tests {
             },
             dir: String::new(),
             provenance: None,
+            memory_limit: 0,
         }
     }
 

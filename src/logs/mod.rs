@@ -93,12 +93,18 @@ pub struct LogsOutcome {
     pub lines: u64,
     /// Containers read.
     pub targets: usize,
+    /// Why the job failed or cannot succeed, when following ended on it.
+    pub reason: Option<String>,
 }
 
 impl LogsOutcome {
-    /// 0, or 1 when following a job that failed.
+    /// 0, or 1 when following a job that failed (its reason on stderr).
     pub fn exit_code(&self) -> u8 {
-        self.state.map_or(0, JobState::exit_code)
+        let code = self.state.map_or(0, JobState::exit_code);
+        if code != 0 {
+            crate::report::print_reason(self.reason.as_deref());
+        }
+        code
     }
 }
 
@@ -131,7 +137,10 @@ where
     let tails = Tails::start(&opts, ui, out);
     let mut m = Mux::new(cluster, run, &opts, ui, tails);
     let result = until_interrupted(m.drive()).await;
-    m.tails.end(result).await
+    let reason = m.reason.take();
+    let mut outcome = m.tails.end(result).await?;
+    outcome.reason = reason;
+    Ok(outcome)
 }
 
 /// `f`, or [`Error::interrupted`] at Ctrl-C.
@@ -284,6 +293,7 @@ impl<'a> Tails<'a> {
             },
             lines,
             targets: started,
+            reason: None,
         })
     }
 }
@@ -297,6 +307,8 @@ struct Mux<'a> {
     source: PodSource,
     pods: watch::Pods,
     tails: Tails<'a>,
+    /// Why the job failed or cannot succeed (following stops on it).
+    reason: Option<String>,
 }
 
 impl<'a> Mux<'a> {
@@ -320,6 +332,7 @@ impl<'a> Mux<'a> {
             source: PodSource::new(Api::namespaced(cluster.client.clone(), &run.namespace)),
             pods: watch::Pods::new(&run.job, filter),
             tails,
+            reason: None,
         }
     }
 
@@ -435,7 +448,21 @@ impl<'a> Mux<'a> {
                 },
                 _ = tick.tick(), if finished.is_none() => {
                     let (state, _) = job_state(self.cluster, self.run).await?;
-                    if state.is_finished() {
+                    // A pod that says the run cannot succeed (no image, out of memory,
+                    // crash loop, unschedulable) ends following as a failure.
+                    let failing = !state.is_finished() && crate::cluster::reason::any_failing(
+                        self.pods.present.values(),
+                        crate::engine::kubernetes::elastic_bounds(self.pods.present.values()).is_some(),
+                    );
+                    if state.is_finished() || failing {
+                        let state = if failing { JobState::Failed } else { state };
+                        if state == JobState::Failed {
+                            self.reason = crate::cluster::reason::of_run(self.cluster, self.run)
+                                .await
+                                .ok()
+                                .and_then(|e| e.run)
+                                .map(|r| r.text);
+                        }
                         finished = Some(state);
                         wait.done();
                         // Pods the watcher has not shown yet still count.

@@ -8,6 +8,8 @@ mod util;
 
 // Bad hvdctl.yaml, flags and init requests: exit 2, a clear error, nothing written.
 mod bad_inputs;
+// hvdctl doctor and the checks deploy runs before creating anything.
+mod doctor;
 // deploy, status, events, undeploy against the fake cluster, faults, interruptions.
 mod cluster;
 // Image building and pushing: Docker config auth, build contexts, .dockerignore, tags.
@@ -23,6 +25,8 @@ mod local;
 // hvdctl logs: lossless under faults, bad situations.
 mod logs;
 mod ranks;
+// Why a run failed: status, logs -f, deploy --wait/--logs on every backend.
+mod reasons;
 // Rendered manifests of every template × backend (insta snapshots).
 mod render;
 // hvdctl runs: provenance and phase times of local, mpijob and native runs (real containers).

@@ -5,6 +5,12 @@
 //! `FAKE_KUBELET_RATE` (lines/s, 0 = as fast as possible: one line per microsecond),
 //! `FAKE_KUBELET_EXIT` (exit code of the final instance), `FAKE_KUBELET_RESTARTS` (crashes
 //! with exit 1 before that). Without `FAKE_KUBELET_LINES` a container runs silently forever.
+//!
+//! Faults, each `1` (every pod) or a pod name's suffix (`worker-1`: only pods named
+//! `…-worker-1`): `FAKE_KUBELET_OOM` (every instance ends `OOMKilled`, exit 137, after its
+//! lines), `FAKE_KUBELET_PULL=fail` (or `fail:SUFFIX`; the image is never pulled: waiting
+//! `ErrImagePull`, then `ImagePullBackOff`, the pod stays Pending), `FAKE_KUBELET_HANG`
+//! (runs, prints nothing, never becomes ready).
 
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -31,6 +37,19 @@ pub struct ContainerSpec {
     pub rate: f64,
     pub exit: i32,
     pub restarts: u64,
+    /// Instances end OOMKilled (exit 137).
+    pub oom: bool,
+    /// The image cannot be pulled: the container never starts.
+    pub pull_fail: bool,
+    /// Runs silently and never becomes ready.
+    pub hang: bool,
+}
+
+/// Whether a fault's env value (`1`, or a pod name's suffix such as `worker-1`) applies to
+/// the pod `pod`.
+fn applies(v: &str, pod: &str) -> bool {
+    let v = v.trim();
+    v == "1" || pod == v || pod.ends_with(&format!("-{v}"))
 }
 
 /// The state of one container at some instant.
@@ -70,7 +89,7 @@ impl CState {
 }
 
 impl ContainerSpec {
-    fn from_json(c: &Value) -> Self {
+    fn from_json(c: &Value, pod: &str) -> Self {
         let env = |name: &str| -> Option<String> {
             c.get("env")?
                 .as_array()?
@@ -79,17 +98,38 @@ impl ContainerSpec {
                 .and_then(|e| s(e, "/value"))
                 .map(String::from)
         };
+        let fault = |name: &str| env(name).is_some_and(|v| applies(&v, pod));
+        let pull_fail = env("FAKE_KUBELET_PULL").is_some_and(|v| {
+            let v = v.trim();
+            v == "fail" || v.strip_prefix("fail:").is_some_and(|w| applies(w, pod))
+        });
+        let oom = fault("FAKE_KUBELET_OOM");
+        let hang = fault("FAKE_KUBELET_HANG");
+        let lines = if hang {
+            None
+        } else {
+            env("FAKE_KUBELET_LINES")
+                .and_then(|v| v.trim().parse().ok())
+                .or(oom.then_some(0))
+        };
         ContainerSpec {
+            oom,
+            pull_fail,
+            hang,
             name: s(c, "/name").unwrap_or_default().to_string(),
             image: s(c, "/image").unwrap_or_default().to_string(),
-            lines: env("FAKE_KUBELET_LINES").and_then(|v| v.trim().parse().ok()),
+            lines,
             rate: env("FAKE_KUBELET_RATE")
                 .and_then(|v| v.trim().parse().ok())
                 .filter(|r: &f64| r.is_finite() && *r >= 0.0)
                 .unwrap_or(0.0),
-            exit: env("FAKE_KUBELET_EXIT")
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0),
+            exit: if oom {
+                137
+            } else {
+                env("FAKE_KUBELET_EXIT")
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0)
+            },
             restarts: env("FAKE_KUBELET_RESTARTS")
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(0),
@@ -115,7 +155,11 @@ impl ContainerSpec {
     }
 
     pub fn exit_of(&self, k: u64) -> i32 {
-        if k < self.restarts { 1 } else { self.exit }
+        if k < self.restarts && !self.oom {
+            1
+        } else {
+            self.exit
+        }
     }
 
     fn last_instance(&self, policy: RestartPolicy) -> Option<u64> {
@@ -133,7 +177,7 @@ impl ContainerSpec {
     }
 
     pub fn state_at(&self, start0: i64, t: i64, policy: RestartPolicy, backoff: i64) -> CState {
-        if t < start0 {
+        if t < start0 || self.pull_fail {
             return CState::Creating;
         }
         let Some(run) = self.run_ns() else {
@@ -223,11 +267,31 @@ fn terminated_json(
 ) -> Value {
     json!({
         "exitCode": exit,
-        "reason": if exit == 0 { "Completed" } else { "Error" },
+        "reason": if c.oom && exit == 137 { "OOMKilled" } else if exit == 0 { "Completed" } else { "Error" },
         "startedAt": fmt_time(started),
         "finishedAt": fmt_time(finished),
         "containerID": container_id(uid, &c.name, k),
     })
+}
+
+/// How long a failed pull shows `ErrImagePull` before `ImagePullBackOff`.
+const PULL_RETRY_NS: i64 = 1_000_000_000;
+
+/// The message a registry gives for an image it does not have.
+fn pull_message(c: &ContainerSpec) -> String {
+    format!(
+        "failed to pull and unpack image \"{0}\": failed to resolve reference \"{0}\": {0}: not found",
+        c.image
+    )
+}
+
+/// A container whose image cannot be pulled, `since` ns after the pod started.
+fn pull_waiting(c: &ContainerSpec, since: i64) -> Value {
+    if since < PULL_RETRY_NS {
+        json!({"reason": "ErrImagePull", "message": format!("rpc error: code = NotFound desc = {}", pull_message(c))})
+    } else {
+        json!({"reason": "ImagePullBackOff", "message": format!("Back-off pulling image \"{}\": ErrImagePull: {}", c.image, pull_message(c))})
+    }
 }
 
 fn container_id(uid: &str, name: &str, k: u64) -> String {
@@ -319,7 +383,12 @@ impl Kubelet {
             }
             for ci in 0..rt.containers.len() {
                 match rt.state(ci, now) {
-                    CState::Creating => soon(rt.start_at),
+                    CState::Creating if now < rt.start_at => soon(rt.start_at),
+                    // ErrImagePull turns into ImagePullBackOff.
+                    CState::Creating if now < rt.start_at + PULL_RETRY_NS => {
+                        soon(rt.start_at + PULL_RETRY_NS)
+                    }
+                    CState::Creating => {}
                     CState::Running { started, .. } => {
                         if let Some(run) = rt.containers[ci].run_ns() {
                             soon(started + run)
@@ -351,7 +420,7 @@ impl Kubelet {
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .map(ContainerSpec::from_json)
+            .map(|c| ContainerSpec::from_json(c, &name))
             .collect();
         let policy = match s(pod, "/spec/restartPolicy") {
             Some("Never") => RestartPolicy::Never,
@@ -401,13 +470,22 @@ impl Kubelet {
     /// The pod status at `now`: a pure function of the runtime record.
     fn status(&self, rt: &PodRt, pod: &Value, now: i64) -> Value {
         let sched = fmt_time(rt.scheduled_at);
-        if now < rt.start_at {
+        let pulling = rt.containers.iter().any(|c| c.pull_fail);
+        if now < rt.start_at || pulling {
+            let started = now >= rt.start_at;
             let statuses: Vec<Value> = rt
                 .containers
                 .iter()
                 .map(|c| {
+                    let waiting = if c.pull_fail && started {
+                        pull_waiting(c, now - rt.start_at)
+                    } else if started {
+                        json!({"reason": "PodInitializing"})
+                    } else {
+                        json!({"reason": "ContainerCreating"})
+                    };
                     json!({"name": c.name, "image": c.image, "imageID": "", "ready": false, "started": false, "restartCount": 0,
-                           "state": {"waiting": {"reason": "ContainerCreating"}}, "lastState": {}})
+                           "state": {"waiting": waiting}, "lastState": {}})
                 })
                 .collect();
             return json!({
@@ -447,7 +525,7 @@ impl Kubelet {
                     (
                         json!({"running": {"startedAt": fmt_time(started)}}),
                         prev(k),
-                        true,
+                        !c.hang,
                         k,
                     )
                 }
@@ -497,7 +575,7 @@ impl Kubelet {
                 "imageID": format!("docker.io/library/{}@sha256:{}", c.image, "0".repeat(64)),
                 "containerID": container_id(&rt.uid, &c.name, k),
                 "ready": ready,
-                "started": ready,
+                "started": matches!(st, CState::Running { .. }),
                 "restartCount": k,
                 "state": state,
                 "lastState": last,
@@ -553,6 +631,7 @@ impl Kubelet {
         for (ci, c) in rt.containers.iter().enumerate() {
             let st = rt.state(ci, now);
             let tag = match st {
+                CState::Creating if c.pull_fail && now >= rt.start_at => 4,
                 CState::Creating => 0,
                 CState::Running { .. } => 1,
                 CState::BackOff { .. } => 2,
@@ -588,6 +667,16 @@ impl Kubelet {
                         "kubelet",
                     );
                 }
+                CState::Creating if tag == 4 => {
+                    store.record_event(
+                        pod,
+                        "Warning",
+                        "Failed",
+                        &format!("Failed to pull image \"{}\": {}", c.image, pull_message(c)),
+                        "kubelet",
+                    );
+                    store.record_event(pod, "Warning", "Failed", "Error: ErrImagePull", "kubelet");
+                }
                 CState::BackOff { .. } => {
                     store.record_event(
                         pod,
@@ -612,6 +701,9 @@ mod tests {
 
     fn spec(lines: Option<u64>, rate: f64, exit: i32, restarts: u64) -> ContainerSpec {
         ContainerSpec {
+            oom: false,
+            pull_fail: false,
+            hang: false,
             name: "c".into(),
             image: "i".into(),
             lines,

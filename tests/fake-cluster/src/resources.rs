@@ -181,6 +181,19 @@ pub static RESOURCES: &[ResourceDef] = &[
         status_sub: true,
         mpi: false,
     },
+    // No quota controller: a test writes `status.hard`/`status.used` itself (hence no
+    // status subresource).
+    ResourceDef {
+        group: "",
+        version: "v1",
+        kind: "ResourceQuota",
+        plural: "resourcequotas",
+        singular: "resourcequota",
+        namespaced: true,
+        short_names: &["quota"],
+        status_sub: false,
+        mpi: false,
+    },
 ];
 
 /// Index of a resource in [`RESOURCES`].
@@ -220,6 +233,7 @@ pub const STATEFULSETS: ResId = 8;
 pub const MPIJOBS: ResId = 9;
 pub const PVCS: ResId = 10;
 pub const NODES: ResId = 11;
+pub const RESOURCEQUOTAS: ResId = 12;
 
 fn categories(r: &ResourceDef) -> Vec<&'static str> {
     match r.plural {

@@ -233,6 +233,31 @@ fn verb_of(method: &Method, name: Option<&str>, watch: bool) -> &'static str {
     }
 }
 
+const SSAR_PATH: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+
+/// A SelfSubjectAccessReview answered from the `--forbid` rules: `status.allowed` is false
+/// for a verb and resource (`pods/log` with a subresource) a rule forbids.
+fn access_review(rules: &[String], mut review: Value) -> Value {
+    let attrs = review
+        .pointer("/spec/resourceAttributes")
+        .cloned()
+        .unwrap_or_default();
+    let get = |k: &str| attrs.get(k).and_then(Value::as_str).unwrap_or("");
+    let resource = match get("subresource") {
+        "" => get("resource").to_string(),
+        sub => format!("{}/{sub}", get("resource")),
+    };
+    let ns = Some(get("namespace")).filter(|n| !n.is_empty());
+    let denied = forbidden(rules, get("verb"), &resource, get("group"), ns, None);
+    review["status"] = match denied {
+        Some(e) => json!({"allowed": false, "denied": true, "reason": e.message}),
+        None => {
+            json!({"allowed": true, "reason": "fake-cluster allows everything --forbid does not name"})
+        }
+    };
+    review
+}
+
 fn forbidden(
     rules: &[String],
     verb: &str,
@@ -280,6 +305,15 @@ pub async fn handle(
     }
     let query = parse_query(req.uri().query());
     let faults = inner.faults();
+    if path == SSAR_PATH && req.method() == Method::POST {
+        inner.stats.count("create", "selfsubjectaccessreviews");
+        return Ok(
+            match read_body(req).await.and_then(|(ct, b)| parse_body(&ct, &b)) {
+                Ok(review) => json_response(201, &access_review(&faults.forbid, review)),
+                Err(e) => error_response(&e),
+            },
+        );
+    }
     let route = route(&path, &inner);
     let (verb, resource_key) = match &route {
         Route::Resource {

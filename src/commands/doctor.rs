@@ -1,0 +1,45 @@
+//! `hvdctl doctor`: flags + hvdctl.yaml → a [`crate::doctor::Subject`]; every check at once,
+//! one line each (or a JSON array); exit 1 when any failed.
+
+use super::block_on;
+use crate::app;
+use crate::cli::{DoctorArgs, Global, ListFormat};
+use crate::doctor::{self, Subject};
+use crate::engine::Env;
+use crate::error::Result;
+use crate::ui::Ui;
+
+pub fn run(g: &Global, ui: &Ui, a: DoctorArgs) -> Result<u8> {
+    let loaded = app::load(&g.app_dir, &a.app.set)?;
+    let app = &loaded.app;
+    let backend = a.app.backend.unwrap_or(app.backend);
+    let env = Env::with_app(g, ui, Some(app.clone()));
+    let namespace = if backend.is_kubernetes() {
+        env.namespace()?
+    } else {
+        String::new()
+    };
+    if a.print_role {
+        print!("{}", doctor::kube::role_yaml(backend.as_str(), &namespace));
+        return Ok(0);
+    }
+    let (image, _) = super::deploy::image_of(a.image.as_deref(), &loaded)?;
+    let subject = Subject {
+        app,
+        backend,
+        image,
+        namespace: namespace.clone(),
+    };
+    let checks = block_on(async {
+        let connect = async { Ok(env.kube(Some(namespace.clone())).await?.cluster) };
+        Ok(doctor::run(&subject, connect).await)
+    })?;
+    match a.output {
+        ListFormat::Text => print!("{}", doctor::render_text(&checks)),
+        ListFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&checks).unwrap_or_default()
+        ),
+    }
+    Ok(doctor::exit_code(&checks))
+}

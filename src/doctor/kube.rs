@@ -1,0 +1,471 @@
+//! The Kubernetes side of `doctor`: the context answers (server version), the backend's
+//! kinds are served, hvdctl may do what it needs (SelfSubjectAccessReview per verb and
+//! resource), some node can hold a worker, the image pull secrets exist, no Istio sidecar is
+//! injected into MPI pods, the namespace's quotas have room.
+
+use super::{Check, fit};
+use crate::app::App;
+use crate::cluster::Cluster;
+use crate::cluster::client::{ATTEMPTS, retry, status_code};
+use futures::future::join_all;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use k8s_openapi::api::core::v1::{Namespace, Node, ResourceQuota, Secret};
+use kube::api::{Api, ListParams, PostParams};
+
+/// One permission hvdctl uses: verb, API group, resource (`pods/log` with a subresource),
+/// whether the run needs it, and whether it is cluster-scoped (read-only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Permission {
+    pub verb: &'static str,
+    pub group: &'static str,
+    pub resource: &'static str,
+    /// The run (deploy, status, logs, undeploy) cannot do without it.
+    pub needed: bool,
+    pub cluster_scoped: bool,
+}
+
+const fn p(verb: &'static str, group: &'static str, resource: &'static str) -> Permission {
+    Permission {
+        verb,
+        group,
+        resource,
+        needed: true,
+        cluster_scoped: false,
+    }
+}
+
+const fn optional(mut x: Permission) -> Permission {
+    x.needed = false;
+    x
+}
+
+const fn cluster(mut x: Permission) -> Permission {
+    x.needed = false;
+    x.cluster_scoped = true;
+    x
+}
+
+/// What every Kubernetes backend needs: pods (status, logs, undeploy), events; exec and
+/// port-forward only for `exec`/`cp`/`port-forward`/`tensorboard`; nodes and namespaces
+/// read at the cluster scope (doctor, deploy's checks, `--create-namespace`).
+const COMMON: &[Permission] = &[
+    p("get", "", "pods"),
+    p("list", "", "pods"),
+    p("watch", "", "pods"),
+    p("delete", "", "pods"),
+    p("get", "", "pods/log"),
+    p("list", "", "events"),
+    p("watch", "", "events"),
+    optional(p("create", "", "pods/exec")),
+    optional(p("create", "", "pods/portforward")),
+    optional(p("list", "", "resourcequotas")),
+    optional(p("get", "", "secrets")),
+    cluster(p("list", "", "nodes")),
+    cluster(p("get", "", "namespaces")),
+];
+
+/// The objects a backend creates, applied server-side and deleted by label.
+fn owned(backend: &str) -> Vec<(&'static str, &'static str)> {
+    match backend {
+        "mpijob" => vec![("kubeflow.org", "mpijobs")],
+        _ => vec![
+            ("", "pods"),
+            ("", "services"),
+            ("", "secrets"),
+            ("", "configmaps"),
+            ("batch", "jobs"),
+        ],
+    }
+}
+
+/// Every permission hvdctl uses for runs of `backend`.
+pub fn permissions(backend: &str) -> Vec<Permission> {
+    let mut out = COMMON.to_vec();
+    for (group, resource) in owned(backend) {
+        for verb in ["create", "get", "list", "patch", "delete"] {
+            let x = Permission {
+                verb,
+                group,
+                resource,
+                needed: true,
+                cluster_scoped: false,
+            };
+            if !out.contains(&x) {
+                out.push(x);
+            }
+        }
+    }
+    out
+}
+
+fn qualified(x: &Permission) -> String {
+    if x.group.is_empty() {
+        x.resource.to_string()
+    } else {
+        let (r, sub) = x.resource.split_once('/').unwrap_or((x.resource, ""));
+        let sub = if sub.is_empty() {
+            String::new()
+        } else {
+            format!("/{sub}")
+        };
+        format!("{r}.{}{sub}", x.group)
+    }
+}
+
+/// `get pods/log`.
+pub fn describe(x: &Permission) -> String {
+    format!("{} {}", x.verb, qualified(x))
+}
+
+/// A namespaced Role with every namespaced permission, and a ClusterRole with the
+/// cluster-scoped reads (`doctor --print-role`).
+pub fn role_yaml(backend: &str, namespace: &str) -> String {
+    use std::collections::BTreeMap;
+    let perms = permissions(backend);
+    let rules = |cluster: bool| {
+        let mut by: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
+        for x in perms.iter().filter(|x| x.cluster_scoped == cluster) {
+            by.entry((x.group, x.resource)).or_default().push(x.verb);
+        }
+        let mut s = String::new();
+        for ((group, resource), verbs) in by {
+            s.push_str(&format!(
+                "- apiGroups: [{group:?}]\n  resources: [{resource:?}]\n  verbs: [{}]\n",
+                verbs
+                    .iter()
+                    .map(|v| format!("{v:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        s
+    };
+    format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: hvdctl-{backend}\n  namespace: {namespace:?}\nrules:\n{}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: hvdctl-read\nrules:\n{}",
+        rules(false),
+        rules(true)
+    )
+}
+
+pub async fn server(c: &Cluster) -> Result<Check, Check> {
+    match c.client.apiserver_version().await {
+        Ok(v) => Ok(Check::ok(
+            "cluster",
+            format!(
+                "context {} ({}) answers: Kubernetes {}",
+                c.context, c.server, v.git_version
+            ),
+        )),
+        Err(e) => Err(Check::fail(
+            "cluster",
+            c.error("get /version", &e).to_string(),
+            format!(
+                "check the context with `kubectl --context {} version`",
+                c.context
+            ),
+        )),
+    }
+}
+
+/// The backend's kinds and the versions of their group that are served.
+pub async fn kinds(c: &Cluster, backend: &'static dyn crate::backend::KubeBackend) -> Check {
+    let Some(req) = backend.requires() else {
+        return Check::ok(
+            "kinds",
+            format!("the {} backend needs only built-in kinds", backend.name()),
+        );
+    };
+    let group = req.kind.api_version.split('/').next().unwrap_or_default();
+    let served = match c.client.list_api_groups().await {
+        Ok(gs) => gs,
+        Err(e) => return Check::fail("kinds", c.error("list API groups", &e).to_string(), ""),
+    };
+    let mut versions = Vec::new();
+    for grp in served.groups.iter().filter(|g| g.name == group) {
+        for gv in &grp.versions {
+            let res = c.client.list_api_group_resources(&gv.group_version).await;
+            if res.is_ok_and(|r| r.resources.iter().any(|r| r.name == req.kind.plural)) {
+                versions.push(gv.group_version.clone());
+            }
+        }
+    }
+    if versions.iter().any(|v| v == req.kind.api_version) {
+        Check::ok(
+            "kinds",
+            format!("{} served: {}", req.kind.kind, versions.join(", ")),
+        )
+    } else {
+        let also = if versions.is_empty() {
+            String::new()
+        } else {
+            format!(" (served: {})", versions.join(", "))
+        };
+        Check::fail(
+            "kinds",
+            format!(
+                "{} {} is not served: {} is not installed{also}",
+                req.kind.api_version, req.kind.kind, req.provider
+            ),
+            req.hint,
+        )
+    }
+}
+
+async fn allowed(c: &Cluster, namespace: &str, x: &Permission) -> Result<bool, String> {
+    let (resource, sub) = x.resource.split_once('/').unwrap_or((x.resource, ""));
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(x.verb.into()),
+                group: Some(x.group.into()),
+                resource: Some(resource.into()),
+                subresource: (!sub.is_empty()).then(|| sub.to_string()),
+                namespace: (!x.cluster_scoped).then(|| namespace.to_string()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let api: Api<SelfSubjectAccessReview> = Api::all(c.client.clone());
+    let pp = PostParams::default();
+    let r = retry(ATTEMPTS, || api.create(&pp, &review))
+        .await
+        .map_err(|e| c.error("create a SelfSubjectAccessReview", &e).to_string())?;
+    Ok(r.status.is_some_and(|s| s.allowed))
+}
+
+/// Every permission asked at once.
+pub async fn rbac(c: &Cluster, namespace: &str, backend: &str) -> Check {
+    let perms = permissions(backend);
+    let answers = join_all(perms.iter().map(|x| allowed(c, namespace, x))).await;
+    let mut missing_needed = Vec::new();
+    let mut missing_other = Vec::new();
+    for (x, a) in perms.iter().zip(answers) {
+        match a {
+            Ok(true) => {}
+            Ok(false) if x.needed => missing_needed.push(describe(x)),
+            Ok(false) => missing_other.push(describe(x)),
+            Err(e) => {
+                return Check::warn(
+                    "rbac",
+                    format!("cannot ask what is allowed: {e}"),
+                    "the API server must serve authorization.k8s.io/v1 SelfSubjectAccessReview",
+                );
+            }
+        }
+    }
+    let hint = format!(
+        "ask an admin to bind the rules of `hvdctl doctor --backend {backend} --print-role` in namespace {namespace}"
+    );
+    if !missing_needed.is_empty() {
+        let also = if missing_other.is_empty() {
+            String::new()
+        } else {
+            format!("; also missing: {}", missing_other.join(", "))
+        };
+        return Check::fail(
+            "rbac",
+            format!(
+                "not allowed in namespace {namespace}: {}{also}",
+                missing_needed.join(", ")
+            ),
+            hint,
+        );
+    }
+    if !missing_other.is_empty() {
+        return Check::warn(
+            "rbac",
+            format!(
+                "runs work; not allowed: {} (doctor, deploy's checks, exec/cp/port-forward use them)",
+                missing_other.join(", ")
+            ),
+            hint,
+        );
+    }
+    Check::ok(
+        "rbac",
+        format!(
+            "all {} verbs × resources hvdctl uses are allowed in namespace {namespace}",
+            perms.len()
+        ),
+    )
+}
+
+/// The cluster's nodes; None when they cannot be listed (not allowed: a warning).
+pub async fn nodes(c: &Cluster) -> Result<Vec<Node>, String> {
+    let api: Api<Node> = Api::all(c.client.clone());
+    let lp = ListParams::default();
+    retry(ATTEMPTS, || api.list(&lp))
+        .await
+        .map(|l| l.items)
+        .map_err(|e| c.error("list nodes", &e).to_string())
+}
+
+pub fn nodes_check(nodes: Result<Vec<Node>, String>, app: &App) -> Check {
+    let nodes = match nodes {
+        Ok(n) => n,
+        Err(e) => {
+            return Check::warn(
+                "nodes",
+                format!("cannot tell: {e}"),
+                "doctor needs `list nodes` at the cluster scope",
+            );
+        }
+    };
+    if nodes.is_empty() {
+        return Check::warn("nodes", "the cluster lists no nodes", "");
+    }
+    let (fit, msg) = fit::nodes_for_worker(&nodes, app);
+    if fit == 0 {
+        Check::fail(
+            "nodes",
+            msg,
+            "lower resources.worker / gpusPerWorker, or fix nodeSelector and tolerations",
+        )
+    } else {
+        Check::ok("nodes", msg)
+    }
+}
+
+pub async fn pull_secrets(c: &Cluster, namespace: &str, app: &App) -> Check {
+    if app.image_pull_secrets.is_empty() {
+        return Check::ok("pull-secrets", "no imagePullSecrets configured");
+    }
+    let api: Api<Secret> = Api::namespaced(c.client.clone(), namespace);
+    let mut missing = Vec::new();
+    for name in &app.image_pull_secrets {
+        match retry(ATTEMPTS, || api.get_opt(name)).await {
+            Ok(Some(_)) => {}
+            Ok(None) => missing.push(name.clone()),
+            Err(e) => {
+                return Check::warn(
+                    "pull-secrets",
+                    c.error(&format!("get secret {name}"), &e).to_string(),
+                    "",
+                );
+            }
+        }
+    }
+    if missing.is_empty() {
+        Check::ok(
+            "pull-secrets",
+            format!(
+                "{} exist in namespace {namespace}",
+                app.image_pull_secrets.join(", ")
+            ),
+        )
+    } else {
+        Check::fail(
+            "pull-secrets",
+            format!(
+                "imagePullSecrets not in namespace {namespace}: {}",
+                missing.join(", ")
+            ),
+            format!(
+                "kubectl -n {namespace} create secret docker-registry NAME --docker-server=… --docker-username=… --docker-password=…"
+            ),
+        )
+    }
+}
+
+/// Istio's sidecar breaks MPI's ssh and keeps pods running after the job: a namespace with
+/// injection on is a failure unless the app's pods opt out.
+pub async fn istio(c: &Cluster, namespace: &str, app: &App) -> Check {
+    let api: Api<Namespace> = Api::all(c.client.clone());
+    let ns = match retry(ATTEMPTS, || api.get_opt(namespace)).await {
+        Ok(Some(ns)) => ns,
+        Ok(None) => {
+            return Check::warn(
+                "istio",
+                format!("namespace {namespace} does not exist"),
+                "deploy --create-namespace creates it",
+            );
+        }
+        Err(e) if status_code(&e) == Some(403) => {
+            return Check::warn(
+                "istio",
+                format!("cannot read namespace {namespace} (403)"),
+                "",
+            );
+        }
+        Err(e) => return Check::warn("istio", c.error("get namespace", &e).to_string(), ""),
+    };
+    let labels = ns.metadata.labels.unwrap_or_default();
+    let on = labels.get("istio-injection").map(String::as_str) == Some("enabled")
+        || labels.contains_key("istio.io/rev");
+    let opted_out = app
+        .annotations
+        .get("sidecar.istio.io/inject")
+        .is_some_and(|v| v == "false");
+    match (on, opted_out) {
+        (false, _) => Check::ok(
+            "istio",
+            format!("no sidecar injection in namespace {namespace}"),
+        ),
+        (true, true) => Check::ok(
+            "istio",
+            format!(
+                "namespace {namespace} injects Istio sidecars; the app's pods opt out (sidecar.istio.io/inject: \"false\")"
+            ),
+        ),
+        (true, false) => Check::fail(
+            "istio",
+            format!(
+                "namespace {namespace} injects Istio sidecars into the run's pods: they break MPI's ssh and keep workers running after the job"
+            ),
+            "set annotations[\"sidecar.istio.io/inject\"]=\"false\" in hvdctl.yaml",
+        ),
+    }
+}
+
+pub async fn quotas(c: &Cluster, namespace: &str) -> Result<Vec<ResourceQuota>, String> {
+    let api: Api<ResourceQuota> = Api::namespaced(c.client.clone(), namespace);
+    let lp = ListParams::default();
+    retry(ATTEMPTS, || api.list(&lp))
+        .await
+        .map(|l| l.items)
+        .map_err(|e| {
+            c.error(&format!("list resourcequotas in namespace {namespace}"), &e)
+                .to_string()
+        })
+}
+
+pub fn quota_check(
+    namespace: &str,
+    quotas: Result<Vec<ResourceQuota>, String>,
+    app: &App,
+) -> Check {
+    let quotas = match quotas {
+        Ok(q) => q,
+        Err(e) => return Check::warn("quota", format!("cannot tell: {e}"), ""),
+    };
+    if quotas.is_empty() {
+        return Check::ok(
+            "quota",
+            format!("no ResourceQuota in namespace {namespace}"),
+        );
+    }
+    let totals = fit::run_totals(app);
+    let short: Vec<String> = quotas
+        .iter()
+        .flat_map(|q| fit::quota_short(q, &totals))
+        .collect();
+    if short.is_empty() {
+        Check::ok(
+            "quota",
+            format!(
+                "{} ResourceQuota(s) in namespace {namespace} have room for the run",
+                quotas.len()
+            ),
+        )
+    } else {
+        Check::fail(
+            "quota",
+            short.join("; "),
+            "lower workers or resources, or free room in the namespace",
+        )
+    }
+}

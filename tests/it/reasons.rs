@@ -1,0 +1,518 @@
+//! Why a run failed, said by `status` (text and JSON, the run and each pod), `logs -f` and
+//! `deploy --wait/--logs` (exit 1 within 5 s of the failure): out of memory, an image that
+//! cannot be pulled, a crash loop, a failed launcher and the first rank that failed, no node
+//! that fits, workers whose sshd the launcher waits for. On the fake cluster's synthetic
+//! kubelet (its `FAKE_KUBELET_*` faults) for the mpijob and native backends, and for real on
+//! its Docker kubelet and the local backend.
+
+use crate::util::*;
+use fake_cluster::Options;
+use fake_cluster::scheduler::NodeSpec;
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The 5 s of the issue: a waiting command ends this soon after the failure.
+const WITHIN: Duration = Duration::from_secs(5);
+
+fn deploy(e: &Cluster, dir: &Path, backend: &str, id: &str, sets: &[&str], extra: &[&str]) -> Out {
+    let mut c = e.hv(dir);
+    c.args(["deploy", "--backend", backend, "--run-id", id]);
+    for s in sets {
+        c.args(["--set", s]);
+    }
+    c.args(extra);
+    run(c)
+}
+
+fn status_json(e: &Cluster, dir: &Path, id: &str) -> Value {
+    let mut c = e.hv(dir);
+    c.args(["status", id, "-o", "json"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    serde_json::from_str(&o.stdout).unwrap()
+}
+
+/// Polls `status -o json` until `ok` holds (10 s at most).
+fn status_until(e: &Cluster, dir: &Path, id: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let v = status_json(e, dir, id);
+        if ok(&v) || start.elapsed() > Duration::from_secs(10) {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn pod_reason<'a>(v: &'a Value, name: &str) -> &'a str {
+    v["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .and_then(|p| p["reason"].as_str())
+        .unwrap_or_else(|| panic!("{name} has no reason: {v:#}"))
+}
+
+fn run_reason(v: &Value) -> &str {
+    v["reason"].as_str().unwrap_or_default()
+}
+
+/// A timed hvdctl run: its output and how long it took.
+fn timed(mut c: assert_cmd::Command) -> (Out, Duration) {
+    let t = Instant::now();
+    c.timeout(Duration::from_secs(60));
+    let o = run(c);
+    (o, t.elapsed())
+}
+
+#[test]
+fn out_of_memory_names_pod_container_limit_and_exit() {
+    let e = Cluster::synthetic(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    for (backend, id) in [("mpijob", "o1"), ("native", "o2")] {
+        let o = deploy(
+            &e,
+            &dir,
+            backend,
+            id,
+            &[
+                "env.FAKE_KUBELET_OOM=worker-1",
+                "resources.worker.requests.memory=64Mi",
+                "resources.worker.limits.memory=64Mi",
+            ],
+            &[],
+        );
+        assert_eq!(o.code, 0, "{backend}: {}", o.stderr);
+        let (o, took) = timed({
+            let mut c = e.hv(&dir);
+            c.args(["logs", "-f", id]);
+            c
+        });
+        let pod = format!("demo-{id}-worker-1");
+        let want = format!(
+            "OOMKilled: container worker of {pod} exceeded its memory limit 64Mi (exit 137)"
+        );
+        assert_eq!(o.code, 1, "{backend}: {}", o.stderr);
+        assert!(o.stderr.contains(&want), "{backend}: {}", o.stderr);
+        assert!(took < WITHIN, "{backend}: logs -f took {took:?}");
+        let v = status_json(&e, &dir, id);
+        assert!(
+            v["reason"].as_str().is_some_and(|r| r.contains(&want)),
+            "{backend}: {v:#}"
+        );
+        assert_eq!(pod_reason(&v, &pod), want, "{backend}");
+        let mut c = e.hv(&dir);
+        c.args(["status", id]);
+        let text = run(c).stdout;
+        assert!(text.contains("Reason:     "), "{text}");
+        assert!(text.contains(&format!("reason: {want}")), "{text}");
+        eprintln!("{backend}: OOMKilled → logs -f exit 1 after {took:.1?}");
+    }
+}
+
+#[test]
+fn an_image_that_cannot_be_pulled_ends_deploy_wait_and_logs() {
+    let e = Cluster::synthetic(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    for (backend, id, flag) in [
+        ("mpijob", "p1", "--wait"),
+        ("native", "p2", "--wait"),
+        ("mpijob", "p3", "--logs"),
+        ("native", "p4", "--logs"),
+    ] {
+        let t = Instant::now();
+        let o = deploy(
+            &e,
+            &dir,
+            backend,
+            id,
+            &["env.FAKE_KUBELET_PULL=fail:worker-0"],
+            &[flag],
+        );
+        let took = t.elapsed();
+        assert_eq!(o.code, 1, "{backend} {flag}: {}", o.stderr);
+        let pod = format!("demo-{id}-worker-0");
+        assert!(
+            o.stderr.contains(&format!("Reason: {pod}: "))
+                && (o.stderr.contains("ErrImagePull: image")
+                    || o.stderr.contains("ImagePullBackOff: image"))
+                && o.stderr.contains("not found"),
+            "{backend} {flag}: {}",
+            o.stderr
+        );
+        // The pull fails ~0.1 s after the pod is created: the whole deploy stays in 5 s.
+        assert!(took < WITHIN, "{backend} {flag}: deploy took {took:?}");
+        eprintln!("{backend}: ErrImagePull → deploy {flag} exit 1 after {took:.1?}");
+        let v = status_until(&e, &dir, id, |v| {
+            v["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("ImagePullBackOff"))
+        });
+        let r = pod_reason(&v, &pod);
+        assert!(r.starts_with("ImagePullBackOff: image \""), "{r}");
+        assert!(
+            r.contains("of container worker: Back-off pulling image"),
+            "{r}"
+        );
+    }
+}
+
+#[test]
+fn a_failed_launcher_names_the_first_rank_that_failed_and_its_last_lines() {
+    let e = Cluster::synthetic(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    for (backend, id) in [("mpijob", "f1"), ("native", "f2")] {
+        let o = deploy(
+            &e,
+            &dir,
+            backend,
+            id,
+            &["env.FAKE_KUBELET_LINES=2", "env.FAKE_KUBELET_EXIT=3"],
+            &[],
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let mut c = e.hv(&dir);
+        c.args(["status", id, "--wait", "-o", "json"]);
+        let o = run(c);
+        assert_eq!(o.code, 1, "{backend}: {}", o.stdout);
+        let v: Value = serde_json::from_str(&o.stdout).unwrap();
+        let r = v["reason"].as_str().unwrap_or_default();
+        assert!(
+            r.starts_with(&format!("launcher demo-{id}-launcher")) && r.contains(" failed"),
+            "{backend}: {r}"
+        );
+        // The first rank that failed, with its last lines as the fake kubelet wrote them.
+        assert!(r.contains("first to fail: demo-"), "{backend}: {r}");
+        assert!(r.contains("exited with code 3"), "{backend}: {r}");
+        assert!(r.contains("; last lines: \"pod=demo-"), "{backend}: {r}");
+        assert!(r.contains("line 1\""), "{backend}: {r}");
+    }
+}
+
+#[test]
+fn a_crash_loop_names_exit_code_restarts_and_last_lines() {
+    // Containers that restart OnFailure crash again and again: native's workers, mpijob's
+    // launcher (the operator's workers are Never; a backoffLimit keeps its Job going).
+    let e = Cluster::synthetic(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    for (backend, id, role, container) in [
+        ("native", "c1", "worker-0", "worker"),
+        ("mpijob", "c2", "launcher", "launcher"),
+    ] {
+        let o = deploy(
+            &e,
+            &dir,
+            backend,
+            id,
+            &[
+                "env.FAKE_KUBELET_LINES=2",
+                "env.FAKE_KUBELET_RESTARTS=1000",
+                "runPolicy.backoffLimit=1000",
+            ],
+            &[],
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let prefix = format!("demo-{id}-{role}");
+        let looping = |v: &Value| {
+            v["pods"].as_array().and_then(|ps| {
+                ps.iter().find_map(|p| {
+                    let name = p["name"].as_str()?;
+                    let r = p["reason"].as_str()?;
+                    (name.starts_with(&prefix) && r.starts_with("CrashLoopBackOff"))
+                        .then(|| (name.to_string(), r.to_string()))
+                })
+            })
+        };
+        let v = status_until(&e, &dir, id, |v| looping(v).is_some());
+        let (pod, r) = looping(&v).unwrap_or_else(|| panic!("{backend}: {v:#}"));
+        assert!(
+            r.starts_with(&format!(
+                "CrashLoopBackOff: container {container} exited with code 1, restarted "
+            )) && r.contains(" time(s); last lines: "),
+            "{backend}: {r}"
+        );
+        assert!(
+            r.contains(&format!("\"pod={pod} container={container} restart="))
+                && r.contains("line 2\""),
+            "{backend}: {r}"
+        );
+        assert!(v["reason"].as_str().is_some(), "{v:#}");
+    }
+}
+
+#[test]
+fn no_node_that_fits_is_the_schedulers_message() {
+    let e = Cluster::start(Options {
+        mpi_operator: true,
+        nodes: NodeSpec {
+            count: 2,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    for (backend, id) in [("mpijob", "u1"), ("native", "u2")] {
+        let t = Instant::now();
+        let o = deploy(
+            &e,
+            &dir,
+            backend,
+            id,
+            &["gpusPerWorker=1"],
+            &["--wait", "--skip-checks"],
+        );
+        let took = t.elapsed();
+        assert_eq!(o.code, 1, "{backend}: {}", o.stderr);
+        assert!(
+            o.stderr.contains(&format!("Reason: demo-{id}-worker-0: Pending: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu"))
+                || o.stderr.contains(&format!("Reason: demo-{id}-worker-1: Pending: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu")),
+            "{backend}: {}",
+            o.stderr
+        );
+        assert!(took < WITHIN, "{backend}: {took:?}");
+        let v = status_json(&e, &dir, id);
+        let r = pod_reason(&v, &format!("demo-{id}-worker-0"));
+        assert!(r.starts_with("Pending: 0/2 nodes are available"), "{r}");
+    }
+}
+
+#[test]
+fn a_launcher_waiting_for_sshd_names_the_workers_not_ready() {
+    let e = Cluster::synthetic(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    for (backend, id) in [("mpijob", "s1"), ("native", "s2")] {
+        let o = deploy(
+            &e,
+            &dir,
+            backend,
+            id,
+            &["env.FAKE_KUBELET_HANG=worker-1", "workers=3"],
+            &[],
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let want = format!(" is waiting for the sshd of 1 worker(s) not ready: demo-{id}-worker-1");
+        let ok = |v: &Value| {
+            v["reason"].as_str().is_some_and(|r| {
+                r.starts_with(&format!("launcher demo-{id}-launcher")) && r.ends_with(&want)
+            })
+        };
+        let v = status_until(&e, &dir, id, ok);
+        assert!(ok(&v), "{backend}: {v:#}");
+    }
+}
+
+// --- For real: the Docker kubelet and the local backend ------------------------------------
+
+/// A rank that writes 300 MiB in a worker limited to 64Mi: the kernel's OOM killer, for real.
+const HOG: &str = "command=[python3, -c, \"b = b'x' * (300 << 20); print(len(b))\"]";
+const LIMIT: [&str; 2] = [
+    "resources.worker.requests.memory=64Mi",
+    "resources.worker.limits.memory=64Mi",
+];
+
+/// On the Docker kubelet (pods are containers): a rank over its worker's memory limit, and
+/// an image that does not exist, each named with the exact container, limit and exit code.
+#[test]
+fn real_out_of_memory_and_missing_image_on_the_docker_kubelet() {
+    let Some(docker) = docker() else { return };
+    let img = template_image(&docker, "mpi-hello", &debian_image());
+    let e = Cluster::docker_kubelet(false);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    let id = run_id("o");
+    let job = format!("demo-{id}");
+    let mut c = e.hv(&dir);
+    c.args([
+        "deploy",
+        "--backend",
+        "native",
+        "--run-id",
+        &id,
+        "--image",
+        &img,
+    ])
+    .args([
+        "--no-push",
+        "--logs",
+        "--set",
+        HOG,
+        "--set",
+        LIMIT[0],
+        "--set",
+        LIMIT[1],
+    ]);
+    let o = run(c);
+    assert_eq!(o.code, 1, "{}\n{}", o.stdout, o.stderr);
+    // The OOM ends following at once; the launcher's Job fails a moment later.
+    let v = status_until(&e, &dir, &id, |v| v["state"] == "Failed");
+    let r = v["reason"].as_str().unwrap_or_default();
+    assert!(r.starts_with(&format!("launcher {job}-launcher")), "{r}");
+    // mpirun's word on the first rank: killed (by the OOM killer) on a worker.
+    assert!(
+        r.contains("; first to fail: rank ") && r.contains("(signal 9 (Killed) on "),
+        "{r}"
+    );
+    let oom = v["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["reason"].as_str())
+        .find(|r| r.starts_with("OOMKilled") && run_reason(&v).contains(r))
+        .unwrap_or_else(|| panic!("no pod says OOMKilled: {v:#}"))
+        .to_string();
+    let re = regex::Regex::new(&format!(
+        r"^OOMKilled: container worker of {job}-worker-[01] exceeded its memory limit 64Mi \(exit (\d+)\)$"
+    ))
+    .unwrap();
+    let exit = re.captures(&oom).unwrap_or_else(|| panic!("{oom}"))[1].to_string();
+    // The docker kubelet's own record of that container agrees on the exit code.
+    let worker = oom.split(' ').nth(4).unwrap();
+    let pod =
+        e.fc.get("pods", "default", worker)
+            .unwrap_or_else(|| panic!("{worker}"));
+    let t = &pod["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(t["reason"], "OOMKilled", "{t:#}");
+    assert_eq!(t["exitCode"].to_string(), exit, "{t:#}");
+    assert!(r.contains(&oom), "the run's reason names the OOM: {r}");
+    let mut c = e.hv(&dir);
+    c.args(["undeploy", &id]);
+    assert_eq!(run(c).code, 0);
+
+    // An image no registry has.
+    let id = run_id("i");
+    let missing = "127.0.0.1:5000/hvdctl-test/does-not-exist:1";
+    let t = Instant::now();
+    let mut c = e.hv(&dir);
+    c.args([
+        "deploy",
+        "--backend",
+        "native",
+        "--run-id",
+        &id,
+        "--image",
+        missing,
+    ])
+    .args(["--no-push", "--wait"]);
+    let o = run(c);
+    let took = t.elapsed();
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    // The exact pod and container, and the image, as the Docker kubelet's pull failed.
+    let re = regex::Regex::new(&format!(
+        r#"Reason: demo-{id}-(worker-[01]|launcher-[a-z0-9]+): (ErrImagePull|ImagePullBackOff): image "{}" of container (worker|launcher): "#,
+        regex::escape(missing)
+    ))
+    .unwrap();
+    let caps = re
+        .captures(&o.stderr)
+        .unwrap_or_else(|| panic!("{}", o.stderr));
+    assert_eq!(
+        caps[1].starts_with("worker"),
+        &caps[3] == "worker",
+        "{}",
+        o.stderr
+    );
+    eprintln!("docker kubelet: missing image → deploy --wait exit 1 after {took:.1?}");
+    let mut c = e.hv(&dir);
+    c.args(["undeploy", &id]);
+    assert_eq!(run(c).code, 0);
+}
+
+/// The local backend: the same rank over the same limit, and a rank that fails.
+#[test]
+fn real_out_of_memory_and_failing_rank_on_the_local_backend() {
+    let Some(docker) = docker() else { return };
+    let img = template_image(&docker, "mpi-hello", &debian_image());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = init_app(tmp.path(), "demo", "mpi-hello");
+    let id = run_id("o");
+    let job = format!("demo-{id}");
+    let o = hv(
+        &dir,
+        None,
+        &[
+            "deploy",
+            "--backend",
+            "local",
+            "--run-id",
+            &id,
+            "--image",
+            &img,
+            "--logs",
+            "--set",
+            HOG,
+            "--set",
+            LIMIT[0],
+            "--set",
+            LIMIT[1],
+        ],
+    );
+    assert_eq!(o.code, 1, "{}\n{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("Reason: launcher "), "{}", o.stderr);
+    let s = hv(&dir, None, &["status", &id, "-o", "json"]);
+    let v: Value = serde_json::from_str(&s.stdout).unwrap();
+    let oom = v["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["reason"].as_str())
+        .find(|r| r.starts_with("OOMKilled") && run_reason(&v).contains(r))
+        .unwrap_or_else(|| panic!("no container says OOMKilled: {v:#}"))
+        .to_string();
+    let re = regex::Regex::new(&format!(
+        r"^OOMKilled: container {job}-worker-[01] exceeded its memory limit 64Mi \(exit (\d+)\)$"
+    ))
+    .unwrap();
+    let exit: i64 = re.captures(&oom).unwrap_or_else(|| panic!("{oom}"))[1]
+        .parse()
+        .unwrap();
+    let name = oom.split(' ').nth(2).unwrap();
+    let rt = rt();
+    let st = rt
+        .block_on(docker.bollard().inspect_container(name, None))
+        .unwrap()
+        .state
+        .unwrap();
+    assert_eq!(st.oom_killed, Some(true));
+    assert_eq!(st.exit_code, Some(exit));
+    assert!(
+        v["reason"].as_str().unwrap_or_default().contains(&oom),
+        "{v:#}"
+    );
+    assert_eq!(hv(&dir, None, &["undeploy", &id]).code, 0);
+
+    // A rank that fails: the launcher's reason with the ranks' last lines.
+    let id = run_id("f");
+    let o = hv(
+        &dir,
+        None,
+        &[
+            "deploy",
+            "--backend",
+            "local",
+            "--run-id",
+            &id,
+            "--image",
+            &img,
+            "--wait",
+            "--set",
+            "command=[sh, -c, \"echo about to fail; exit 7\"]",
+        ],
+    );
+    let _ = o;
+    let s = hv(&dir, None, &["status", &id, "--wait", "-o", "json"]);
+    assert_eq!(s.code, 1, "{}", s.stdout);
+    let v: Value = serde_json::from_str(&s.stdout).unwrap();
+    let r = v["reason"].as_str().unwrap_or_default();
+    assert!(
+        r.starts_with(&format!(
+            "launcher demo-{id}-launcher failed; first to fail: rank "
+        )),
+        "{r}"
+    );
+    assert!(
+        r.contains(" (exit 7); last lines: \"about to fail\""),
+        "{r}"
+    );
+    assert_eq!(hv(&dir, None, &["undeploy", &id]).code, 0);
+}
