@@ -311,6 +311,13 @@ pub struct App {
     /// Where rank 0 writes TensorBoard event files (`hvdctl tensorboard` serves them).
     #[serde(default)]
     pub tensorboard: Option<Tensorboard>,
+    /// `hvdctl dev`: where changed files are copied in every container.
+    #[serde(default)]
+    pub dev: Dev,
+    /// Set by `hvdctl dev`, never read from `hvdctl.yaml`: deploy in warm mode (the launcher
+    /// holds instead of running the launch command; `hvdctl dev` runs each attempt by exec).
+    #[serde(skip)]
+    pub warm: bool,
     #[serde(default)]
     pub build: Build,
     /// Free parameters: templates see them as `parameters.<key>`, the job as env `<KEY>`
@@ -475,6 +482,25 @@ pub struct Tensorboard {
     /// Absolute directory inside rank 0's container; the job gets it as
     /// `TENSORBOARD_LOG_DIR`.
     pub log_dir: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Dev {
+    /// Absolute directory in every container that mirrors the app directory (the
+    /// Dockerfile's `COPY . /app`): `hvdctl dev` copies each saved file there.
+    #[serde(default = "app_dir")]
+    pub sync_to: String,
+}
+
+impl Default for Dev {
+    fn default() -> Dev {
+        Dev { sync_to: app_dir() }
+    }
+}
+
+fn app_dir() -> String {
+    "/app".into()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -18,28 +18,14 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
         }
         None => backend::new_run_id(),
     };
-    let recorded = if a.image.is_some() {
-        None
-    } else {
-        state::image(&loaded.dir)?
-    };
-    let image = match (&a.image, &recorded) {
-        (Some(i), _) => i.clone(),
-        (None, Some(r)) => r.image.clone(),
-        (None, None) => app.image.clone(),
-    };
-    if !app::validate::is_image_ref(&image) {
-        return Err(Error::input(format!(
-            "--image {image}: not a valid image reference"
-        )));
-    }
+    let (image, unpushed) = image(&loaded, a.image.as_deref())?;
     let plan = Plan {
         app,
         dir: &loaded.dir,
         backend: a.app.backend.unwrap_or(app.backend),
         run_id,
         image,
-        unpushed: recorded.filter(|r| !r.pushed).map(|r| r.image),
+        unpushed,
     };
     let env = Env::with_app(g, ui, Some(app.clone()));
     if a.dry_run() == Some(DryRun::Client) {
@@ -58,4 +44,24 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
             None => Ok(0),
         }
     })
+}
+
+/// The image a run gets: `--image`, else the last one `hvdctl build` made here, else
+/// hvdctl.yaml's; and that image again when it was built here and not pushed yet.
+pub(crate) fn image(loaded: &app::Loaded, flag: Option<&str>) -> Result<(String, Option<String>)> {
+    let recorded = match flag {
+        Some(_) => None,
+        None => state::image(&loaded.dir)?,
+    };
+    let image = match (flag, &recorded) {
+        (Some(i), _) => i.to_string(),
+        (None, Some(r)) => r.image.clone(),
+        (None, None) => loaded.app.image.clone(),
+    };
+    if !app::validate::is_image_ref(&image) {
+        return Err(Error::input(format!(
+            "--image {image}: not a valid image reference"
+        )));
+    }
+    Ok((image, recorded.filter(|r| !r.pushed).map(|r| r.image)))
 }

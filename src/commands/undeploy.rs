@@ -38,7 +38,8 @@ pub fn run(g: &Global, ui: &Ui, a: UndeployArgs) -> Result<u8> {
     })
 }
 
-async fn remove(env: &Env<'_>, run: &Run, wait: bool) -> Result<Removed> {
+/// Deletes `run` (waiting until it is gone with `wait`), says what went, forgets its record.
+pub(crate) async fn remove(env: &Env<'_>, run: &Run, wait: bool) -> Result<Removed> {
     let info = run.info();
     let removed = run.undeploy(wait, env.ui).await?;
     if removed.is_empty() {

@@ -95,6 +95,16 @@ impl LineFormat {
         }
     }
 
+    /// Lines of attempt `n` of `hvdctl dev`: text `#n ` before the prefix, JSON `attempt`.
+    pub fn with_attempt(mut self, n: u32) -> LineFormat {
+        let start = match self.head.style.format {
+            Format::Text => format!("#{n} "),
+            Format::Json => format!(",\"attempt\":{n}"),
+        };
+        self.head.start.splice(0..0, start.into_bytes());
+        self
+    }
+
     /// Appends what one line of the log (without its `\n`) stamped `ts` (the raw RFC 3339
     /// text, may be empty) gives: itself, or for a launcher the lines of ranks it completes
     /// (none while a rank's line is still in pieces, none of other ranks with `--rank`).
