@@ -422,3 +422,104 @@ fn dev_refuses_bad_input() {
     let o = hv(&dir, None, &["-C", missing.to_str().unwrap(), "dev"]);
     assert_eq!(o.code, 2, "{}", o.stderr);
 }
+
+/// A change to the Dockerfile builds a new image and replaces the run (new containers, the
+/// attempt count going on); `-o json` lines carry `attempt` and the keys of `hvdctl logs`.
+#[test]
+fn dev_rebuilds_on_a_dockerfile_change_in_a_local_run() {
+    let Some(docker) = docker() else { return };
+    let img = image(&docker);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = init_app(tmp.path(), "dev", "mpi-hello");
+    let id = run_id("r");
+    let job = format!("dev-{id}");
+    let base = format!("build.args.BASE_IMAGE={}", debian_image());
+    let mut dev = Dev::start(
+        &dir,
+        None,
+        &[
+            "--backend",
+            "local",
+            "--run-id",
+            &id,
+            "--image",
+            &img,
+            "--set",
+            "workers=2",
+            "--set",
+            &base,
+            "-o",
+            "json",
+        ],
+    );
+    let json = |l: &str| serde_json::from_str::<serde_json::Value>(l).ok();
+    let says = |n: u64, rank: u64, text: String| {
+        move |l: &str| {
+            json(l).is_some_and(|v| {
+                v["attempt"] == n
+                    && v["rank"] == rank
+                    && v["role"] == "launcher"
+                    && v["message"].as_str().is_some_and(|m| m.contains(&text))
+            })
+        }
+    };
+    dev.wait_for(
+        "of attempt 1",
+        Duration::from_secs(120),
+        says(1, 0, "sum of ranks".into()),
+    );
+    let before = on_local(&docker, &id);
+    edit(
+        &dir,
+        "print(\"edit rebuilt=\" + (open(\"/opt/dev-rebuilt\").read().strip() if os.path.exists(\"/opt/dev-rebuilt\") else \"no\"), flush=True)",
+    );
+    dev.wait_for(
+        "of attempt 2",
+        Duration::from_secs(60),
+        says(2, 1, "edit rebuilt=no".into()),
+    );
+    let t = token();
+    let dockerfile = dir.join("Dockerfile");
+    let text = std::fs::read_to_string(&dockerfile).unwrap();
+    std::fs::write(
+        &dockerfile,
+        format!("{text}RUN echo {t} > /opt/dev-rebuilt\n"),
+    )
+    .unwrap();
+    let want = format!("edit rebuilt={t}");
+    dev.wait_for(
+        "of attempt 3 on the new image",
+        Duration::from_secs(240),
+        says(3, 0, want.clone()),
+    );
+    dev.wait_for(
+        "of attempt 3 on the new image",
+        Duration::from_secs(60),
+        says(3, 1, want),
+    );
+    let after = on_local(&docker, &id);
+    assert_eq!(after.len(), 3, "{after:?}");
+    assert!(
+        after.iter().all(|c| !before.contains(c)),
+        "the run was not replaced: {before:?} {after:?}"
+    );
+    let (code, stderr) = dev.interrupt();
+    assert_eq!(code, 130, "{stderr}");
+    assert!(stderr.contains("Dockerfile changed"), "{stderr}");
+    assert_eq!(leftovers(&docker, &job, &id), (0, 0, 0));
+    // The image the rebuild made (recorded by hvdctl build's code) goes too.
+    let rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join(".hvdctl/image.json")).unwrap()).unwrap();
+    if let Some(image) = rec["image"].as_str() {
+        let _ = rt().block_on(docker.bollard().remove_image(
+            image,
+            None::<bollard::query_parameters::RemoveImageOptions>,
+            None,
+        ));
+    }
+}
+
+/// The ids of local run `id`'s containers.
+fn on_local(docker: &DockerClient, id: &str) -> Vec<String> {
+    local_containers(docker, id).into_values().collect()
+}
