@@ -315,6 +315,24 @@ mod tests {
     }
 
     #[test]
+    fn attempt_lines_carry_their_number() {
+        let mut out = Vec::new();
+        LineFormat::new(&target(), style(Format::Text))
+            .with_attempt(3)
+            .push(&mut out, b"", b"hi");
+        assert_eq!(String::from_utf8(out).unwrap(), "#3 worker-3 | hi\n");
+        let mut out = Vec::new();
+        LineFormat::new(&target(), style(Format::Json))
+            .with_attempt(3)
+            .push(&mut out, b"t", b"hi");
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            (v["attempt"].clone(), v["message"].clone()),
+            (json!(3), json!("hi"))
+        );
+    }
+
+    #[test]
     fn json_lines_are_valid_json() {
         let mut out = Vec::new();
         let mut f = LineFormat::new(&target(), style(Format::Json));

@@ -14,10 +14,13 @@ d=/tmp/hvdctl-dev
 mkdir -p "$d"
 if [ -s "$d/pgid" ]; then
   old=$(cat "$d/pgid")
-  if kill -TERM -- "-$old" 2>/dev/null; then
+  # Its process group; only the process when there was no setsid.
+  target=-$old
+  kill -0 -- "$target" 2>/dev/null || target=$old
+  if kill -TERM -- "$target" 2>/dev/null; then
     echo "hvdctl: stopping the previous attempt"
-    for _ in $(seq 100); do kill -0 -- "-$old" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL -- "-$old" 2>/dev/null
+    for _ in $(seq 100); do kill -0 -- "$target" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "$target" 2>/dev/null
   fi
   rm -f "$d/pgid"
 fi

@@ -168,17 +168,19 @@ impl Dev {
 
 /// Rewrites `hello.py` so every rank prints `line` first (after the imports).
 fn edit(dir: &Path, line: &str) {
-    let p = dir.join("hello.py");
+    edit_script(dir, "hello.py", "from mpi4py", line)
+}
+
+/// Rewrites `script` with `line` after the line starting with `after` (and without the
+/// lines earlier edits put in).
+fn edit_script(dir: &Path, script: &str, after: &str, line: &str) {
+    let p = dir.join(script);
     let text = std::fs::read_to_string(&p).unwrap();
     let mut kept: Vec<&str> = text
         .lines()
         .filter(|l| !l.starts_with("print(\"edit ") && !l.starts_with("def broken("))
         .collect();
-    let at = kept
-        .iter()
-        .position(|l| l.starts_with("from mpi4py"))
-        .unwrap()
-        + 1;
+    let at = kept.iter().position(|l| l.starts_with(after)).unwrap() + 1;
     kept.insert(at, line);
     std::fs::write(&p, kept.join("\n") + "\n").unwrap();
 }
@@ -522,4 +524,70 @@ fn dev_rebuilds_on_a_dockerfile_change_in_a_local_run() {
 /// The ids of local run `id`'s containers.
 fn on_local(docker: &DockerClient, id: &str) -> Vec<String> {
     local_containers(docker, id).into_values().collect()
+}
+
+/// The horovod template (PyTorch, horovodrun, 2 workers) on the Horovod base, locally: the
+/// edited train.py runs in attempt 2 on both ranks and trains its epoch; the file's hash is
+/// on every container.
+#[test]
+fn dev_picks_up_an_edit_of_the_horovod_template_in_a_local_run() {
+    let Some(docker) = docker() else { return };
+    let Some(base) = horovod_base(&docker) else {
+        return;
+    };
+    let img = template_image(&docker, "horovod", &base);
+    let _training = one_training_at_a_time();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = init_app(tmp.path(), "hvd", "horovod");
+    let id = run_id("h");
+    let job = format!("hvd-{id}");
+    let mut dev = Dev::start(
+        &dir,
+        None,
+        &[
+            "--backend",
+            "local",
+            "--run-id",
+            &id,
+            "--image",
+            &img,
+            "--set",
+            "workers=2",
+            "--set",
+            "mpi.launcher=horovodrun",
+            "--set",
+            "parameters.epochs=1",
+            "--set",
+            "env.SYNTHETIC_SAMPLES=2000",
+            "--set",
+            "env.OMP_NUM_THREADS=1",
+        ],
+    );
+    let epoch = |n: u32| {
+        move |l: &str| l.starts_with(&format!("#{n} launcher r0 | epoch 1/1: train_loss="))
+    };
+    dev.wait_for("of attempt 1's epoch", Duration::from_secs(300), epoch(1));
+    let pods = local_containers(&docker, &id);
+    let t = token();
+    edit_script(
+        &dir,
+        "train.py",
+        "import horovod.torch",
+        &format!("print(\"edit {t}\", flush=True)"),
+    );
+    for r in [0, 1] {
+        let want = format!("#2 launcher r{r} | edit {t}");
+        dev.wait_for(&want, Duration::from_secs(60), |l| l == want);
+    }
+    dev.wait_for("of attempt 2's epoch", Duration::from_secs(300), epoch(2));
+    let want = sha256(&dir.join("train.py"));
+    assert_eq!(hashes(&dir, None, &id, 2, "/app/train.py"), vec![want; 3]);
+    assert_eq!(
+        local_containers(&docker, &id),
+        pods,
+        "the containers changed"
+    );
+    let (code, stderr) = dev.interrupt();
+    assert_eq!(code, 130, "{stderr}");
+    assert_eq!(leftovers(&docker, &job, &id), (0, 0, 0));
 }
