@@ -21,9 +21,9 @@ fc=${FAKE_CLUSTER:-$root/target/release/fake-cluster}
 [ -x "$hv" ] && [ -x "$fc" ] || (cd "$root" && cargo build --release -q -p hvdctl -p fake-cluster)
 eval "$("$root/scripts/dev-services.sh" env)"
 export NO_COLOR=1 CI=true
-work=$(mktemp -d)
+work=$(mktemp -d); echo "work: $work" >&2
 fc_pid=
-trap '[ -n "$fc_pid" ] && kill $fc_pid 2>/dev/null; rm -rf "$work"' EXIT
+trap '[ -n "$fc_pid" ] && kill $fc_pid 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 
 # Registry credentials for `build --push`, in a config of this run only.
 export DOCKER_CONFIG=$work/docker
@@ -80,7 +80,7 @@ def stop(p):
 try:
     if mode == "dev":
         p, q = start(cmd)
-        wait_for(q, "#1 ", 600)    # attempt 1 is printing: the run is warm
+        wait_for(q, "#1 ", 300)    # attempt 1 is printing: the run is warm
         time.sleep(2)
         for i in range(runs):
             edit(i)

@@ -30,15 +30,23 @@ pub fn request(launch: &[String], output: Output) -> ExecRequest {
     }
 }
 
-/// Runs attempt `n` in the launcher and prints its lines as they come; the launch command's
-/// exit code.
+/// How an attempt ended.
+#[derive(Debug, Clone, Copy)]
+pub struct Ended {
+    /// The launch command's exit code.
+    pub code: u8,
+    /// Lines printed.
+    pub lines: u64,
+}
+
+/// Runs attempt `n` in the launcher and prints its lines as they come.
 pub async fn run(
     run: Arc<Run>,
     n: u32,
     launch: Vec<String>,
     launcher: Target,
     style: Style,
-) -> Result<u8> {
+) -> Result<Ended> {
     let (tx, rx) = mpsc::channel::<Vec<u8>>(crate::logs::printer::CHANNEL);
     let printer = tokio::spawn(print_lines(
         rx,
@@ -51,20 +59,22 @@ pub async fn run(
     let code = run
         .exec(&pick, &request(&launch, Output::Channel(tx)))
         .await;
-    let _ = printer.await;
-    code
+    let lines = printer.await.unwrap_or(0);
+    Ok(Ended { code: code?, lines })
 }
 
-/// Splits the chunks into lines, formats and prints them (stdout, one write per chunk).
-async fn print_lines(mut rx: mpsc::Receiver<Vec<u8>>, mut fmt: LineFormat) {
+/// Splits the chunks into lines, formats and prints them (stdout, one write per chunk);
+/// how many lines were printed.
+async fn print_lines(mut rx: mpsc::Receiver<Vec<u8>>, mut fmt: LineFormat) -> u64 {
     let mut pending: Vec<u8> = Vec::new();
+    let mut lines = 0;
     while let Some(chunk) = rx.recv().await {
         pending.extend_from_slice(&chunk);
         let mut out = Vec::new();
         let ts = crate::state::now();
         let mut start = 0;
         while let Some(i) = pending[start..].iter().position(|&b| b == b'\n') {
-            fmt.push(&mut out, ts.as_bytes(), &pending[start..start + i]);
+            lines += fmt.push(&mut out, ts.as_bytes(), &pending[start..start + i]);
             start += i + 1;
         }
         pending.drain(..start);
@@ -72,10 +82,11 @@ async fn print_lines(mut rx: mpsc::Receiver<Vec<u8>>, mut fmt: LineFormat) {
     }
     let mut out = Vec::new();
     if !pending.is_empty() {
-        fmt.push(&mut out, crate::state::now().as_bytes(), &pending);
+        lines += fmt.push(&mut out, crate::state::now().as_bytes(), &pending);
     }
-    fmt.finish(&mut out);
+    lines += fmt.finish(&mut out);
     write(&out);
+    lines
 }
 
 fn write(out: &[u8]) {
@@ -83,5 +94,7 @@ fn write(out: &[u8]) {
         return;
     }
     let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(out).and_then(|_| stdout.flush());
+    if let Err(e) = stdout.write_all(out).and_then(|_| stdout.flush()) {
+        eprintln!("hvdctl: writing an attempt's lines to stdout: {e}");
+    }
 }

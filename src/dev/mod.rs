@@ -135,10 +135,10 @@ async fn interrupt() {
 /// The attempt running, if any.
 struct Running {
     n: u32,
-    task: JoinHandle<Result<u8>>,
+    task: JoinHandle<Result<attempt::Ended>>,
 }
 
-async fn finished(running: &mut Option<Running>) -> (u32, Result<u8>) {
+async fn finished(running: &mut Option<Running>) -> (u32, Result<attempt::Ended>) {
     match running {
         Some(r) => {
             let res = (&mut r.task).await;
@@ -237,7 +237,10 @@ pub async fn run(env: &Env<'_>, loaded: &Loaded, o: Options) -> Result<u8> {
                 running = Some(start(&live, n));
             }
             (k, res) = finished(&mut running) => match res {
-                Ok(code) => ui.note(format!("attempt #{k} exited with code {code}; waiting for a change")),
+                Ok(e) => ui.note(format!(
+                    "attempt #{k} exited with code {} ({} lines); waiting for a change",
+                    e.code, e.lines
+                )),
                 Err(e) => ui.note(format!("attempt #{k} failed: {e}; waiting for a change")),
             },
             _ = interrupt() => break Err(Error::interrupted()),
