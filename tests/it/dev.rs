@@ -97,8 +97,6 @@ impl Dev {
                 Some((err, l))
             }
             Err(_) => {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
                 panic!(
                     "no line {what} within {timeout:?}; stdout:\n{}\nstderr:\n{}",
                     self.seen.join("\n"),
@@ -140,6 +138,10 @@ impl Dev {
 
     /// SIGINT, then the exit code and stderr.
     pub(crate) fn interrupt(mut self) -> (i32, String) {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> (i32, String) {
         // SAFETY: kill(2) on our own child's pid.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
         let deadline = Instant::now() + Duration::from_secs(120);
@@ -163,6 +165,15 @@ impl Dev {
             }
         }
         (status.code().unwrap_or(-1), self.seen_err.join("\n"))
+    }
+}
+
+/// A test that fails half way still undeploys: `hvdctl dev` is interrupted as by Ctrl-C.
+impl Drop for Dev {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.stop();
+        }
     }
 }
 
