@@ -36,6 +36,7 @@ impl Cli {
     pub fn global(&self) -> Global {
         let cluster = match &self.command {
             Command::Deploy(a) => Some(&a.cluster),
+            Command::Dev(a) => Some(&a.cluster),
             Command::Status(a) => Some(&a.cluster),
             Command::Runs(a) => Some(&a.cluster),
             Command::Events(a) => Some(&a.cluster),
@@ -187,6 +188,8 @@ pub enum Command {
     Push(PushArgs),
     /// Render the run's manifests and apply them (or print them with --dry-run)
     Deploy(DeployArgs),
+    /// Deploy warm, then on each saved change copy it into the run and start a new attempt
+    Dev(DevArgs),
     /// Show a run's job state, conditions and pods (or every run with --all)
     Status(StatusArgs),
     /// List this app's runs on every engine, newest first: state, phase times, provenance
@@ -461,6 +464,35 @@ pub enum RoleFilter {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+#[derive(Debug, Args)]
+pub struct DevArgs {
+    #[command(flatten)]
+    pub app: AppOverrides,
+    /// Image to start from (default: the last image built with `hvdctl build`, else
+    /// hvdctl.yaml's); a change to the Dockerfile or the requirements builds a new one
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// Use this run id instead of a random one (kept when a rebuild replaces the run)
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+    /// Create the namespace if it does not exist
+    #[arg(long)]
+    pub create_namespace: bool,
+    /// Milliseconds of quiet after a change before it is synced (an editor's save is
+    /// often several writes)
+    #[arg(long, value_name = "MS", default_value_t = 150)]
+    pub debounce: u64,
+    /// Skip deploy's checks before anything is created (as `hvdctl deploy --skip-checks`)
+    #[arg(long)]
+    pub skip_checks: bool,
+    /// Output format of the attempts' lines: text (`#N launcher r1 | …`), or json (the
+    /// keys of `hvdctl logs -o json` and `attempt`)
+    #[arg(short, long, value_enum, default_value_t = LogFormat::Text)]
+    pub output: LogFormat,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 #[derive(Debug, Args, Clone)]

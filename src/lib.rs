@@ -9,6 +9,7 @@ pub mod backend;
 pub mod cli;
 pub mod cluster;
 pub mod commands;
+pub mod dev;
 pub mod doctor;
 pub mod engine;
 pub mod error;

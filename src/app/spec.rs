@@ -311,6 +311,13 @@ pub struct App {
     /// Where rank 0 writes TensorBoard event files (`hvdctl tensorboard` serves them).
     #[serde(default)]
     pub tensorboard: Option<Tensorboard>,
+    /// `hvdctl dev`: where changed files are copied in every container.
+    #[serde(default)]
+    pub dev: Dev,
+    /// Set by `hvdctl dev`, never read from `hvdctl.yaml`: deploy in warm mode (the launcher
+    /// holds instead of running the launch command; `hvdctl dev` runs each attempt by exec).
+    #[serde(skip)]
+    pub warm: bool,
     #[serde(default)]
     pub build: Build,
     /// The flight recorder (`.hvdctl/runs/<run id>/`).
@@ -500,6 +507,25 @@ impl Default for Recorder {
             max_mb: recorder_max_mb(),
         }
     }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Dev {
+    /// Absolute directory in every container that mirrors the app directory (the
+    /// Dockerfile's `COPY . /app`): `hvdctl dev` copies each saved file there.
+    #[serde(default = "app_dir")]
+    pub sync_to: String,
+}
+
+impl Default for Dev {
+    fn default() -> Dev {
+        Dev { sync_to: app_dir() }
+    }
+}
+
+fn app_dir() -> String {
+    "/app".into()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -488,6 +488,16 @@ pub fn check(app: &App) -> Vec<Problem> {
         );
     }
 
+    if !app.dev.sync_to.starts_with('/') {
+        c.at(
+            &["dev", "syncTo"],
+            format!(
+                "`{}` must be an absolute path in the container, e.g. /app",
+                app.dev.sync_to
+            ),
+        );
+    }
+
     if app.build.dockerfile.trim().is_empty() {
         c.at(&["build", "dockerfile"], "must not be empty");
     }

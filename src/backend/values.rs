@@ -397,8 +397,18 @@ pub fn launcher_env(app: &App) -> Vec<(&'static str, String)> {
     if app.run_policy.clean_pod_policy == CleanPodPolicy::None {
         env.push(("HVDCTL_KEEP_WORKERS", "1".into()));
     }
+    if app.warm {
+        env.push(("HVDCTL_DEV", "1".into()));
+    }
     env
 }
+
+/// The operator launcher's command in warm mode (`hvdctl dev`): what launcher.sh does with
+/// `HVDCTL_DEV=1` after its ssh setup (the operator did that here) — say where HOME is, then
+/// hold until terminated. The launch command runs per attempt through exec (attempt.sh).
+const WARM_HOLD: &str = "mkdir -p /tmp/hvdctl-dev && printf '%s\\n' \"$HOME\" > /tmp/hvdctl-dev/held; \
+echo 'hvdctl: warm mode: the launcher holds; hvdctl dev runs each attempt'; \
+trap 'exit 143' TERM INT; while :; do sleep 3600 & wait $!; done";
 
 /// All values for the manifest template of `run`. Without `ssh` (dry run) the key is redacted.
 pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
@@ -420,6 +430,7 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
         "mpiImplementation": app.mpi.implementation.as_str(),
         "sshAuthMountPath": ssh_auth_mount_path(app),
         "ssh": {"port": ssh_port(app)},
+        "warm": app.warm,
         "runPolicy": {
             "cleanPodPolicy": app.run_policy.clean_pod_policy.as_str(),
             "backoffLimit": app.run_policy.backoff_limit,
@@ -453,6 +464,9 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
             .map(String::from)
             .to_vec();
             cmd.extend(launch_argv(run, Some(HOSTFILE)));
+            if app.warm {
+                cmd = ["/bin/sh", "-c", WARM_HOLD].map(String::from).to_vec();
+            }
             v["launcher"]["command"] = json!(cmd);
             v["worker"]["command"] = json!(["/usr/sbin/sshd", "-De"]);
         }

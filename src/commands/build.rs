@@ -18,6 +18,13 @@ fn progress(p: ProgressChoice) -> ProgressMode {
 
 pub fn run(g: &Global, ui: &Ui, a: BuildArgs) -> Result<u8> {
     let loaded = app::load(&g.app_dir, &a.set)?;
+    block_on(build(&loaded, &a, ui))?;
+    Ok(0)
+}
+
+/// Builds the app's image as `a` says, records it in `.hvdctl/` (pushed with `--push`);
+/// the image reference. Shared by `build` and `dev`'s rebuilds.
+pub(crate) async fn build(loaded: &app::Loaded, a: &BuildArgs, ui: &Ui) -> Result<String> {
     let app = &loaded.app;
     let mut build_args: BTreeMap<String, String> = app.build.args.clone();
     for kv in &a.build_arg {
@@ -45,7 +52,7 @@ pub fn run(g: &Global, ui: &Ui, a: BuildArgs) -> Result<u8> {
     req.pull = a.pull;
     req.progress = progress(a.progress);
     req.labels.insert("hvdctl.io/app".into(), app.name.clone());
-    block_on(async {
+    {
         let docker = DockerClient::connect().await?;
         let built = image::build(&docker, &req, &mut std::io::stderr()).await?;
         state::record_image(
@@ -66,14 +73,14 @@ pub fn run(g: &Global, ui: &Ui, a: BuildArgs) -> Result<u8> {
             state::record_image(
                 &loaded.dir,
                 &ImageRecord {
-                    image: built.reference,
+                    image: built.reference.clone(),
                     pushed: true,
                     built: state::now(),
                 },
             )?;
         }
-        Ok(0)
-    })
+        Ok(built.reference)
+    }
 }
 
 fn short_id(id: &str) -> &str {

@@ -18,14 +18,14 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
         }
         None => backend::new_run_id(),
     };
-    let (image, recorded) = image_of(a.image.as_deref(), &loaded)?;
+    let (image, unpushed) = image(&loaded, a.image.as_deref())?;
     let plan = Plan {
         app,
         dir: &loaded.dir,
         backend: a.app.backend.unwrap_or(app.backend),
         run_id,
         image,
-        unpushed: recorded.filter(|r| !r.pushed).map(|r| r.image),
+        unpushed,
         sets: &a.app.set,
     };
     let env = Env::with_app(g, ui, Some(app.clone()));
@@ -48,16 +48,12 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
     })
 }
 
-/// The run's image: `--image`, else the last one `hvdctl build` made here, else
-/// hvdctl.yaml's; with the build record when it came from there.
-pub(crate) fn image_of(
-    flag: Option<&str>,
-    loaded: &app::Loaded,
-) -> Result<(String, Option<state::ImageRecord>)> {
-    let recorded = if flag.is_some() {
-        None
-    } else {
-        state::image(&loaded.dir)?
+/// The image a run gets: `--image`, else the last one `hvdctl build` made here, else
+/// hvdctl.yaml's; and that image again when it was built here and not pushed yet.
+pub(crate) fn image(loaded: &app::Loaded, flag: Option<&str>) -> Result<(String, Option<String>)> {
+    let recorded = match flag {
+        Some(_) => None,
+        None => state::image(&loaded.dir)?,
     };
     let image = match (flag, &recorded) {
         (Some(i), _) => i.to_string(),
@@ -69,5 +65,5 @@ pub(crate) fn image_of(
             "--image {image}: not a valid image reference"
         )));
     }
-    Ok((image, recorded))
+    Ok((image, recorded.filter(|r| !r.pushed).map(|r| r.image)))
 }

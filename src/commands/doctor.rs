@@ -23,7 +23,7 @@ pub fn run(g: &Global, ui: &Ui, a: DoctorArgs) -> Result<u8> {
         print!("{}", doctor::kube::role_yaml(backend.as_str(), &namespace));
         return Ok(0);
     }
-    let (image, _) = super::deploy::image_of(a.image.as_deref(), &loaded)?;
+    let (image, _) = super::deploy::image(&loaded, a.image.as_deref())?;
     let subject = Subject {
         app,
         backend,

@@ -5,6 +5,7 @@ mod build;
 mod completions;
 mod cp;
 mod deploy;
+pub(crate) mod dev;
 mod doctor;
 mod events;
 mod exec;
@@ -33,6 +34,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Build(a) => build::run(g, &ui, a),
         Command::Push(a) => build::push_cmd(g, &ui, a),
         Command::Deploy(a) => deploy::run(g, &ui, a),
+        Command::Dev(a) => dev::run(g, &ui, a),
         Command::Status(a) => status::run(g, &ui, a),
         Command::Runs(a) => runs::run(g, &ui, a),
         Command::Events(a) => events::run(g, &ui, a),
@@ -72,4 +74,12 @@ pub(crate) fn runtime(multi: bool) -> Result<tokio::runtime::Runtime> {
     b.enable_all()
         .build()
         .map_err(|e| crate::Error::failure(format!("cannot start the async runtime: {e}")))
+}
+
+/// `undeploy` of a run `dev` made (shared with `crate::dev`).
+pub(crate) async fn dev_remove(
+    env: &crate::engine::Env<'_>,
+    run: &crate::engine::Run,
+) -> Result<()> {
+    undeploy::remove(env, run, true).await.map(|_| ())
 }

@@ -38,7 +38,8 @@ pub fn run(g: &Global, ui: &Ui, a: UndeployArgs) -> Result<u8> {
     })
 }
 
-async fn remove(env: &Env<'_>, run: &Run, wait: bool) -> Result<Removed> {
+/// Deletes `run` (waiting until it is gone with `wait`), says what went, forgets its record.
+pub(crate) async fn remove(env: &Env<'_>, run: &Run, wait: bool) -> Result<Removed> {
     let info = run.info();
     // What the engine is about to forget stays in the flight record.
     env.save_record(run).await;

@@ -225,6 +225,15 @@ impl Run {
         }
     }
 
+    /// Every container of the run's pods (or its containers) as log targets: role, index,
+    /// uid (the pod's or the container's), the launcher's rank tags.
+    pub async fn targets(&self) -> Result<Vec<crate::logs::target::Target>> {
+        match self {
+            Run::Kubernetes(r) => r.targets().await,
+            Run::Docker(r) => r.targets().await,
+        }
+    }
+
     /// Copies a file or directory between this machine and the run, either way.
     pub async fn copy(&self, copy: &Copy, ui: &Ui) -> Result<Copied> {
         match (self, copy) {

@@ -95,6 +95,16 @@ impl LineFormat {
         }
     }
 
+    /// Lines of attempt `n` of `hvdctl dev`: text `#n ` before the prefix, JSON `attempt`.
+    pub fn with_attempt(mut self, n: u32) -> LineFormat {
+        let start = match self.head.style.format {
+            Format::Text => format!("#{n} "),
+            Format::Json => format!(",\"attempt\":{n}"),
+        };
+        self.head.start.splice(0..0, start.into_bytes());
+        self
+    }
+
     /// Appends what one line of the log (without its `\n`) stamped `ts` (the raw RFC 3339
     /// text, may be empty) gives: itself, or for a launcher the lines of ranks it completes
     /// (none while a rank's line is still in pieces, none of other ranks with `--rank`).
@@ -302,6 +312,24 @@ mod tests {
         let mut out = Vec::new();
         f.push(&mut out, b"", b"x");
         assert!(out.starts_with(b"\x1b["), "{out:?}");
+    }
+
+    #[test]
+    fn attempt_lines_carry_their_number() {
+        let mut out = Vec::new();
+        LineFormat::new(&target(), style(Format::Text))
+            .with_attempt(3)
+            .push(&mut out, b"", b"hi");
+        assert_eq!(String::from_utf8(out).unwrap(), "#3 worker-3 | hi\n");
+        let mut out = Vec::new();
+        LineFormat::new(&target(), style(Format::Json))
+            .with_attempt(3)
+            .push(&mut out, b"t", b"hi");
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            (v["attempt"].clone(), v["message"].clone()),
+            (json!(3), json!("hi"))
+        );
     }
 
     #[test]

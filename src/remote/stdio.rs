@@ -3,16 +3,61 @@
 //! how a command that could not start becomes an exit code.
 
 use crate::error::Error;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
 
 /// A command to run in a pod/container.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ExecRequest {
     pub command: Vec<String>,
     /// Send this process's stdin to the command (`-i`).
     pub stdin: bool,
     /// A terminal for the command (`-t`): raw mode here, stdout and stderr merged there.
     pub tty: bool,
+    /// Where the command's output goes.
+    pub output: Output,
+}
+
+/// Where an exec's output goes: this process's stdout and stderr (`hvdctl exec`), or chunks
+/// of stdout and stderr alike on a channel (`hvdctl dev`, which reads them as log lines).
+#[derive(Debug, Clone, Default)]
+pub enum Output {
+    #[default]
+    Terminal,
+    Channel(mpsc::Sender<Vec<u8>>),
+}
+
+impl Output {
+    /// Writes one chunk of the command's stdout (or stderr); an error once the reader is
+    /// gone (a closed stdout, a dropped channel).
+    pub async fn write(&self, chunk: &[u8], stderr: bool) -> std::io::Result<()> {
+        match self {
+            Output::Terminal if stderr => {
+                let mut err = tokio::io::stderr();
+                err.write_all(chunk).await?;
+                err.flush().await
+            }
+            Output::Terminal => {
+                let mut out = tokio::io::stdout();
+                out.write_all(chunk).await?;
+                out.flush().await
+            }
+            Output::Channel(tx) => tx
+                .send(chunk.to_vec())
+                .await
+                .map_err(|_| std::io::ErrorKind::BrokenPipe.into()),
+        }
+    }
+
+    /// Copies `r` (the command's stdout or stderr) here until it ends or the reader is gone.
+    pub async fn copy_from(&self, mut r: impl AsyncRead + Unpin, stderr: bool) {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n @ 1..) = r.read(&mut buf).await {
+            if self.write(&buf[..n], stderr).await.is_err() {
+                break;
+            }
+        }
+    }
 }
 
 impl ExecRequest {
@@ -31,6 +76,7 @@ impl ExecRequest {
             command,
             stdin,
             tty,
+            output: Output::Terminal,
         }
     }
 

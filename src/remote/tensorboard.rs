@@ -77,6 +77,7 @@ pub fn start_request() -> ExecRequest {
         ],
         stdin: false,
         tty: false,
+        output: Default::default(),
     }
 }
 

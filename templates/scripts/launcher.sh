@@ -8,6 +8,8 @@
 #   HVDCTL_SSHD_TIMEOUT  seconds to wait for all workers (default 300)
 #   HVDCTL_SSH_PORT      the workers' sshd port (default 22 as root, 2222 otherwise; see worker.sh)
 #   HVDCTL_KEEP_WORKERS  1: leave the workers running after the command (cleanPodPolicy None)
+#   HVDCTL_DEV           1: warm mode (`hvdctl dev`): once the workers answer, hold instead of
+#                        running the command; each attempt runs it through exec (attempt.sh)
 set -u
 ssh_dir=${HVDCTL_SSH_DIR:-/etc/hvdctl/ssh}
 hostfile=${HVDCTL_HOSTFILE:-/etc/mpi/hostfile}
@@ -45,6 +47,14 @@ for h in $hosts; do
   done
   echo "hvdctl: worker $h is ready"
 done
+
+if [ "${HVDCTL_DEV:-0}" = 1 ]; then
+  # Warm mode: the workers keep their sshd; attempts read the HOME that holds the ssh setup.
+  mkdir -p /tmp/hvdctl-dev && printf '%s\n' "$HOME" > /tmp/hvdctl-dev/held
+  echo "hvdctl: warm mode: the launcher holds; hvdctl dev runs each attempt"
+  trap 'exit 143' TERM INT
+  while :; do sleep 3600 & wait $!; done
+fi
 
 stop_workers() {
   [ "${HVDCTL_KEEP_WORKERS:-0}" = 1 ] && return

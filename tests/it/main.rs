@@ -12,6 +12,8 @@ mod bad_inputs;
 mod doctor;
 // deploy, status, events, undeploy against the fake cluster, faults, interruptions.
 mod cluster;
+// hvdctl dev: the edit loop in local and Docker-kubelet runs (real containers).
+mod dev;
 // Image building and pushing: Docker config auth, build contexts, .dockerignore, tags.
 mod image;
 // Elastic Horovod: lost workers, below minWorkers, `scale` (real containers).

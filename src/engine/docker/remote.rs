@@ -29,7 +29,6 @@ use bollard::query_parameters::{
 use futures::{StreamExt, TryStreamExt};
 use std::path::Path;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
 
 /// Go's `os.ModeDir`, in the mode the archive API's stat reports.
 const GO_MODE_DIR: u32 = 1 << 31;
@@ -52,6 +51,12 @@ impl DockerRun {
             .find(|c| c.id == t.uid)
             .expect("the target is one of the containers");
         Ok((t, c))
+    }
+
+    /// Every container of the run as a log target.
+    pub async fn targets(&self) -> Result<Vec<Target>> {
+        let all = containers(&self.docker, &self.run).await?;
+        Ok(all.iter().map(crate::local::logs::target).collect())
     }
 
     /// Runs `req` in the container; its exit code.
@@ -111,17 +116,14 @@ impl DockerRun {
                 }
             })
         });
-        let (mut out, mut err) = (tokio::io::stdout(), tokio::io::stderr());
         let pumped: Result<()> = async {
             while let Some(msg) = output.next().await {
                 let msg = msg.map_err(|e| docker_error(format!("reading from {place}"), &e))?;
                 let written = match msg {
                     LogOutput::StdOut { message } | LogOutput::Console { message } => {
-                        out.write_all(&message).await.and(out.flush().await)
+                        req.output.write(&message, false).await
                     }
-                    LogOutput::StdErr { message } => {
-                        err.write_all(&message).await.and(err.flush().await)
-                    }
+                    LogOutput::StdErr { message } => req.output.write(&message, true).await,
                     LogOutput::StdIn { .. } => Ok(()),
                 };
                 // Our stdout closed (`| head`): stop copying, still report the exit code.

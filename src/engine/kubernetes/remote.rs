@@ -32,6 +32,15 @@ impl KubeRun {
         Api::namespaced(self.cluster.client.clone(), &self.run.namespace)
     }
 
+    /// Every container of the run's pods as a log target (`uid` is the pod's).
+    pub async fn targets(&self) -> Result<Vec<Target>> {
+        let pods = run_pods(&self.cluster, &self.run).await?;
+        Ok(pods
+            .iter()
+            .flat_map(|p| targets_of(p, &pod_short_name(&self.run.job, p, false), None))
+            .collect())
+    }
+
     /// The pod and container `pick` names, which must be running.
     async fn pick(&self, pick: &Pick) -> Result<Target> {
         let mut pods = run_pods(&self.cluster, &self.run).await?;
@@ -127,11 +136,13 @@ impl KubeRun {
                 }
             })
         });
-        let out = p.stdout().map(|mut r| {
-            tokio::spawn(async move { tokio::io::copy(&mut r, &mut tokio::io::stdout()).await })
+        let out = p.stdout().map(|r| {
+            let output = req.output.clone();
+            tokio::spawn(async move { output.copy_from(r, false).await })
         });
-        let err = p.stderr().map(|mut r| {
-            tokio::spawn(async move { tokio::io::copy(&mut r, &mut tokio::io::stderr()).await })
+        let err = p.stderr().map(|r| {
+            let output = req.output.clone();
+            tokio::spawn(async move { output.copy_from(r, true).await })
         });
         let status = status.await;
         for task in [out, err].into_iter().flatten() {

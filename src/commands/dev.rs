@@ -1,0 +1,70 @@
+//! `hvdctl dev`: flags + hvdctl.yaml → a warm deploy and the edit loop of [`crate::dev`].
+
+use crate::app;
+use crate::cli::{DevArgs, Global, LogFormat, ProgressChoice};
+use crate::dev::{self, Options};
+use crate::engine::{DeployOptions, Env};
+use crate::error::{Error, Result};
+use crate::logs::printer::{Format, Style};
+use crate::ui::Ui;
+use std::time::Duration;
+
+pub fn run(g: &Global, ui: &Ui, a: DevArgs) -> Result<u8> {
+    let mut loaded = app::load(&g.app_dir, &a.app.set)?;
+    if !(10..=10_000).contains(&a.debounce) {
+        return Err(Error::input(format!(
+            "--debounce {}: expected 10 to 10000 milliseconds",
+            a.debounce
+        )));
+    }
+    let run_id = match &a.run_id {
+        Some(id) => {
+            crate::backend::check_run_id(id).map_err(|e| Error::input(format!("--run-id: {e}")))?;
+            id.clone()
+        }
+        None => crate::backend::new_run_id(),
+    };
+    loaded.app.warm = true;
+    let (image, unpushed) = super::deploy::image(&loaded, a.image.as_deref())?;
+    let opts = Options {
+        backend: a.app.backend.unwrap_or(loaded.app.backend),
+        run_id,
+        image,
+        unpushed,
+        sets: a.app.set.clone(),
+        debounce: Duration::from_millis(a.debounce),
+        style: Style {
+            format: match a.output {
+                LogFormat::Text => Format::Text,
+                LogFormat::Json => Format::Json,
+            },
+            prefix: true,
+            timestamps: false,
+            color: ui.color_stdout,
+            rank: None,
+        },
+        deploy: DeployOptions {
+            create_namespace: a.create_namespace,
+            server_dry_run: false,
+            no_push: false,
+            skip_checks: a.skip_checks,
+        },
+    };
+    let env = Env::with_app(g, ui, Some(loaded.app.clone()));
+    // Ctrl-C and SIGTERM are handled inside: the run is undeployed before exiting (130).
+    super::runtime(true)?.block_on(dev::run(&env, &loaded, opts))
+}
+
+/// `hvdctl build` as `dev` rebuilds: the app's defaults, plain progress lines.
+pub(crate) async fn rebuild(loaded: &app::Loaded, ui: &Ui) -> Result<String> {
+    let a = crate::cli::BuildArgs {
+        push: false,
+        tag: None,
+        build_arg: Vec::new(),
+        no_cache: false,
+        pull: false,
+        progress: ProgressChoice::Plain,
+        set: Vec::new(),
+    };
+    super::build::build(loaded, &a, ui).await
+}

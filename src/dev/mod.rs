@@ -1,0 +1,259 @@
+//! `hvdctl dev`: deploy once in warm mode, then turn every saved change into a new attempt.
+//!
+//! Warm mode is a value of the run (`App::warm` → `HVDCTL_DEV=1` for launcher.sh, the held
+//! operator launcher command for `mpijob`): the launcher sets up ssh, waits for the workers
+//! and holds; the workers keep their sshd. Each attempt runs the launch command in the
+//! launcher through exec ([`attempt`]), so pods, ssh and the image stay as they are between
+//! attempts.
+//!
+//! * [`watch`]: the build context watched; batches of saves; sync or rebuild;
+//! * [`sync`]: the saved files copied into every pod/container at `dev.syncTo`;
+//! * [`attempt`]: the launch command by exec, its lines numbered `#N`.
+//!
+//! A change to the Dockerfile or the dependency files builds a new image (pushed by the
+//! deploy, on Kubernetes) and replaces the run; the attempt count goes on. Ctrl-C or SIGTERM
+//! undeploys and exits 130.
+
+pub mod attempt;
+pub mod sync;
+pub mod watch;
+
+use crate::app::{Backend, Loaded};
+use crate::backend::values::{HOSTFILE, launch_argv};
+use crate::engine::{self, DeployOptions, Env, Plan, Run};
+use crate::error::{Error, Result};
+use crate::image::BuildContext;
+use crate::kinds::ROLE_LAUNCHER;
+use crate::logs::printer::Style;
+use crate::logs::target::Target;
+use crate::remote::Which;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
+use watch::Batch;
+
+/// What `hvdctl dev` was asked for.
+pub struct Options {
+    pub backend: Backend,
+    /// The run's id, kept when a rebuild replaces the run.
+    pub run_id: String,
+    /// The image of the first deploy.
+    pub image: String,
+    /// That image, when it was built here and not pushed yet.
+    pub unpushed: Option<String>,
+    /// The `--set` flags (recorded in the run's provenance).
+    pub sets: Vec<String>,
+    /// Quiet time that ends a batch of saves.
+    pub debounce: Duration,
+    pub style: Style,
+    pub deploy: DeployOptions,
+}
+
+/// A warm run: its launcher (for the rank tags of its lines) and where files go.
+struct Live {
+    run: Arc<Run>,
+    launcher: Target,
+    places: Vec<Which>,
+}
+
+impl Live {
+    /// Deploys `image` in warm mode and waits until every pod/container runs.
+    async fn start(
+        env: &Env<'_>,
+        loaded: &Loaded,
+        o: &Options,
+        image: &str,
+        unpushed: Option<String>,
+    ) -> Result<Live> {
+        let plan = Plan {
+            app: &loaded.app,
+            dir: &loaded.dir,
+            backend: o.backend,
+            run_id: o.run_id.clone(),
+            image: image.to_string(),
+            unpushed,
+            sets: &o.sets,
+        };
+        let run = engine::deploy(env, &plan, o.deploy)
+            .await?
+            .ok_or_else(|| Error::failure("the deploy made no run"))?;
+        let report = tokio::select! {
+            r = run.wait_running(env.ui) => r,
+            _ = interrupt() => Err(Error::interrupted()),
+        };
+        let live_or_err = match report {
+            Ok(r) if r.state.is_finished() || r.failing => {
+                let why = r.reason.map(|t| format!(": {t}")).unwrap_or_default();
+                let e = Error::failure(format!(
+                    "{} ended ({}) before its launcher held{why}; see `hvdctl logs {}`",
+                    run.info().job,
+                    r.state,
+                    run.info().run_id
+                ));
+                Err((e, run))
+            }
+            Ok(_) => Self::look(run).await,
+            Err(e) => Err((e, run)),
+        };
+        match live_or_err {
+            Ok(live) => Ok(live),
+            Err((e, run)) => {
+                let _ = crate::commands::dev_remove(env, &run).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn look(run: Run) -> std::result::Result<Live, (Error, Run)> {
+        let targets = match run.targets().await {
+            Ok(t) => t,
+            Err(e) => return Err((e, run)),
+        };
+        let Some(launcher) = targets.iter().find(|t| t.role == ROLE_LAUNCHER).cloned() else {
+            let e = Error::failure(format!("{} has no launcher", run.info().job));
+            return Err((e, run));
+        };
+        Ok(Live {
+            places: sync::places(&targets),
+            launcher,
+            run: Arc::new(run),
+        })
+    }
+}
+
+/// Ctrl-C or SIGTERM.
+async fn interrupt() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// The attempt running, if any.
+struct Running {
+    n: u32,
+    task: JoinHandle<Result<attempt::Ended>>,
+}
+
+async fn finished(running: &mut Option<Running>) -> (u32, Result<attempt::Ended>) {
+    match running {
+        Some(r) => {
+            let res = (&mut r.task).await;
+            let n = r.n;
+            *running = None;
+            let res = res.unwrap_or_else(|e| Err(Error::failure(format!("attempt #{n}: {e}"))));
+            (n, res)
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Deploys warm, runs attempt 1, then one attempt per batch of saves until Ctrl-C/SIGTERM,
+/// which undeploys (exit 130).
+pub async fn run(env: &Env<'_>, loaded: &Loaded, o: Options) -> Result<u8> {
+    let ui = env.ui;
+    let app = &loaded.app;
+    let root = loaded.dir.join(&app.build.context);
+    let mut ctx = BuildContext::open(&root, &app.build.dockerfile)?;
+    let mut changes = watch::watch(&root, o.debounce)?;
+    let launch = {
+        let r = crate::backend::Run {
+            app,
+            backend: o.backend,
+            run_id: String::new(),
+            namespace: String::new(),
+            image: o.image.clone(),
+        };
+        launch_argv(&r, Some(HOSTFILE))
+    };
+    let mut live = Live::start(env, loaded, &o, &o.image, o.unpushed.clone()).await?;
+    ui.note(format!(
+        "Watching {} (saves are copied to {} in every container); Ctrl-C undeploys",
+        changes.root().display(),
+        app.dev.sync_to
+    ));
+    let mut n = 0u32;
+    let start = |live: &Live, n: u32| Running {
+        n,
+        task: tokio::spawn(attempt::run(
+            live.run.clone(),
+            n,
+            launch.clone(),
+            live.launcher.clone(),
+            o.style,
+        )),
+    };
+    n += 1;
+    let mut running = Some(start(&live, n));
+    let outcome: Result<()> = loop {
+        tokio::select! {
+            batch = changes.next() => {
+                let Some(paths) = batch else { break Ok(()) };
+                let saved = Instant::now();
+                match BuildContext::open(&root, &app.build.dockerfile) {
+                    Ok(c) => ctx = c,
+                    Err(e) => ui.note(format!("warning: {e}; keeping the previous .dockerignore")),
+                }
+                match watch::classify(&paths, &ctx) {
+                    None => continue,
+                    Some(Batch::Sync(files)) => {
+                        if let Some(r) = running.take() {
+                            r.task.abort();
+                        }
+                        match sync::sync(&live.run, &live.places, &root, &files, &app.dev.sync_to, ui).await {
+                            Ok(k) => ui.debug(format!(
+                                "synced {k} file(s) to {} place(s) in {} ms",
+                                live.places.len(),
+                                saved.elapsed().as_millis()
+                            )),
+                            Err(_) => ui.note("warning: not every file was copied; starting the attempt anyway"),
+                        }
+                    }
+                    Some(Batch::Rebuild(why)) => {
+                        if let Some(r) = running.take() {
+                            r.task.abort();
+                        }
+                        ui.note(format!("{why} changed: building a new image and deploying it"));
+                        let image = match crate::commands::dev::rebuild(loaded, ui).await {
+                            Ok(i) => i,
+                            Err(e) => {
+                                ui.note(format!("error: the rebuild failed: {e}; the run stays as it was"));
+                                continue;
+                            }
+                        };
+                        let _ = crate::commands::dev_remove(env, &live.run).await;
+                        let unpushed = matches!(o.backend, Backend::Kubernetes(_)).then(|| image.clone());
+                        live = match Live::start(env, loaded, &o, &image, unpushed).await {
+                            Ok(l) => l,
+                            Err(e) => break Err(e),
+                        };
+                    }
+                }
+                n += 1;
+                ui.note(format!("attempt #{n}"));
+                running = Some(start(&live, n));
+            }
+            (k, res) = finished(&mut running) => match res {
+                Ok(e) => ui.note(format!(
+                    "attempt #{k} exited with code {} ({} lines); waiting for a change",
+                    e.code, e.lines
+                )),
+                Err(e) => ui.note(format!("attempt #{k} failed: {e}; waiting for a change")),
+            },
+            _ = interrupt() => break Err(Error::interrupted()),
+        }
+    };
+    if let Some(r) = running.take() {
+        r.task.abort();
+    }
+    crate::commands::dev_remove(env, &live.run).await?;
+    outcome.map(|_| 0)
+}

@@ -1,0 +1,161 @@
+//! What changed in the app directory: a `notify` watcher on the build context, its events
+//! gathered into batches (a save is often several writes: temporary file, rename, chmod), and
+//! what a batch asks for — a sync of the files the image would hold, or a rebuild.
+
+use crate::error::{Error, Result};
+use crate::image::BuildContext;
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// hvdctl's own directory in an app: never synced.
+const STATE_DIR: &str = ".hvdctl";
+
+/// File names whose change needs a new image: the app's Dockerfile (by its path) and these.
+fn needs_rebuild(rel: &str, dockerfile: &str) -> bool {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    rel == dockerfile
+        || (name.starts_with("requirements") && name.ends_with(".txt"))
+        || matches!(name, "pyproject.toml" | "setup.py" | "environment.yml")
+}
+
+/// What one batch of changes asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Batch {
+    /// Copy these files (relative to the context, `/`-separated) into the run.
+    Sync(Vec<String>),
+    /// Build a new image and deploy it (the file that asked for it).
+    Rebuild(String),
+}
+
+/// Classifies changed paths (relative, `/`-separated): those `.dockerignore` excludes (the
+/// image would not hold them) and hvdctl's own are dropped; `None` when nothing is left.
+pub fn classify(changed: &[String], ctx: &BuildContext) -> Option<Batch> {
+    let kept: Vec<String> = changed
+        .iter()
+        .filter(|p| *p != STATE_DIR && !p.starts_with(&format!("{STATE_DIR}/")))
+        .filter(|p| !ctx.matcher().is_excluded(p))
+        .cloned()
+        .collect();
+    if let Some(p) = kept.iter().find(|p| needs_rebuild(p, ctx.dockerfile())) {
+        return Some(Batch::Rebuild(p.clone()));
+    }
+    (!kept.is_empty()).then_some(Batch::Sync(kept))
+}
+
+/// The watcher and the paths it reports.
+pub struct Changes {
+    root: PathBuf,
+    rx: mpsc::UnboundedReceiver<PathBuf>,
+    debounce: Duration,
+    _watcher: RecommendedWatcher,
+}
+
+/// Starts watching `root` (recursively).
+pub fn watch(root: &Path, debounce: Duration) -> Result<Changes> {
+    let root = root
+        .canonicalize()
+        .map_err(|e| Error::input(format!("app directory {}: {e}", root.display())))?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut watcher = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+        let Ok(ev) = ev else { return };
+        if matches!(
+            ev.kind,
+            EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_)
+        ) {
+            for p in ev.paths {
+                let _ = tx.send(p);
+            }
+        }
+    })
+    .map_err(|e| Error::failure(format!("watching {}: {e}", root.display())))?;
+    watcher
+        .watch(&root, RecursiveMode::Recursive)
+        .map_err(|e| Error::failure(format!("watching {}: {e}", root.display())))?;
+    Ok(Changes {
+        root,
+        rx,
+        debounce,
+        _watcher: watcher,
+    })
+}
+
+impl Changes {
+    /// The directory watched (absolute).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The next batch of changed paths: everything reported until `debounce` passes without
+    /// a report; relative to the root, `/`-separated, sorted, each once.
+    pub async fn next(&mut self) -> Option<Vec<String>> {
+        let first = self.rx.recv().await?;
+        let mut all = vec![first];
+        while let Ok(Some(p)) = tokio::time::timeout(self.debounce, self.rx.recv()).await {
+            all.push(p);
+        }
+        let mut rel: Vec<String> = all
+            .iter()
+            .filter_map(|p| p.strip_prefix(&self.root).ok())
+            .map(|p| p.to_string_lossy().replace('\\', "/"))
+            .filter(|p| !p.is_empty())
+            .collect();
+        rel.sort();
+        rel.dedup();
+        Some(rel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(ignore: &str) -> (tempfile::TempDir, BuildContext) {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("Dockerfile"), "FROM x\n").unwrap();
+        std::fs::write(d.path().join(".dockerignore"), ignore).unwrap();
+        let c = BuildContext::open(d.path(), "Dockerfile").unwrap();
+        (d, c)
+    }
+
+    fn v(p: &[&str]) -> Vec<String> {
+        p.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn ignored_files_and_hvdctl_state_are_not_synced() {
+        let (_d, c) = ctx("*.log\ndata/\n");
+        assert_eq!(
+            classify(
+                &v(&["train.py", "x.log", "data/a", ".hvdctl/runs.json"]),
+                &c
+            ),
+            Some(Batch::Sync(v(&["train.py"])))
+        );
+        assert_eq!(classify(&v(&["x.log", ".hvdctl"]), &c), None);
+    }
+
+    #[test]
+    fn dependency_files_and_the_dockerfile_rebuild() {
+        let (_d, c) = ctx("");
+        for f in [
+            "Dockerfile",
+            "requirements.txt",
+            "requirements-dev.txt",
+            "sub/pyproject.toml",
+            "setup.py",
+            "environment.yml",
+        ] {
+            assert_eq!(
+                classify(&v(&["train.py", f]), &c),
+                Some(Batch::Rebuild(f.to_string())),
+                "{f}"
+            );
+        }
+        assert_eq!(
+            classify(&v(&["requirements.md"]), &c),
+            Some(Batch::Sync(v(&["requirements.md"])))
+        );
+    }
+}
