@@ -496,7 +496,10 @@ fn real_out_of_memory_and_failing_rank_on_the_local_backend() {
             &img,
             "--wait",
             "--set",
-            "command=[sh, -c, \"echo about to fail; exit 7\"]",
+            // Rank 1 fails while rank 0 still runs: mpirun aborts the job and names the
+            // first process that failed. (When every rank exits non-zero at once, Open MPI
+            // may print only "1 process returned a non-zero exit code", naming none.)
+            "command=[sh, -c, \"echo about to fail; [ $OMPI_COMM_WORLD_RANK = 1 ] && exit 7; sleep 30\"]",
         ],
     );
     let _ = o;
@@ -511,7 +514,7 @@ fn real_out_of_memory_and_failing_rank_on_the_local_backend() {
         "{r}"
     );
     assert!(
-        r.contains(" (exit 7); last lines: \"about to fail\""),
+        r.contains("rank 1 (exit 7); last lines: \"about to fail\""),
         "{r}"
     );
     assert_eq!(hv(&dir, None, &["undeploy", &id]).code, 0);
