@@ -1,4 +1,5 @@
-//! `hvdctl doctor` against the fake cluster, one fixture per check that makes it fail (or
+//! `hvdctl doctor` against the fake cluster (and a second Docker daemon on a small tmpfs for
+//! `disk`), one fixture per check that makes it fail (or
 //! warn, where warning is all it does), and `deploy`'s checks: a run no node can hold, a
 //! quota without room, an image its registry answers 404 for are refused with nothing
 //! created; `--skip-checks` deploys anyway.
@@ -492,4 +493,126 @@ fn deploy_refuses_a_run_that_fits_nowhere_and_leaves_nothing_behind() {
         o.stderr
     );
     assert!(e.ours("hvdctl.io/run=q1").is_empty());
+}
+
+/// A second, throwaway Docker daemon whose data root is a 256 MiB tmpfs: the `disk` check's
+/// fixture (free space in the data root of a daemon on this machine). It gets a bridge of
+/// its own: with `--bridge none` dockerd deletes `docker0`, which the main daemon's
+/// containers need. Stopped, unmounted and its bridge deleted on drop.
+struct SmallDaemon {
+    dir: std::path::PathBuf,
+    bridge: String,
+    child: std::process::Child,
+}
+
+impl SmallDaemon {
+    fn start() -> Option<SmallDaemon> {
+        let dir = tempfile::Builder::new()
+            .prefix("hvdctl-small-daemon")
+            .tempdir()
+            .unwrap()
+            .keep();
+        let sh = |cmd: &str, args: &[&str]| {
+            std::process::Command::new(cmd)
+                .args(args)
+                .output()
+                .map_err(|e| e.to_string())
+                .and_then(|o| {
+                    if o.status.success() {
+                        Ok(())
+                    } else {
+                        Err(String::from_utf8_lossy(&o.stderr).into_owned())
+                    }
+                })
+        };
+        let d = dir.to_str().unwrap();
+        if let Err(e) = sh("mount", &["-t", "tmpfs", "-o", "size=256m", "tmpfs", d]) {
+            let _ = std::fs::remove_dir(&dir);
+            return unavailable("a tmpfs for a second Docker daemon (needs root)", e);
+        }
+        let bridge = format!("hvdsm{}", std::process::id() % 100_000);
+        if let Err(e) = sh("ip", &["link", "add", &bridge, "type", "bridge"]) {
+            let _ = sh("umount", &[d]);
+            let _ = std::fs::remove_dir(&dir);
+            return unavailable("a bridge for a second Docker daemon (needs root)", e);
+        }
+        let sock = dir.join("d.sock");
+        let log =
+            std::fs::File::create(std::env::temp_dir().join("hvdctl-small-daemon.log")).unwrap();
+        let child = std::process::Command::new("dockerd")
+            .args(["--data-root", &format!("{d}/root")])
+            .args(["--exec-root", &format!("{d}/exec")])
+            .args(["--pidfile", &format!("{d}/pid")])
+            .args(["--host", &format!("unix://{}", sock.display())])
+            .args(["--bridge", &bridge, "--iptables=false", "--ip6tables=false"])
+            .args(["--storage-driver", "vfs"])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn();
+        let daemon = match child {
+            Ok(child) => SmallDaemon { dir, bridge, child },
+            Err(e) => {
+                let _ = sh("ip", &["link", "del", &bridge]);
+                let _ = sh("umount", &[d]);
+                return unavailable("dockerd", e);
+            }
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !sock.exists() {
+            if std::time::Instant::now() > deadline {
+                return unavailable(
+                    "a second Docker daemon",
+                    "its socket did not appear in 30 s",
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Some(daemon)
+    }
+
+    fn host(&self) -> String {
+        format!("unix://{}", self.dir.join("d.sock").display())
+    }
+}
+
+impl Drop for SmallDaemon {
+    fn drop(&mut self) {
+        // SIGTERM, so dockerd stops its containerd and unmounts what it mounted.
+        let _ = std::process::Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+        let _ = std::process::Command::new("umount").arg(&self.dir).status();
+        let _ = std::fs::remove_dir(&self.dir);
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.bridge])
+            .status();
+    }
+}
+
+#[test]
+fn disk_warns_when_the_daemons_data_root_is_nearly_full() {
+    let Some(daemon) = SmallDaemon::start() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = init_app(tmp.path(), "demo", "mpi-hello");
+    let mut c = hvdctl_in(&dir);
+    c.env("DOCKER_HOST", daemon.host())
+        .args(["doctor", "--backend", "local", "-o", "json"]);
+    let o = run(c);
+    let checks: Vec<Value> = serde_json::from_str(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", o.stdout, o.stderr));
+    assert_eq!(status(&checks, "docker"), "ok", "{checks:#?}");
+    assert_eq!(status(&checks, "disk"), "warn", "{checks:#?}");
+    let m = message(&checks, "disk");
+    assert!(
+        m.contains("free in the Docker data root")
+            && m.contains(&daemon.dir.join("root").display().to_string())
+            && m.contains("(less than 5Gi)"),
+        "{m}"
+    );
+    // The image is in the main daemon, not in this one: a local run would not find it.
+    assert_eq!(status(&checks, "image"), "fail", "{checks:#?}");
+    assert_eq!(o.code, 1, "{checks:#?}");
 }
