@@ -64,7 +64,17 @@ pub fn watch(root: &Path, debounce: Duration) -> Result<Changes> {
             ev.kind,
             EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_)
         ) {
+            let created = matches!(ev.kind, EventKind::Create(_));
             for p in ev.paths {
+                // A directory that appeared: its files too, since files written into it
+                // before its own watch was added raise no event.
+                if created && p.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+                    let mut files = Vec::new();
+                    files_under(&p, &mut files);
+                    for f in files {
+                        let _ = tx.send(f);
+                    }
+                }
                 let _ = tx.send(p);
             }
         }
@@ -104,6 +114,20 @@ impl Changes {
         rel.sort();
         rel.dedup();
         Some(rel)
+    }
+}
+
+/// Every file below `dir` (symbolic links not followed).
+fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        match e.file_type() {
+            Ok(t) if t.is_dir() => files_under(&e.path(), out),
+            Ok(t) if t.is_file() => out.push(e.path()),
+            _ => {}
+        }
     }
 }
 

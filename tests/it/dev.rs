@@ -372,6 +372,24 @@ fn edit_loop(on: On, backend: &str, prefix: &str) {
     let want = format!("#5 launcher r1 | edit {t}");
     dev.wait_for(&want, Duration::from_secs(60), |l| l == want);
     dev.wait_for("of attempt 5's sum", Duration::from_secs(60), ok(5));
+    // A file in a directory the containers do not have yet, then that directory deleted.
+    std::fs::create_dir_all(dir.join("pkg/sub")).unwrap();
+    std::fs::write(dir.join("pkg/sub/data.txt"), token()).unwrap();
+    dev.wait_for("of attempt 6's sum", Duration::from_secs(60), ok(6));
+    let want = sha256(&dir.join("pkg/sub/data.txt"));
+    assert_eq!(
+        hashes(&dir, kc, &id, 2, "/app/pkg/sub/data.txt"),
+        vec![want; 3]
+    );
+    std::fs::remove_dir_all(dir.join("pkg")).unwrap();
+    dev.wait_for("of attempt 7's sum", Duration::from_secs(60), ok(7));
+    for place in [vec![], vec!["--index", "0"], vec!["--index", "1"]] {
+        let mut args = vec!["exec", id.as_str()];
+        args.extend(place);
+        args.extend(["--", "test", "!", "-e", "/app/pkg"]);
+        let o = hv(&dir, kc, &args);
+        assert_eq!(o.code, 0, "{args:?}: /app/pkg is still there {}", o.stderr);
+    }
     assert_eq!(
         on.identity(&job, &id),
         pods,
