@@ -1,8 +1,7 @@
 //! `hvdctl doctor` against the fake cluster (and a second Docker daemon on a small tmpfs for
-//! `disk`), one fixture per check that makes it fail (or
-//! warn, where warning is all it does), and `deploy`'s checks: a run no node can hold, a
-//! quota without room, an image its registry answers 404 for are refused with nothing
-//! created; `--skip-checks` deploys anyway.
+//! `disk`), one fixture per check that makes it fail (or warn, where warning is all it
+//! does), and `deploy`'s checks: a run no node can hold, a quota without room, an image its
+//! registry answers 404 for are refused with nothing created; `--skip-checks` deploys anyway.
 
 use crate::util::*;
 use fake_cluster::scheduler::NodeSpec;
