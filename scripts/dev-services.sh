@@ -25,7 +25,8 @@ REGISTRY_ADDR="127.0.0.1:5000"
 REGISTRY_USER="hvdctl"
 DOCKER_SOCK="/var/run/docker.sock"
 export DOCKER_HOST="unix://$DOCKER_SOCK"
-PACKAGES=(docker.io docker-registry apache2-utils busybox-static debootstrap)
+# iproute2: `ip link` for the doctor test's second daemon (a bridge of its own).
+PACKAGES=(docker.io docker-registry apache2-utils busybox-static debootstrap iproute2)
 
 # The Horovod base. Its Dockerfile is also what `hvdctl init --base debian` gives users, so
 # the build context is that directory: the Dockerfile plus vendor/ holding the Horovod sdist.
