@@ -199,8 +199,9 @@ pub const RANK_LOG_LINES: i64 = 200;
 
 /// The reasons of `run` as they are now (its job object and pods read again).
 pub async fn of_run(c: &Cluster, run: &super::runs::RunRef) -> crate::error::Result<Explained> {
-    let (state, conditions) = super::status::observe(c, run).await?;
+    let job = super::status::job_object(c, run).await?;
     let pods = super::status::run_pods(c, run).await?;
+    let (state, conditions) = super::status::state_of(run, job.as_ref(), &pods);
     let elastic = crate::engine::kubernetes::elastic_bounds(&pods).is_some();
     Ok(explain(
         c,

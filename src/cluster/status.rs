@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::kinds::JobCondition;
 use crate::render::manifests::LABEL_ROLE;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use serde::Serialize;
 
 /// The overall state of a run's job.
@@ -39,17 +39,33 @@ impl std::fmt::Display for JobState {
 /// The run's state and conditions, as its backend reads them from its job object and pods;
 /// `JobState::Unknown` when the job object is gone (half undeployed).
 pub async fn observe(c: &Cluster, run: &RunRef) -> Result<(JobState, Vec<JobCondition>)> {
+    let job = job_object(c, run).await?;
+    let pods = run_pods(c, run).await?;
+    Ok(state_of(run, job.as_ref(), &pods))
+}
+
+/// The run's job object (the backend's), or `None` when it is gone.
+pub async fn job_object(c: &Cluster, run: &RunRef) -> Result<Option<DynamicObject>> {
     let (kind, name) = run.backend.job_object(&run.job);
     let api = super::apply::dynamic_api(c, &run.namespace, kind);
-    let what = format!("get {} {name} in namespace {}", kind.kind, run.namespace);
-    let job = match retry(ATTEMPTS, || api.get_opt(&name)).await {
-        Ok(j) => j,
-        Err(e) if status_code(&e) == Some(404) => None,
-        Err(e) => return Err(c.error(&what, &e)),
-    };
+    match retry(ATTEMPTS, || api.get_opt(&name)).await {
+        Ok(j) => Ok(j),
+        Err(e) if status_code(&e) == Some(404) => Ok(None),
+        Err(e) => Err(c.error(
+            &format!("get {} {name} in namespace {}", kind.kind, run.namespace),
+            &e,
+        )),
+    }
+}
+
+/// The backend's reading of its job object and the run's pods.
+pub fn state_of(
+    run: &RunRef,
+    job: Option<&DynamicObject>,
+    pods: &[Pod],
+) -> (JobState, Vec<JobCondition>) {
     let job = job.map(|j| serde_json::to_value(j).unwrap_or_default());
-    let pods = run_pods(c, run).await?;
-    Ok(run.backend.state(job.as_ref(), &pods))
+    run.backend.state(job.as_ref(), pods)
 }
 
 /// The job's state and its conditions (normalised to the MPIJob shape); an error when the

@@ -8,7 +8,9 @@ use crate::backend::{self, KubeBackend, SshKeys};
 use crate::cli::ManifestFormat;
 use crate::cluster::events::{self, RunEvent};
 use crate::cluster::runs::{self, Filter, RunRef};
-use crate::cluster::status::{JobState, observe, role_of, run_pods, worker_index};
+use crate::cluster::status::{
+    JobState, job_object, observe, role_of, run_pods, state_of, worker_index,
+};
 use crate::cluster::{Cluster, apply, scale, undeploy};
 use crate::error::{Error, Result};
 use crate::kinds::Object;
@@ -22,7 +24,7 @@ use crate::ui::Ui;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::Api;
+use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -116,9 +118,10 @@ impl KubeRun {
     }
 
     pub async fn status(&self) -> Result<StatusReport> {
-        let (state, conditions) = observe(&self.cluster, &self.run).await?;
+        let job = job_object(&self.cluster, &self.run).await?;
         let pods = run_pods(&self.cluster, &self.run).await?;
-        let (provenance, phases) = self.ledger(&pods).await?;
+        let (state, conditions) = state_of(&self.run, job.as_ref(), &pods);
+        let (provenance, phases) = self.ledger(job.as_ref(), &pods).await;
         let elastic = elastic_bounds(&pods);
         let mut rows: Vec<PodRow> = pods.iter().map(|p| row(p, elastic.is_some())).collect();
         let why = crate::cluster::reason::explain(
@@ -164,23 +167,12 @@ impl KubeRun {
 
     /// The run's provenance (annotations of its job object, else of a pod) and phase times
     /// (the job object's creation, its pods' conditions and container times, the first log line).
-    async fn ledger(&self, pods: &[Pod]) -> Result<(Option<Provenance>, Phases)> {
-        use crate::cluster::client::{ATTEMPTS, retry, status_code};
-        let (kind, name) = self.run.backend.job_object(&self.run.job);
-        let api = apply::dynamic_api(&self.cluster, &self.run.namespace, kind);
-        let job = match retry(ATTEMPTS, || api.get_opt(&name)).await {
-            Ok(j) => j,
-            Err(e) if status_code(&e) == Some(404) => None,
-            Err(e) => {
-                let what = format!(
-                    "get {} {name} in namespace {}",
-                    kind.kind, self.run.namespace
-                );
-                return Err(self.cluster.error(&what, &e));
-            }
-        };
+    async fn ledger(
+        &self,
+        job: Option<&DynamicObject>,
+        pods: &[Pod],
+    ) -> (Option<Provenance>, Phases) {
         let metas = job
-            .as_ref()
             .map(|j| &j.metadata)
             .into_iter()
             .chain(pods.iter().map(|p| &p.metadata));
@@ -188,7 +180,6 @@ impl KubeRun {
             .filter_map(|m| m.annotations.as_ref())
             .find_map(|a| Provenance::from_map(|k| a.get(k).cloned()));
         let created = job
-            .as_ref()
             .and_then(|j| j.metadata.creation_timestamp.as_ref())
             .map(|t| t.0.to_string());
         let workers = provenance.as_ref().map(|p| p.workers as usize);
@@ -202,7 +193,7 @@ impl KubeRun {
             &self.run.namespace,
         ));
         phases.first_log = crate::phases::first_log(&source, targets).await;
-        Ok((provenance, phases))
+        (provenance, phases)
     }
 
     /// Sets the number of workers of a running elastic run: the MPIJob's Worker replicas
