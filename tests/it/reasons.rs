@@ -59,6 +59,18 @@ fn run_reason(v: &Value) -> &str {
     v["reason"].as_str().unwrap_or_default()
 }
 
+/// The pod (or container) reason starting `OOMKilled` that the run's reason names.
+fn oom_named_by_run(v: &Value) -> String {
+    v["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["reason"].as_str())
+        .find(|r| r.starts_with("OOMKilled") && run_reason(v).contains(r))
+        .unwrap_or_else(|| panic!("no pod or container says OOMKilled: {v:#}"))
+        .to_string()
+}
+
 /// A timed hvdctl run: its output and how long it took.
 fn timed(mut c: assert_cmd::Command) -> (Out, Duration) {
     let t = Instant::now();
@@ -353,14 +365,7 @@ fn real_out_of_memory_and_missing_image_on_the_docker_kubelet() {
         r.contains("; first to fail: rank ") && r.contains("(signal 9 (Killed) on "),
         "{r}"
     );
-    let oom = v["pods"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|p| p["reason"].as_str())
-        .find(|r| r.starts_with("OOMKilled") && run_reason(&v).contains(r))
-        .unwrap_or_else(|| panic!("no pod says OOMKilled: {v:#}"))
-        .to_string();
+    let oom = oom_named_by_run(&v);
     let re = regex::Regex::new(&format!(
         r"^OOMKilled: container worker of {job}-worker-[01] exceeded its memory limit 64Mi \(exit (\d+)\)$"
     ))
@@ -451,14 +456,7 @@ fn real_out_of_memory_and_failing_rank_on_the_local_backend() {
     assert!(o.stderr.contains("Reason: launcher "), "{}", o.stderr);
     let s = hv(&dir, None, &["status", &id, "-o", "json"]);
     let v: Value = serde_json::from_str(&s.stdout).unwrap();
-    let oom = v["pods"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|p| p["reason"].as_str())
-        .find(|r| r.starts_with("OOMKilled") && run_reason(&v).contains(r))
-        .unwrap_or_else(|| panic!("no container says OOMKilled: {v:#}"))
-        .to_string();
+    let oom = oom_named_by_run(&v);
     let re = regex::Regex::new(&format!(
         r"^OOMKilled: container {job}-worker-[01] exceeded its memory limit 64Mi \(exit (\d+)\)$"
     ))

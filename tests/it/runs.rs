@@ -415,6 +415,28 @@ fn an_undeployed_run_answers_from_its_flight_record() {
             .join("status.json")
             .is_file()
     );
+    // `status --wait` ends with the launcher; the workers may still be writing their last
+    // lines (sshd's disconnects): the engine's lines are compared once every container exited.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let running = || {
+        let run_label = format!("label=hvdctl.io/run={id}");
+        let args = [
+            "ps",
+            "-q",
+            "--filter",
+            &run_label,
+            "--filter",
+            "status=running",
+        ];
+        !docker_cli(&host, &args, &[]).trim().is_empty()
+    };
+    while running() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "run {id} still running after 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
     let names: Vec<String> = ["launcher", "worker-0", "worker-1"]
         .iter()
         .map(|s| format!("{job}-{s}"))
