@@ -163,13 +163,18 @@ pub fn first_failed(rank: Option<String>, pod: Option<(&str, &str)>) -> Option<S
     }
 }
 
-/// The run's line while the launcher waits for workers' sshd.
-pub fn waiting_for_sshd(launcher: &str, not_ready: &[String]) -> String {
-    format!(
-        "launcher {launcher} is waiting for the sshd of {} worker(s) not ready: {}",
-        not_ready.len(),
-        not_ready.join(", ")
-    )
+/// The run's line while the launcher waits for workers' sshd, or (`launcher` None) while the
+/// MPI Operator waits for every worker to be ready before it creates the launcher.
+pub fn waiting_for_sshd(launcher: Option<&str>, not_ready: &[String]) -> String {
+    let (n, names) = (not_ready.len(), not_ready.join(", "));
+    match launcher {
+        Some(l) => {
+            format!("launcher {l} is waiting for the sshd of {n} worker(s) not ready: {names}")
+        }
+        None => format!(
+            "the launcher is created once every worker is ready; {n} worker(s) not ready: {names}"
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -312,26 +312,28 @@ pub async fn explain(
         });
         return out;
     }
-    if let Some(l) = launcher.filter(|l| phase(l) == "Running") {
-        let not_ready: Vec<String> = pods
-            .iter()
-            .filter(|p| role_of(p) == ROLE_WORKER && !is_ready(p))
-            .filter(|p| !matches!(phase(p), "Succeeded" | "Failed"))
-            .map(pod_name)
-            .collect();
-        if !not_ready.is_empty() {
-            out.run = Some(Reason {
-                text: reason::waiting_for_sshd(&pod_name(l), &not_ready),
-                failing: false,
-            });
-            return out;
-        }
-    }
-    if let Some((p, _, t)) = named.first() {
+    let not_ready: Vec<String> = pods
+        .iter()
+        .filter(|p| role_of(p) == ROLE_WORKER && !is_ready(p))
+        .filter(|p| !matches!(phase(p), "Succeeded" | "Failed"))
+        .map(pod_name)
+        .collect();
+    let waiting = |launcher: Option<&Pod>| Reason {
+        text: reason::waiting_for_sshd(launcher.map(pod_name).as_deref(), &not_ready),
+        failing: false,
+    };
+    if let Some(l) = launcher.filter(|l| phase(l) == "Running")
+        && !not_ready.is_empty()
+    {
+        out.run = Some(waiting(Some(l)));
+    } else if let Some((p, _, t)) = named.first() {
         out.run = Some(Reason {
             text: format!("{}: {t}", pod_name(p)),
             failing: false,
         });
+    } else if launcher.is_none() && !not_ready.is_empty() {
+        // An MPIJob's operator creates the launcher once every worker is ready.
+        out.run = Some(waiting(None));
     }
     out
 }

@@ -175,13 +175,21 @@ fn an_image_that_cannot_be_pulled_ends_deploy_wait_and_logs() {
 fn a_failed_launcher_names_the_first_rank_that_failed_and_its_last_lines() {
     let e = Cluster::synthetic(true);
     let dir = init_app(&e.root, "demo", "mpi-hello");
-    for (backend, id) in [("mpijob", "f1"), ("native", "f2")] {
+    // native: every container fails, the first worker is the first rank that failed. mpijob:
+    // its workers run sshd (the operator creates the launcher once they are ready), the
+    // launcher fails; which rank failed is then in the MPI's summary (the Docker kubelet
+    // test below runs one for real).
+    for (backend, id, only) in [("mpijob", "f1", "launcher"), ("native", "f2", "1")] {
         let o = deploy(
             &e,
             &dir,
             backend,
             id,
-            &["env.FAKE_KUBELET_LINES=2", "env.FAKE_KUBELET_EXIT=3"],
+            &[
+                "env.FAKE_KUBELET_LINES=2",
+                "env.FAKE_KUBELET_EXIT=3",
+                &format!("env.FAKE_KUBELET_ONLY={only}"),
+            ],
             &[],
         );
         assert_eq!(o.code, 0, "{}", o.stderr);
@@ -195,8 +203,13 @@ fn a_failed_launcher_names_the_first_rank_that_failed_and_its_last_lines() {
             r.starts_with(&format!("launcher demo-{id}-launcher")) && r.contains(" failed"),
             "{backend}: {r}"
         );
-        // The first rank that failed, with its last lines as the fake kubelet wrote them.
-        assert!(r.contains("first to fail: demo-"), "{backend}: {r}");
+        // The first rank that failed (or the launcher), with its last lines as the fake
+        // kubelet wrote them.
+        let first = match backend {
+            "native" => "; first to fail: demo-",
+            _ => " failed: Failed: container launcher exited with code 3",
+        };
+        assert!(r.contains(first), "{backend}: {r}");
         assert!(r.contains("exited with code 3"), "{backend}: {r}");
         assert!(r.contains("; last lines: \"pod=demo-"), "{backend}: {r}");
         assert!(r.contains("line 1\""), "{backend}: {r}");
@@ -205,53 +218,46 @@ fn a_failed_launcher_names_the_first_rank_that_failed_and_its_last_lines() {
 
 #[test]
 fn a_crash_loop_names_exit_code_restarts_and_last_lines() {
-    // Containers that restart OnFailure crash again and again: native's workers, mpijob's
-    // launcher (the operator's workers are Never; a backoffLimit keeps its Job going).
+    // Containers that restart OnFailure crash again and again: native's workers. (An mpijob
+    // has none: hvdctl's launcher and the operator's workers are restartPolicy Never.)
     let e = Cluster::synthetic(true);
     let dir = init_app(&e.root, "demo", "mpi-hello");
-    for (backend, id, role, container) in [
-        ("native", "c1", "worker-0", "worker"),
-        ("mpijob", "c2", "launcher", "launcher"),
-    ] {
-        let o = deploy(
-            &e,
-            &dir,
-            backend,
-            id,
-            &[
-                "env.FAKE_KUBELET_LINES=2",
-                "env.FAKE_KUBELET_RESTARTS=1000",
-                "runPolicy.backoffLimit=1000",
-            ],
-            &[],
-        );
-        assert_eq!(o.code, 0, "{}", o.stderr);
-        let prefix = format!("demo-{id}-{role}");
-        let looping = |v: &Value| {
-            v["pods"].as_array().and_then(|ps| {
-                ps.iter().find_map(|p| {
-                    let name = p["name"].as_str()?;
-                    let r = p["reason"].as_str()?;
-                    (name.starts_with(&prefix) && r.starts_with("CrashLoopBackOff"))
-                        .then(|| (name.to_string(), r.to_string()))
-                })
+    let (id, prefix) = ("c1", "demo-c1-worker-0");
+    let o = deploy(
+        &e,
+        &dir,
+        "native",
+        id,
+        &[
+            "env.FAKE_KUBELET_LINES=2",
+            "env.FAKE_KUBELET_RESTARTS=1000",
+            "runPolicy.backoffLimit=1000",
+        ],
+        &[],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let looping = |v: &Value| {
+        v["pods"].as_array().and_then(|ps| {
+            ps.iter().find_map(|p| {
+                let name = p["name"].as_str()?;
+                let r = p["reason"].as_str()?;
+                (name.starts_with(prefix) && r.starts_with("CrashLoopBackOff"))
+                    .then(|| (name.to_string(), r.to_string()))
             })
-        };
-        let v = status_until(&e, &dir, id, |v| looping(v).is_some());
-        let (pod, r) = looping(&v).unwrap_or_else(|| panic!("{backend}: {v:#}"));
-        assert!(
-            r.starts_with(&format!(
-                "CrashLoopBackOff: container {container} exited with code 1, restarted "
-            )) && r.contains(" time(s); last lines: "),
-            "{backend}: {r}"
-        );
-        assert!(
-            r.contains(&format!("\"pod={pod} container={container} restart="))
-                && r.contains("line 2\""),
-            "{backend}: {r}"
-        );
-        assert!(v["reason"].as_str().is_some(), "{v:#}");
-    }
+        })
+    };
+    let v = status_until(&e, &dir, id, |v| looping(v).is_some());
+    let (pod, r) = looping(&v).unwrap_or_else(|| panic!("{v:#}"));
+    assert!(
+        r.starts_with("CrashLoopBackOff: container worker exited with code 1, restarted ")
+            && r.contains(" time(s); last lines: "),
+        "{r}"
+    );
+    assert!(
+        r.contains(&format!("\"pod={pod} container=worker restart=")) && r.contains("line 2\""),
+        "{r}"
+    );
+    assert!(v["reason"].as_str().is_some(), "{v:#}");
 }
 
 #[test]
@@ -304,10 +310,18 @@ fn a_launcher_waiting_for_sshd_names_the_workers_not_ready() {
             &[],
         );
         assert_eq!(o.code, 0, "{}", o.stderr);
-        let want = format!(" is waiting for the sshd of 1 worker(s) not ready: demo-{id}-worker-1");
+        // native's launcher waits in launcher.sh; the operator creates mpijob's launcher
+        // only once every worker is ready.
+        let not_ready = format!("1 worker(s) not ready: demo-{id}-worker-1");
         let ok = |v: &Value| {
-            v["reason"].as_str().is_some_and(|r| {
-                r.starts_with(&format!("launcher demo-{id}-launcher")) && r.ends_with(&want)
+            v["reason"].as_str().is_some_and(|r| match backend {
+                "native" => {
+                    r.starts_with(&format!("launcher demo-{id}-launcher-"))
+                        && r.ends_with(&format!(" is waiting for the sshd of {not_ready}"))
+                }
+                _ => {
+                    r == format!("the launcher is created once every worker is ready; {not_ready}")
+                }
             })
         };
         let v = status_until(&e, &dir, id, ok);
@@ -330,32 +344,38 @@ const LIMIT: [&str; 2] = [
 fn real_out_of_memory_and_missing_image_on_the_docker_kubelet() {
     let Some(docker) = docker() else { return };
     let img = template_image(&docker, "mpi-hello", &debian_image());
-    let e = Cluster::docker_kubelet(false);
+    let e = Cluster::docker_kubelet(true);
     let dir = init_app(&e.root, "demo", "mpi-hello");
+    let hog = |backend: &str, id: &str| {
+        let mut c = e.hv(&dir);
+        c.args(["deploy", "--backend", backend, "--run-id", id])
+            .args(["--image", &img, "--no-push", "--logs"])
+            .args(["--set", HOG, "--set", LIMIT[0], "--set", LIMIT[1]]);
+        let o = run(c);
+        assert_eq!(o.code, 1, "{backend}: {}\n{}", o.stdout, o.stderr);
+        assert!(o.stderr.contains("Reason: "), "{backend}: {}", o.stderr);
+    };
+    // mpijob: the operator's workers run sshd and the rank is its child, so the worker lives
+    // on; the launcher (kept: restartPolicy Never) has mpirun's word on the rank.
+    let id = run_id("m");
+    hog("mpijob", &id);
+    let v = status_until(&e, &dir, &id, |v| v["state"] == "Failed");
+    let r = v["reason"].as_str().unwrap_or_default();
+    assert!(
+        r.starts_with(&format!("launcher demo-{id}-launcher-")),
+        "{r}"
+    );
+    assert!(
+        r.contains("; first to fail: rank ") && r.contains("(signal 9 (Killed) on "),
+        "{r}"
+    );
+    let mut c = e.hv(&dir);
+    c.args(["undeploy", &id]);
+    assert_eq!(run(c).code, 0);
+
     let id = run_id("o");
     let job = format!("demo-{id}");
-    let mut c = e.hv(&dir);
-    c.args([
-        "deploy",
-        "--backend",
-        "native",
-        "--run-id",
-        &id,
-        "--image",
-        &img,
-    ])
-    .args([
-        "--no-push",
-        "--logs",
-        "--set",
-        HOG,
-        "--set",
-        LIMIT[0],
-        "--set",
-        LIMIT[1],
-    ]);
-    let o = run(c);
-    assert_eq!(o.code, 1, "{}\n{}", o.stdout, o.stderr);
+    hog("native", &id);
     // The OOM ends following at once; the launcher's Job fails a moment later.
     let v = status_until(&e, &dir, &id, |v| v["state"] == "Failed");
     let r = v["reason"].as_str().unwrap_or_default();

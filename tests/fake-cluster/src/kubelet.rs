@@ -10,7 +10,8 @@
 //! `…-worker-1`): `FAKE_KUBELET_OOM` (every instance ends `OOMKilled`, exit 137, after its
 //! lines), `FAKE_KUBELET_PULL=fail` (or `fail:SUFFIX`; the image is never pulled: waiting
 //! `ErrImagePull`, then `ImagePullBackOff`, the pod stays Pending), `FAKE_KUBELET_HANG`
-//! (runs, prints nothing, never becomes ready).
+//! (runs, prints nothing, never becomes ready). `FAKE_KUBELET_ONLY` (a suffix, or `launcher`
+//! for a Job's `<job>-launcher-<random>` pods) limits all of these to the pods it names.
 
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -49,7 +50,8 @@ pub struct ContainerSpec {
 /// the pod `pod`.
 fn applies(v: &str, pod: &str) -> bool {
     let v = v.trim();
-    v == "1" || pod == v || pod.ends_with(&format!("-{v}"))
+    // `launcher` also names a Job's pod, `<job>-launcher-<random>`.
+    v == "1" || pod == v || pod.ends_with(&format!("-{v}")) || pod.contains(&format!("-{v}-"))
 }
 
 /// The state of one container at some instant.
@@ -90,7 +92,7 @@ impl CState {
 
 impl ContainerSpec {
     fn from_json(c: &Value, pod: &str) -> Self {
-        let env = |name: &str| -> Option<String> {
+        let var = |name: &str| -> Option<String> {
             c.get("env")?
                 .as_array()?
                 .iter()
@@ -98,6 +100,10 @@ impl ContainerSpec {
                 .and_then(|e| s(e, "/value"))
                 .map(String::from)
         };
+        // `FAKE_KUBELET_ONLY`: the behaviour below is this pod's only if the value applies
+        // to it; elsewhere the container runs silently forever (an app's env reaches every pod).
+        let mine = var("FAKE_KUBELET_ONLY").is_none_or(|v| applies(&v, pod));
+        let env = |name: &str| var(name).filter(|_| mine);
         let fault = |name: &str| env(name).is_some_and(|v| applies(&v, pod));
         let pull_fail = env("FAKE_KUBELET_PULL").is_some_and(|v| {
             let v = v.trim();
