@@ -9,6 +9,7 @@ use crate::logs::source::{LogRequest, LogSource};
 use crate::logs::target::Target;
 use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -179,9 +180,31 @@ pub fn of_containers(cs: &[crate::local::status::Container]) -> Phases {
     }
 }
 
+/// First-line timestamps found in this process, by run (`status --watch` reports every
+/// second; once any container of a run has written, its first line stays the first).
+static FIRST_LOGS: std::sync::Mutex<BTreeMap<String, String>> =
+    std::sync::Mutex::new(BTreeMap::new());
+
+/// [`first_log`] of the run `key` (engine, place and job), read once it was found.
+pub async fn first_log_of<S: LogSource>(
+    key: String,
+    source: &S,
+    targets: Vec<Target>,
+) -> Option<String> {
+    let seen = |k: &str| FIRST_LOGS.lock().ok()?.get(k).cloned();
+    if let Some(t) = seen(&key) {
+        return Some(t);
+    }
+    let t = first_log(source, targets).await?;
+    if let Ok(mut m) = FIRST_LOGS.lock() {
+        m.insert(key, t.clone());
+    }
+    Some(t)
+}
+
 /// The earliest first-line timestamp among `targets`' logs (each read up to its first
 /// line's timestamp, then dropped); `None` while no container has written anything.
-pub async fn first_log<S: LogSource>(source: &S, targets: Vec<Target>) -> Option<String> {
+async fn first_log<S: LogSource>(source: &S, targets: Vec<Target>) -> Option<String> {
     use futures::{AsyncBufReadExt, AsyncReadExt};
     let reads = targets.into_iter().map(|t| async move {
         let read = async {

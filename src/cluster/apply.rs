@@ -30,29 +30,34 @@ pub fn dynamic_api_all(c: &Cluster, k: ApiKind) -> Api<DynamicObject> {
     )
 }
 
-/// Checks that the namespace exists; creates it when `create` is set. A 403 on reading
-/// namespaces (common for restricted users) is not an error: the apply will tell.
-pub async fn ensure_namespace(c: &Cluster, namespace: &str, create: bool) -> Result<()> {
+/// Whether the namespace must be created: `Ok(false)` when it exists, `Ok(true)` when it does
+/// not and `create` is set, an error naming it otherwise. A 403 on reading namespaces (common
+/// for restricted users) is not an error: the apply will tell. Reads only.
+pub async fn namespace_missing(c: &Cluster, namespace: &str, create: bool) -> Result<bool> {
     let api: Api<Namespace> = Api::all(c.client.clone());
     match retry(ATTEMPTS, || api.get_opt(namespace)).await {
-        Ok(Some(_)) => Ok(()),
-        Ok(None) if create => {
-            let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
-            let pp = PatchParams::apply(MANAGER);
-            let patch = Patch::Apply(&ns);
-            retry(ATTEMPTS, || api.patch(namespace, &pp, &patch))
-                .await
-                .map_err(|e| c.error(&format!("create namespace {namespace}"), &e))?;
-            Ok(())
-        }
+        Ok(Some(_)) => Ok(false),
+        Ok(None) if create => Ok(true),
         Ok(None) => Err(Error::input(format!(
             "namespace {namespace} does not exist in context `{}` ({})",
             c.context, c.server
         ))
         .hint("pass --create-namespace to create it, or pick another with -n")),
-        Err(e) if status_code(&e) == Some(403) => Ok(()),
+        Err(e) if status_code(&e) == Some(403) => Ok(false),
         Err(e) => Err(c.error(&format!("get namespace {namespace}"), &e)),
     }
+}
+
+/// Creates the namespace (server-side apply: a namespace made meanwhile is no error).
+pub async fn create_namespace(c: &Cluster, namespace: &str) -> Result<()> {
+    let api: Api<Namespace> = Api::all(c.client.clone());
+    let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+    let pp = PatchParams::apply(MANAGER);
+    let patch = Patch::Apply(&ns);
+    retry(ATTEMPTS, || api.patch(namespace, &pp, &patch))
+        .await
+        .map_err(|e| c.error(&format!("create namespace {namespace}"), &e))?;
+    Ok(())
 }
 
 /// Applies one object (server-side apply, field manager `hvdctl`); returns its uid.

@@ -122,6 +122,15 @@ impl Live {
 }
 
 /// Ctrl-C or SIGTERM.
+/// `f`'s output, or None at Ctrl-C or SIGTERM (what `f` did so far is dropped with it: a
+/// copy or a build, never a deploy, which rolls itself back).
+async fn or_interrupt<T>(f: impl Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        v = f => Some(v),
+        _ = interrupt() => None,
+    }
+}
+
 async fn interrupt() {
     #[cfg(unix)]
     {
@@ -208,7 +217,11 @@ pub async fn run(env: &Env<'_>, loaded: &Loaded, o: Options) -> Result<u8> {
                         if let Some(r) = running.take() {
                             r.task.abort();
                         }
-                        match sync::sync(&live.run, &live.places, &root, &files, &app.dev.sync_to, ui).await {
+                        let copied = sync::sync(&live.run, &live.places, &root, &files, &app.dev.sync_to, ui);
+                        let Some(copied) = or_interrupt(copied).await else {
+                            break Err(Error::interrupted());
+                        };
+                        match copied {
                             Ok(k) => ui.debug(format!(
                                 "synced {k} file(s) to {} place(s) in {} ms",
                                 live.places.len(),
@@ -222,7 +235,10 @@ pub async fn run(env: &Env<'_>, loaded: &Loaded, o: Options) -> Result<u8> {
                             r.task.abort();
                         }
                         ui.note(format!("{why} changed: building a new image and deploying it"));
-                        let image = match crate::commands::dev::rebuild(loaded, ui).await {
+                        let Some(built) = or_interrupt(crate::commands::dev::rebuild(loaded, ui)).await else {
+                            break Err(Error::interrupted());
+                        };
+                        let image = match built {
                             Ok(i) => i,
                             Err(e) => {
                                 ui.note(format!("error: the rebuild failed: {e}; the run stays as it was"));

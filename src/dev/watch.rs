@@ -47,7 +47,8 @@ pub fn classify(changed: &[String], ctx: &BuildContext) -> Option<Batch> {
 /// The watcher and the paths it reports.
 pub struct Changes {
     root: PathBuf,
-    rx: mpsc::UnboundedReceiver<PathBuf>,
+    /// A changed path, and whether it was created.
+    rx: mpsc::UnboundedReceiver<(PathBuf, bool)>,
     debounce: Duration,
     _watcher: RecommendedWatcher,
 }
@@ -66,16 +67,7 @@ pub fn watch(root: &Path, debounce: Duration) -> Result<Changes> {
         ) {
             let created = matches!(ev.kind, EventKind::Create(_));
             for p in ev.paths {
-                // A directory that appeared: its files too, since files written into it
-                // before its own watch was added raise no event.
-                if created && p.symlink_metadata().is_ok_and(|m| m.is_dir()) {
-                    let mut files = Vec::new();
-                    files_under(&p, &mut files);
-                    for f in files {
-                        let _ = tx.send(f);
-                    }
-                }
-                let _ = tx.send(p);
+                let _ = tx.send((p, created));
             }
         }
     })
@@ -98,11 +90,20 @@ impl Changes {
     }
 
     /// The next batch of changed paths: everything reported until `debounce` passes without
-    /// a report; relative to the root, `/`-separated, sorted, each once.
+    /// a report; relative to the root, `/`-separated, sorted, each once. A directory that
+    /// appeared brings every file under it as the batch closes: files written into it before
+    /// the watcher added its watch raise no event of their own.
     pub async fn next(&mut self) -> Option<Vec<String>> {
         let first = self.rx.recv().await?;
-        let mut all = vec![first];
-        while let Ok(Some(p)) = tokio::time::timeout(self.debounce, self.rx.recv()).await {
+        let mut events = vec![first];
+        while let Ok(Some(e)) = tokio::time::timeout(self.debounce, self.rx.recv()).await {
+            events.push(e);
+        }
+        let mut all = Vec::new();
+        for (p, created) in events {
+            if created && p.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+                files_under(&p, &mut all);
+            }
             all.push(p);
         }
         let mut rel: Vec<String> = all
@@ -158,6 +159,17 @@ mod tests {
             Some(Batch::Sync(v(&["train.py"])))
         );
         assert_eq!(classify(&v(&["x.log", ".hvdctl"]), &c), None);
+    }
+
+    #[tokio::test]
+    async fn a_new_directory_brings_the_files_written_into_it() {
+        let d = tempfile::tempdir().unwrap();
+        let mut changes = watch(d.path(), Duration::from_millis(200)).unwrap();
+        // Written at once: the file may be there before the watcher watches `pkg/sub`.
+        std::fs::create_dir_all(d.path().join("pkg/sub")).unwrap();
+        std::fs::write(d.path().join("pkg/sub/data.txt"), "x").unwrap();
+        let batch = changes.next().await.unwrap();
+        assert!(batch.contains(&"pkg/sub/data.txt".to_string()), "{batch:?}");
     }
 
     #[test]

@@ -253,22 +253,26 @@ pub fn render_text(checks: &[Check]) -> String {
     s
 }
 
-/// `deploy`'s checks before anything is created: a refusal (exit 1, the numbers named) for
-/// a worker no node can hold, a quota without room, an image its registry answers 404 for;
-/// warnings for what cannot be told (nodes or quotas not readable, registry unreachable or
-/// unauthorised). `--skip-checks` skips this.
+/// `deploy`'s checks before anything is created or pushed: a refusal (exit 1, the numbers
+/// named) for a worker no node can hold, a quota without room, an image its registry answers
+/// 404 for (`image`: None when deploy is about to push it); warnings for what cannot be told
+/// (nodes or quotas not readable, registry unreachable or unauthorised). `--skip-checks`
+/// skips this.
 pub async fn preflight(
     c: &Cluster,
     namespace: &str,
     app: &App,
-    image: &str,
+    image: Option<&str>,
     ui: &Ui,
 ) -> Result<()> {
-    let (nodes, quotas, manifest) = futures::join!(
-        kube::nodes(c),
-        kube::quotas(c, namespace),
-        registry::manifest(image)
-    );
+    let manifest = async {
+        match image {
+            Some(i) => Some(registry::manifest(i).await),
+            None => None,
+        }
+    };
+    let (nodes, quotas, manifest) =
+        futures::join!(kube::nodes(c), kube::quotas(c, namespace), manifest);
     let mut refusals = Vec::new();
     match nodes {
         Ok(nodes) if !nodes.is_empty() => {
@@ -289,7 +293,8 @@ pub async fn preflight(
         }
         Err(e) => ui.note(format!("warning: cannot check the namespace's quotas: {e}")),
     }
-    match manifest {
+    let image = image.unwrap_or_default();
+    match manifest.unwrap_or(registry::Manifest::Present) {
         registry::Manifest::Present => {}
         registry::Manifest::Missing(m) if host::in_local_daemon(image).await => {
             ui.note(format!(

@@ -192,7 +192,11 @@ impl KubeRun {
             self.cluster.client.clone(),
             &self.run.namespace,
         ));
-        phases.first_log = crate::phases::first_log(&source, targets).await;
+        let key = format!(
+            "kubernetes/{}/{}/{}",
+            self.cluster.context, self.run.namespace, self.run.job
+        );
+        phases.first_log = crate::phases::first_log_of(key, &source, targets).await;
         (provenance, phases)
     }
 
@@ -420,10 +424,9 @@ pub async fn deploy(
     drop(keys);
     let k = env.kube(Some(run.namespace.clone())).await?;
     let c = &k.cluster;
-    push_if_needed(plan, c, o, ui).await?;
-    let mut provenance = plan.provenance();
-    provenance.image_digest = registry_digest(&plan.image).await;
-    manifests::annotate(&mut objects, &provenance.to_map());
+    // Everything that can refuse the run is asked before the push (minutes for a big image)
+    // and before anything is created.
+    check_unpushed(plan, c, o)?;
     if let Some(req) = b.requires()
         && !c.serves(req.kind).await?
     {
@@ -433,9 +436,26 @@ pub async fn deploy(
         ))
         .hint(req.hint));
     }
-    apply::ensure_namespace(c, &run.namespace, o.create_namespace && !o.server_dry_run).await?;
+    let create_ns =
+        apply::namespace_missing(c, &run.namespace, o.create_namespace && !o.server_dry_run)
+            .await?;
+    let to_push = plan
+        .unpushed
+        .as_deref()
+        .filter(|_| !o.no_push && !o.server_dry_run);
     if !o.skip_checks {
-        crate::doctor::preflight(c, &run.namespace, plan.app, &plan.image, ui).await?;
+        // An image about to be pushed is not looked for in its registry.
+        let image = to_push.is_none().then_some(plan.image.as_str());
+        crate::doctor::preflight(c, &run.namespace, plan.app, image, ui).await?;
+    }
+    if let Some(image) = to_push {
+        push(image, plan, ui).await?;
+    }
+    let mut provenance = plan.provenance();
+    provenance.image_digest = registry_digest(&plan.image).await;
+    manifests::annotate(&mut objects, &provenance.to_map());
+    if create_ns {
+        apply::create_namespace(c, &run.namespace).await?;
     }
     let job = run.job_name();
     if o.server_dry_run {
@@ -548,28 +568,29 @@ async fn apply_owned(
     apply::apply_all(c, &objects, false, on_applied).await
 }
 
-/// An image built here and never pushed must reach a registry before a cluster can run it;
+/// An image built here and never pushed must reach a registry before a cluster can run it:
 /// with `--no-push` that is refused unless the API server is on this machine.
-async fn push_if_needed(plan: &Plan<'_>, c: &Cluster, o: DeployOptions, ui: &Ui) -> Result<()> {
-    let Some(image) = plan.unpushed.clone() else {
-        return Ok(());
-    };
-    if o.no_push || o.server_dry_run {
-        if !is_local_server(&c.server) && !o.server_dry_run {
-            return Err(Error::input(format!(
+fn check_unpushed(plan: &Plan<'_>, c: &Cluster, o: DeployOptions) -> Result<()> {
+    match &plan.unpushed {
+        Some(image) if o.no_push && !o.server_dry_run && !is_local_server(&c.server) => {
+            Err(Error::input(format!(
                 "image {image} was built on this machine and never pushed, and the cluster of context `{}` ({}) is remote: it cannot pull it",
                 c.context, c.server
             ))
-            .hint("run `hvdctl push` (or drop --no-push), or pass --image with an image the cluster can pull"));
+            .hint("run `hvdctl push` (or drop --no-push), or pass --image with an image the cluster can pull"))
         }
-        return Ok(());
+        _ => Ok(()),
     }
+}
+
+/// Pushes the image built here and records that it was.
+async fn push(image: &str, plan: &Plan<'_>, ui: &Ui) -> Result<()> {
     let docker = crate::image::DockerClient::connect().await?;
-    crate::image::push_reference(&docker, &image, crate::image::ProgressMode::Auto, ui).await?;
+    crate::image::push_reference(&docker, image, crate::image::ProgressMode::Auto, ui).await?;
     state::record_image(
         plan.dir,
         &state::ImageRecord {
-            image,
+            image: image.to_string(),
             pushed: true,
             built: state::now(),
         },

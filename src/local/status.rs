@@ -470,7 +470,8 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
         .map(super::logs::target)
         .collect();
     let source = crate::logs::docker::ContainerSource::new(docker.clone());
-    phases.first_log = crate::phases::first_log(&source, targets).await;
+    let key = format!("docker/{}", r.job);
+    phases.first_log = crate::phases::first_log_of(key, &source, targets).await;
     Ok(StatusReport {
         run: r.run_id.clone(),
         job: r.job.clone(),

@@ -478,6 +478,27 @@ fn deploy_refuses_a_run_that_fits_nowhere_and_leaves_nothing_behind() {
         assert_eq!(o.code, 0, "{}", o.stderr);
         assert!(!e.ours(&format!("hvdctl.io/run={id}")).is_empty());
     }
+    // Refused before anything else happens: an image built here and never pushed is not
+    // pushed first (its registry does not even answer), a namespace asked for is not made.
+    let image_json = dir.join(".hvdctl/image.json");
+    std::fs::write(
+        &image_json,
+        r#"{"image": "127.0.0.1:1/demo:unpushed", "pushed": false, "built": "2026-11-22T00:00:00Z"}"#,
+    )
+    .unwrap();
+    let mut c = e.hv(&dir);
+    c.args(["-n", "team-z", "deploy", "--create-namespace"])
+        .args(["--backend", "native", "--set", "gpusPerWorker=1"]);
+    let o = run(c);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("refusing to deploy to namespace team-z (nothing was created): 0 of 2"),
+        "{}",
+        o.stderr
+    );
+    assert!(e.fc.get("namespaces", "", "team-z").is_none());
+    std::fs::remove_file(&image_json).unwrap();
     // A quota without room.
     e.fc.create(json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "small", "namespace": "default"},
         "spec": {"hard": {"pods": "2"}}, "status": {"hard": {"pods": "2"}, "used": {"pods": "0"}}})).unwrap();
