@@ -11,7 +11,8 @@
 //! * [`attempt`]: the launch command by exec, its lines numbered `#N`.
 //!
 //! A change to the Dockerfile or the dependency files builds a new image (pushed by the
-//! deploy, on Kubernetes) and replaces the run; the attempt count goes on. Ctrl-C or SIGTERM
+//! deploy, on Kubernetes) and replaces the run; a change to hvdctl.yaml replaces the run with
+//! the same image; the attempt count goes on. Ctrl-C or SIGTERM
 //! undeploys and exits 130.
 
 pub mod attempt;
@@ -27,6 +28,7 @@ use crate::kinds::ROLE_LAUNCHER;
 use crate::logs::printer::Style;
 use crate::logs::target::Target;
 use crate::remote::Which;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
@@ -49,11 +51,13 @@ pub struct Options {
     pub deploy: DeployOptions,
 }
 
-/// A warm run: its launcher (for the rank tags of its lines) and where files go.
+/// A warm run: its launcher (for the rank tags of its lines), where files go, and the launch
+/// command each attempt runs (from the hvdctl.yaml it was deployed with).
 struct Live {
     run: Arc<Run>,
     launcher: Target,
     places: Vec<Which>,
+    launch: Vec<String>,
 }
 
 impl Live {
@@ -92,7 +96,7 @@ impl Live {
                 ));
                 Err((e, run))
             }
-            Ok(_) => Self::look(run).await,
+            Ok(_) => Self::look(run, launch_of(loaded, o.backend, image)).await,
             Err(e) => Err((e, run)),
         };
         match live_or_err {
@@ -104,7 +108,7 @@ impl Live {
         }
     }
 
-    async fn look(run: Run) -> std::result::Result<Live, (Error, Run)> {
+    async fn look(run: Run, launch: Vec<String>) -> std::result::Result<Live, (Error, Run)> {
         let targets = match run.targets().await {
             Ok(t) => t,
             Err(e) => return Err((e, run)),
@@ -117,11 +121,31 @@ impl Live {
             places: sync::places(&targets),
             launcher,
             run: Arc::new(run),
+            launch,
         })
     }
 }
 
-/// Ctrl-C or SIGTERM.
+/// The launch command (mpirun/horovodrun and the app's command) of `loaded`'s app.
+fn launch_of(loaded: &Loaded, backend: Backend, image: &str) -> Vec<String> {
+    let r = crate::backend::Run {
+        app: &loaded.app,
+        backend,
+        run_id: String::new(),
+        namespace: String::new(),
+        image: image.to_string(),
+    };
+    launch_argv(&r, Some(HOSTFILE))
+}
+
+/// hvdctl.yaml read again (with the same `--set` flags) for a redeploy; an error leaves the
+/// run as it is.
+fn reload(loaded: &Loaded, sets: &[String]) -> Result<Loaded> {
+    let mut l = crate::app::load(&loaded.dir, sets)?;
+    l.app.warm = true;
+    Ok(l)
+}
+
 /// `f`'s output, or None at Ctrl-C or SIGTERM (what `f` did so far is dropped with it: a
 /// copy or a build, never a deploy, which rolls itself back).
 async fn or_interrupt<T>(f: impl Future<Output = T>) -> Option<T> {
@@ -131,6 +155,7 @@ async fn or_interrupt<T>(f: impl Future<Output = T>) -> Option<T> {
     }
 }
 
+/// Ctrl-C or SIGTERM.
 async fn interrupt() {
     #[cfg(unix)]
     {
@@ -169,25 +194,33 @@ async fn finished(running: &mut Option<Running>) -> (u32, Result<attempt::Ended>
 /// which undeploys (exit 130).
 pub async fn run(env: &Env<'_>, loaded: &Loaded, o: Options) -> Result<u8> {
     let ui = env.ui;
-    let app = &loaded.app;
-    let root = loaded.dir.join(&app.build.context);
-    let mut ctx = BuildContext::open(&root, &app.build.dockerfile)?;
+    let mut loaded = loaded.clone();
+    // The watched directory, the engine and the namespace stay those of the first load.
+    let root = loaded.dir.join(&loaded.app.build.context);
+    let mut ctx = BuildContext::open(&root, &loaded.app.build.dockerfile)?;
     let mut changes = watch::watch(&root, o.debounce)?;
-    let launch = {
-        let r = crate::backend::Run {
-            app,
-            backend: o.backend,
-            run_id: String::new(),
-            namespace: String::new(),
-            image: o.image.clone(),
-        };
-        launch_argv(&r, Some(HOSTFILE))
-    };
-    let mut live = Live::start(env, loaded, &o, &o.image, o.unpushed.clone()).await?;
+    let app_file = loaded
+        .dir
+        .join(crate::app::APP_FILE)
+        .canonicalize()
+        .ok()
+        .and_then(|f| {
+            Some(
+                f.strip_prefix(changes.root())
+                    .ok()?
+                    .to_string_lossy()
+                    .replace('\\', "/"),
+            )
+        });
+    let mut image = o.image.clone();
+    // What was copied since `image` was built: the image does not hold it, so a redeploy
+    // with the same image copies it again.
+    let mut synced: BTreeSet<String> = BTreeSet::new();
+    let mut live = Live::start(env, &loaded, &o, &image, o.unpushed.clone()).await?;
     ui.note(format!(
         "Watching {} (saves are copied to {} in every container); Ctrl-C undeploys",
         changes.root().display(),
-        app.dev.sync_to
+        loaded.app.dev.sync_to
     ));
     let mut n = 0u32;
     let start = |live: &Live, n: u32| Running {
@@ -195,7 +228,7 @@ pub async fn run(env: &Env<'_>, loaded: &Loaded, o: Options) -> Result<u8> {
         task: tokio::spawn(attempt::run(
             live.run.clone(),
             n,
-            launch.clone(),
+            live.launch.clone(),
             live.launcher.clone(),
             o.style,
         )),
@@ -207,17 +240,18 @@ pub async fn run(env: &Env<'_>, loaded: &Loaded, o: Options) -> Result<u8> {
             batch = changes.next() => {
                 let Some(paths) = batch else { break Ok(()) };
                 let saved = Instant::now();
-                match BuildContext::open(&root, &app.build.dockerfile) {
+                match BuildContext::open(&root, &loaded.app.build.dockerfile) {
                     Ok(c) => ctx = c,
                     Err(e) => ui.note(format!("warning: {e}; keeping the previous .dockerignore")),
                 }
-                match watch::classify(&paths, &ctx) {
+                match watch::classify(&paths, &ctx, app_file.as_deref()) {
                     None => continue,
                     Some(Batch::Sync(files)) => {
                         if let Some(r) = running.take() {
                             r.task.abort();
                         }
-                        let copied = sync::sync(&live.run, &live.places, &root, &files, &app.dev.sync_to, ui);
+                        synced.extend(files.iter().cloned());
+                        let copied = sync::sync(&live.run, &live.places, &root, &files, &loaded.app.dev.sync_to, ui);
                         let Some(copied) = or_interrupt(copied).await else {
                             break Err(Error::interrupted());
                         };
@@ -230,27 +264,50 @@ pub async fn run(env: &Env<'_>, loaded: &Loaded, o: Options) -> Result<u8> {
                             Err(_) => ui.note("warning: not every file was copied; starting the attempt anyway"),
                         }
                     }
-                    Some(Batch::Rebuild(why)) => {
-                        if let Some(r) = running.take() {
-                            r.task.abort();
-                        }
-                        ui.note(format!("{why} changed: building a new image and deploying it"));
-                        let Some(built) = or_interrupt(crate::commands::dev::rebuild(loaded, ui)).await else {
-                            break Err(Error::interrupted());
-                        };
-                        let image = match built {
-                            Ok(i) => i,
+                    Some(Batch::Redeploy { why, rebuild }) => {
+                        let next = match reload(&loaded, &o.sets) {
+                            Ok(l) => l,
                             Err(e) => {
-                                ui.note(format!("error: the rebuild failed: {e}; the run stays as it was"));
+                                ui.note(format!("error: {e}\nthe run stays as it was; waiting for a change"));
                                 continue;
                             }
                         };
+                        if let Some(r) = running.take() {
+                            r.task.abort();
+                        }
+                        let mut unpushed = None;
+                        if rebuild {
+                            ui.note(format!("{why} changed: building a new image and deploying it"));
+                            let Some(built) = or_interrupt(crate::commands::dev::rebuild(&next, ui)).await else {
+                                break Err(Error::interrupted());
+                            };
+                            match built {
+                                Ok(i) => image = i,
+                                Err(e) => {
+                                    ui.note(format!("error: the rebuild failed: {e}; the run stays as it was"));
+                                    continue;
+                                }
+                            };
+                            unpushed = matches!(o.backend, Backend::Kubernetes(_)).then(|| image.clone());
+                            synced.clear();
+                        } else {
+                            ui.note(format!("{why} changed: deploying the run again with it"));
+                        }
+                        loaded = next;
                         let _ = crate::commands::dev_remove(env, &live.run).await;
-                        let unpushed = matches!(o.backend, Backend::Kubernetes(_)).then(|| image.clone());
-                        live = match Live::start(env, loaded, &o, &image, unpushed).await {
+                        live = match Live::start(env, &loaded, &o, &image, unpushed).await {
                             Ok(l) => l,
                             Err(e) => break Err(e),
                         };
+                        if !synced.is_empty() {
+                            let files: Vec<String> = synced.iter().cloned().collect();
+                            let copied = sync::sync(&live.run, &live.places, &root, &files, &loaded.app.dev.sync_to, ui);
+                            match or_interrupt(copied).await {
+                                None => break Err(Error::interrupted()),
+                                Some(Err(_)) => ui.note("warning: not every file saved since the image was built was copied again"),
+                                Some(Ok(_)) => {}
+                            }
+                        }
                     }
                 }
                 n += 1;

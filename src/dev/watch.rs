@@ -25,13 +25,15 @@ fn needs_rebuild(rel: &str, dockerfile: &str) -> bool {
 pub enum Batch {
     /// Copy these files (relative to the context, `/`-separated) into the run.
     Sync(Vec<String>),
-    /// Build a new image and deploy it (the file that asked for it).
-    Rebuild(String),
+    /// Deploy the run again from hvdctl.yaml read again, after building a new image when
+    /// `rebuild` (`why`: the file that asked for it).
+    Redeploy { why: String, rebuild: bool },
 }
 
 /// Classifies changed paths (relative, `/`-separated): those `.dockerignore` excludes (the
 /// image would not hold them) and hvdctl's own are dropped; `None` when nothing is left.
-pub fn classify(changed: &[String], ctx: &BuildContext) -> Option<Batch> {
+/// `app_file`: where hvdctl.yaml is, relative to the context, if it is inside it.
+pub fn classify(changed: &[String], ctx: &BuildContext, app_file: Option<&str>) -> Option<Batch> {
     let kept: Vec<String> = changed
         .iter()
         .filter(|p| *p != STATE_DIR && !p.starts_with(&format!("{STATE_DIR}/")))
@@ -39,7 +41,17 @@ pub fn classify(changed: &[String], ctx: &BuildContext) -> Option<Batch> {
         .cloned()
         .collect();
     if let Some(p) = kept.iter().find(|p| needs_rebuild(p, ctx.dockerfile())) {
-        return Some(Batch::Rebuild(p.clone()));
+        return Some(Batch::Redeploy {
+            why: p.clone(),
+            rebuild: true,
+        });
+    }
+    // hvdctl.yaml says what runs (command, workers, env): whether or not the image holds it.
+    if let Some(f) = app_file.filter(|f| changed.iter().any(|p| p == f)) {
+        return Some(Batch::Redeploy {
+            why: f.to_string(),
+            rebuild: false,
+        });
     }
     (!kept.is_empty()).then_some(Batch::Sync(kept))
 }
@@ -154,11 +166,12 @@ mod tests {
         assert_eq!(
             classify(
                 &v(&["train.py", "x.log", "data/a", ".hvdctl/runs.json"]),
-                &c
+                &c,
+                Some("hvdctl.yaml")
             ),
             Some(Batch::Sync(v(&["train.py"])))
         );
-        assert_eq!(classify(&v(&["x.log", ".hvdctl"]), &c), None);
+        assert_eq!(classify(&v(&["x.log", ".hvdctl"]), &c, None), None);
     }
 
     #[tokio::test]
@@ -184,14 +197,26 @@ mod tests {
             "environment.yml",
         ] {
             assert_eq!(
-                classify(&v(&["train.py", f]), &c),
-                Some(Batch::Rebuild(f.to_string())),
+                classify(&v(&["train.py", f, "hvdctl.yaml"]), &c, Some("hvdctl.yaml")),
+                Some(Batch::Redeploy {
+                    why: f.to_string(),
+                    rebuild: true
+                }),
                 "{f}"
             );
         }
         assert_eq!(
-            classify(&v(&["requirements.md"]), &c),
+            classify(&v(&["requirements.md"]), &c, Some("hvdctl.yaml")),
             Some(Batch::Sync(v(&["requirements.md"])))
+        );
+        // hvdctl.yaml: deployed again, even when .dockerignore leaves it out of the image.
+        let (_d, c) = ctx("hvdctl.yaml\n");
+        assert_eq!(
+            classify(&v(&["train.py", "hvdctl.yaml"]), &c, Some("hvdctl.yaml")),
+            Some(Batch::Redeploy {
+                why: "hvdctl.yaml".into(),
+                rebuild: false
+            })
         );
     }
 }

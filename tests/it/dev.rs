@@ -534,9 +534,42 @@ fn dev_rebuilds_on_a_dockerfile_change_in_a_local_run() {
         after.iter().all(|c| !before.contains(c)),
         "the run was not replaced: {before:?} {after:?}"
     );
+    // hvdctl.yaml says what runs: a change to it deploys the run again (same image) and the
+    // next attempt runs with it, env passed on to every rank.
+    edit(
+        &dir,
+        "print(\"edit env=\" + os.environ.get(\"DEV_TOKEN\", \"none\"), flush=True)",
+    );
+    dev.wait_for(
+        "of attempt 4",
+        Duration::from_secs(60),
+        says(4, 1, "edit env=none".into()),
+    );
+    let t = token();
+    let yaml = dir.join("hvdctl.yaml");
+    let text = std::fs::read_to_string(&yaml).unwrap();
+    let text = text.replacen("env:\n", &format!("env:\n  DEV_TOKEN: \"{t}\"\n"), 1);
+    std::fs::write(&yaml, text).unwrap();
+    for rank in [0, 1] {
+        dev.wait_for(
+            "of attempt 5 with the new env",
+            Duration::from_secs(120),
+            says(5, rank, format!("edit env={t}")),
+        );
+    }
+    let again = on_local(&docker, &id);
+    assert_eq!(again.len(), 3, "{again:?}");
+    assert!(
+        again.iter().all(|c| !after.contains(c)),
+        "the run was not deployed again: {after:?} {again:?}"
+    );
     let (code, stderr) = dev.interrupt();
     assert_eq!(code, 130, "{stderr}");
     assert!(stderr.contains("Dockerfile changed"), "{stderr}");
+    assert!(
+        stderr.contains("hvdctl.yaml changed: deploying the run again"),
+        "{stderr}"
+    );
     assert_eq!(leftovers(&docker, &job, &id), (0, 0, 0));
     // The image the rebuild made (recorded by hvdctl build's code) goes too.
     let rec: serde_json::Value =
