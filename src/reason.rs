@@ -163,6 +163,12 @@ pub fn first_failed(rank: Option<String>, pod: Option<(&str, &str)>) -> Option<S
     }
 }
 
+/// What an unschedulable pod's reason adds when `room` of `nodes` nodes could hold it once
+/// pods there end.
+pub fn waiting_for_room(room: usize, nodes: usize) -> String {
+    format!(" (waiting: {room} of {nodes} node(s) can hold it when pods there end)")
+}
+
 /// The run's line while the launcher waits for workers' sshd, or (`launcher` None) while the
 /// MPI Operator waits for every worker to be ready before it creates the launcher.
 pub fn waiting_for_sshd(launcher: Option<&str>, not_ready: &[String]) -> String {

@@ -4,6 +4,7 @@
 
 use super::Cluster;
 use super::status::{JobState, role_of};
+use crate::doctor::fit;
 use crate::kinds::{JobCondition, ROLE_LAUNCHER, ROLE_WORKER};
 use crate::logs::rank::TagForms;
 use crate::reason::{self, Reason};
@@ -194,6 +195,33 @@ async fn launcher_rank(api: &Api<Pod>, launcher: &Pod) -> Option<String> {
     reason::first_rank(&log, forms)
 }
 
+/// An unschedulable pod that some node could hold once pods there end is waiting, not
+/// failing (a shared cluster's queue); one that no node could hold even empty fails. The
+/// nodes are read once, only when a pod is unschedulable; unreadable, it counts as failing.
+async fn waiting_for_room(c: &Cluster, facts: &mut [(&Pod, Fact)]) {
+    if !facts.iter().any(|(_, f)| f.kind == Kind::Unschedulable) {
+        return;
+    }
+    let Ok(nodes) = crate::doctor::kube::nodes(c).await else {
+        return;
+    };
+    for (p, f) in facts
+        .iter_mut()
+        .filter(|(_, f)| f.kind == Kind::Unschedulable)
+    {
+        let shape = fit::Shape::of_pod(p);
+        let room = nodes
+            .iter()
+            .filter(|n| fit::misfit(n, &shape).is_none())
+            .count();
+        if room > 0 {
+            f.failing = false;
+            f.text
+                .push_str(&reason::waiting_for_room(room, nodes.len()));
+        }
+    }
+}
+
 /// Lines from the end of the launcher's log searched for the MPI's summary.
 pub const RANK_LOG_LINES: i64 = 200;
 
@@ -227,10 +255,11 @@ pub async fn explain(
     pods: &[Pod],
     elastic: bool,
 ) -> Explained {
-    let facts: Vec<(&Pod, Fact)> = pods
+    let mut facts: Vec<(&Pod, Fact)> = pods
         .iter()
         .filter_map(|p| fact(p, elastic).map(|f| (p, f)))
         .collect();
+    waiting_for_room(c, &mut facts).await;
     let api: Api<Pod> = Api::namespaced(c.client.clone(), namespace);
     let texts = join_all(facts.iter().enumerate().map(|(i, (p, f))| {
         let api = api.clone();

@@ -6,7 +6,7 @@
 use crate::app::App;
 use crate::app::spec::{ResourceSpec, TaintEffect, Toleration, TolerationOperator};
 use crate::app::validate::quantity_value;
-use k8s_openapi::api::core::v1::{Node, ResourceQuota, Taint};
+use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota, Taint};
 use std::collections::BTreeMap;
 
 pub const GPU: &str = "nvidia.com/gpu";
@@ -92,8 +92,59 @@ fn tolerates(ts: &[Toleration], taint: &Taint) -> bool {
     })
 }
 
-/// Why `node` cannot hold a pod requesting `need` (None: it can).
-pub fn misfit(node: &Node, need: &Amounts, app: &App) -> Option<String> {
+/// What one pod asks of a node: resources (requests), `nodeSelector` and tolerations.
+#[derive(Debug, Clone, Default)]
+pub struct Shape {
+    pub need: Amounts,
+    pub node_selector: BTreeMap<String, String>,
+    pub tolerations: Vec<Toleration>,
+}
+
+impl Shape {
+    /// One worker of `app`.
+    pub fn worker(app: &App) -> Shape {
+        Shape {
+            need: worker(app),
+            node_selector: app.node_selector.clone(),
+            tolerations: app.tolerations.clone(),
+        }
+    }
+
+    /// A pod as created: its containers' requests summed (a limit stands for a request left
+    /// out, as Kubernetes defaults it), its `nodeSelector` and tolerations.
+    pub fn of_pod(pod: &Pod) -> Shape {
+        let spec = pod.spec.clone().unwrap_or_default();
+        let mut need = Amounts::new();
+        for c in &spec.containers {
+            let r = c.resources.clone().unwrap_or_default();
+            let mut one = Amounts::new();
+            for (k, q) in r.limits.iter().flatten().chain(r.requests.iter().flatten()) {
+                if let Some(v) = quantity_value(&q.0) {
+                    one.insert(k.clone(), v);
+                }
+            }
+            for (k, v) in one {
+                *need.entry(k).or_default() += v;
+            }
+        }
+        // The same fields in the same words: a toleration the app's form cannot read
+        // tolerates nothing here.
+        let tolerations = spec
+            .tolerations
+            .iter()
+            .flatten()
+            .filter_map(|t| serde_json::from_value(serde_json::to_value(t).ok()?).ok())
+            .collect();
+        Shape {
+            need,
+            node_selector: spec.node_selector.unwrap_or_default(),
+            tolerations,
+        }
+    }
+}
+
+/// Why `node` cannot hold a pod of `shape` even when nothing else runs there (None: it can).
+pub fn misfit(node: &Node, shape: &Shape) -> Option<String> {
     let spec = node.spec.clone().unwrap_or_default();
     if spec.unschedulable == Some(true) {
         return Some("cordoned (unschedulable)".into());
@@ -101,7 +152,7 @@ pub fn misfit(node: &Node, need: &Amounts, app: &App) -> Option<String> {
     for t in spec.taints.iter().flatten() {
         let hard = t.effect == TaintEffect::NoSchedule.as_str()
             || t.effect == TaintEffect::NoExecute.as_str();
-        if hard && !tolerates(&app.tolerations, t) {
+        if hard && !tolerates(&shape.tolerations, t) {
             let v = t
                 .value
                 .as_deref()
@@ -111,7 +162,7 @@ pub fn misfit(node: &Node, need: &Amounts, app: &App) -> Option<String> {
         }
     }
     let labels = node.metadata.labels.clone().unwrap_or_default();
-    for (k, v) in &app.node_selector {
+    for (k, v) in &shape.node_selector {
         if labels.get(k) != Some(v) {
             return Some(format!("nodeSelector {k}={v} does not match"));
         }
@@ -121,7 +172,8 @@ pub fn misfit(node: &Node, need: &Amounts, app: &App) -> Option<String> {
         .as_ref()
         .and_then(|s| s.allocatable.clone())
         .unwrap_or_default();
-    let short: Vec<String> = need
+    let short: Vec<String> = shape
+        .need
         .iter()
         .filter(|(_, n)| **n > 0.0)
         .filter_map(|(k, n)| {
@@ -144,13 +196,13 @@ pub fn misfit(node: &Node, need: &Amounts, app: &App) -> Option<String> {
 /// How many of `nodes` could hold one worker, and the message that says so (each node that
 /// cannot, and why, when none can).
 pub fn nodes_for_worker(nodes: &[Node], app: &App) -> (usize, String) {
-    let need = worker(app);
+    let shape = Shape::worker(app);
     let why: Vec<(String, Option<String>)> = nodes
         .iter()
         .map(|n| {
             (
                 n.metadata.name.clone().unwrap_or_default(),
-                misfit(n, &need, app),
+                misfit(n, &shape),
             )
         })
         .collect();
@@ -158,7 +210,7 @@ pub fn nodes_for_worker(nodes: &[Node], app: &App) -> (usize, String) {
     let mut msg = format!(
         "{fit} of {} node(s) can hold one worker ({})",
         nodes.len(),
-        show_all(&need)
+        show_all(&shape.need)
     );
     if fit == 0 && !why.is_empty() {
         let each: Vec<String> = why
@@ -259,6 +311,47 @@ mod tests {
             "status": {"allocatable": alloc},
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_pods_shape_sums_its_containers_and_reads_its_tolerations() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p"},
+            "spec": {
+                "containers": [
+                    {"name": "a", "resources": {"requests": {"cpu": "1500m"}, "limits": {"memory": "1Gi"}}},
+                    {"name": "b", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+                ],
+                "nodeSelector": {"pool": "gpu"},
+                "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            },
+        }))
+        .unwrap();
+        let shape = Shape::of_pod(&pod);
+        assert_eq!(show_all(&shape.need), "cpu 2, memory 2Gi");
+        let tainted = node(
+            "n0",
+            json!({"cpu": "2", "memory": "4Gi"}),
+            json!([{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]),
+        );
+        assert_eq!(
+            misfit(&tainted, &shape).as_deref(),
+            Some("nodeSelector pool=gpu does not match")
+        );
+        let mut labelled = tainted.clone();
+        labelled
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("pool".into(), "gpu".into());
+        assert_eq!(misfit(&labelled, &shape), None);
+        let small = node("n1", json!({"cpu": "1", "memory": "4Gi"}), json!([]));
+        let mut shape = shape;
+        shape.node_selector.clear();
+        assert_eq!(
+            misfit(&small, &shape).as_deref(),
+            Some("cpu 1 allocatable < 2 requested")
+        );
     }
 
     #[test]

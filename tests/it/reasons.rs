@@ -296,6 +296,75 @@ fn no_node_that_fits_is_the_schedulers_message() {
     }
 }
 
+/// A busy cluster: workers that fit a node once the pods there end wait (the reason says so
+/// and `status --wait` goes on), and run when room is made. (mpijob: its launcher starts
+/// once the workers are ready, as a real launcher would wait for them.)
+#[test]
+fn a_worker_waiting_for_room_is_not_a_failure() {
+    let e = Cluster::start(Options {
+        mpi_operator: true,
+        nodes: NodeSpec {
+            count: 2,
+            cpu: "2".into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    let big = "resources.worker.requests.cpu=1500m";
+    // a1's workers take 1.5 of each node's 2 cpus, and run until undeployed.
+    let o = deploy(&e, &dir, "mpijob", "a1", &[big], &[]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let b1 = [
+        big,
+        "env.FAKE_KUBELET_LINES=2",
+        "env.FAKE_KUBELET_ONLY=launcher",
+    ];
+    let o = deploy(&e, &dir, "mpijob", "b1", &b1, &[]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v = status_until(&e, &dir, "b1", |v| {
+        pod_reason(v, "demo-b1-worker-0").contains("Insufficient cpu")
+    });
+    let r = pod_reason(&v, "demo-b1-worker-0");
+    assert!(
+        r.starts_with("Pending: 0/2 nodes are available: 2 Insufficient cpu")
+            && r.ends_with(" (waiting: 2 of 2 node(s) can hold it when pods there end)"),
+        "{r}"
+    );
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("hvdctl"));
+    c.env("KUBECONFIG", &e.kubeconfig)
+        .arg("-C")
+        .arg(&dir)
+        .args(["status", "b1", "--wait"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut waiting = c.spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        waiting.try_wait().unwrap().is_none(),
+        "status --wait ended while b1 waited for room"
+    );
+    let mut c = e.hv(&dir);
+    c.args(["undeploy", "a1"]);
+    assert_eq!(run(c).code, 0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while waiting.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = waiting.kill();
+            panic!("b1 did not end within 20 s of the room made for it");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = waiting.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Succeeded"));
+}
+
 #[test]
 fn a_launcher_waiting_for_sshd_names_the_workers_not_ready() {
     let e = Cluster::synthetic(true);
