@@ -208,10 +208,19 @@ impl Recorder {
             let stream = &mut self.index.streams[at];
             stream.uid = t.uid.clone();
             let path = self.dir.join(LOGS).join(&stream.file);
-            if let Ok(resume) = append(source, &t, stream.resume(), &path).await {
-                stream.last = resume.last.map(|t| (t.secs, t.nanos));
-                stream.at_last = resume.at_last;
+            // A restarted pod's container: what its previous instance wrote after the resume
+            // point first (Kubernetes keeps one; Docker keeps one log across restarts).
+            let mut resume = stream.resume();
+            if matches!(source.look(&t).await, Ok(Some(v)) if v.has_previous)
+                && let Ok(r) = append(source, &t, resume, true, &path).await
+            {
+                resume = r;
             }
+            if let Ok(r) = append(source, &t, resume, false, &path).await {
+                resume = r;
+            }
+            stream.last = resume.last.map(|t| (t.secs, t.nanos));
+            stream.at_last = resume.at_last;
         }
     }
 
@@ -238,17 +247,19 @@ fn safe(s: &str) -> String {
         .collect()
 }
 
-/// Reads `t`'s log from its resume point and appends the new lines to `path` (one gzip
-/// member per recording); returns the new resume point.
+/// Reads `t`'s log (its `previous` instance's) from its resume point and appends the new
+/// lines to `path` (one gzip member per recording); returns the new resume point.
 async fn append<S: LogSource>(
     source: &S,
     t: &Target,
     mut resume: Resume,
+    previous: bool,
     path: &Path,
 ) -> std::result::Result<Resume, ()> {
     use futures::AsyncBufReadExt;
     let req = LogRequest {
         since_time: resume.since_time(),
+        previous,
         ..Default::default()
     };
     let mut stream = source.open(t, &req).await.map_err(|_| ())?;

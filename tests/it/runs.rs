@@ -629,3 +629,45 @@ fn a_pushed_image_is_recorded_with_its_registry_digest() {
     let u = hv(&dir, Some(&cluster.kubeconfig), &["undeploy", &id]);
     assert_eq!(u.code, 0, "{}", u.stderr);
 }
+
+/// A worker that crashed once and ran again: its record holds both instances' lines, though
+/// the run was recorded only after the restart (Kubernetes keeps the previous instance's log).
+#[test]
+fn a_restarted_containers_previous_instance_is_recorded() {
+    let e = Cluster::synthetic(false);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    let mut c = e.hv(&dir);
+    c.args(["deploy", "--backend", "native", "--run-id", "rs1"])
+        .args(["--set", "env.FAKE_KUBELET_LINES=2"])
+        .args(["--set", "env.FAKE_KUBELET_RESTARTS=1"])
+        .args(["--set", "env.FAKE_KUBELET_ONLY=worker-0"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // Nothing follows the run: it is first recorded by undeploy, after the restart.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let p = e.fc.get("pods", "default", "demo-rs1-worker-0").unwrap();
+        let cs = &p["status"]["containerStatuses"][0];
+        if cs["restartCount"] == 1 && cs["state"]["terminated"]["exitCode"] == 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{cs:#}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut c = e.hv(&dir);
+    c.args(["undeploy", "rs1"]);
+    assert_eq!(run(c).code, 0);
+    let mut c = e.hv(&dir);
+    c.args(["logs", "rs1", "--pod", "worker-0$", "--no-prefix"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("flight record"), "{}", o.stderr);
+    let want: Vec<String> = (0..2)
+        .flat_map(|k| {
+            (1..=2).map(move |i| {
+                format!("pod=demo-rs1-worker-0 container=worker restart={k} line {i}")
+            })
+        })
+        .collect();
+    assert_eq!(o.stdout.lines().collect::<Vec<_>>(), want, "{}", o.stdout);
+}
