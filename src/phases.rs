@@ -185,7 +185,8 @@ pub fn of_containers(cs: &[crate::local::status::Container]) -> Phases {
 static FIRST_LOGS: std::sync::Mutex<BTreeMap<String, String>> =
     std::sync::Mutex::new(BTreeMap::new());
 
-/// [`first_log`] of the run `key` (engine, place and job), read once it was found.
+/// [`first_log`] of the run `key` (engine, place, job and creation time), read once it was
+/// found.
 pub async fn first_log_of<S: LogSource>(
     key: String,
     source: &S,

@@ -192,9 +192,13 @@ impl KubeRun {
             self.cluster.client.clone(),
             &self.run.namespace,
         ));
+        // The creation time tells a run apart from one deployed again under its name (`dev`).
         let key = format!(
-            "kubernetes/{}/{}/{}",
-            self.cluster.context, self.run.namespace, self.run.job
+            "kubernetes/{}/{}/{}/{}",
+            self.cluster.context,
+            self.run.namespace,
+            self.run.job,
+            phases.created.as_deref().unwrap_or_default()
         );
         phases.first_log = crate::phases::first_log_of(key, &source, targets).await;
         (provenance, phases)

@@ -470,7 +470,11 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
         .map(super::logs::target)
         .collect();
     let source = crate::logs::docker::ContainerSource::new(docker.clone());
-    let key = format!("docker/{}", r.job);
+    let key = format!(
+        "docker/{}/{}",
+        r.job,
+        phases.created.as_deref().unwrap_or_default()
+    );
     phases.first_log = crate::phases::first_log_of(key, &source, targets).await;
     Ok(StatusReport {
         run: r.run_id.clone(),
