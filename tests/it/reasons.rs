@@ -583,10 +583,11 @@ fn real_out_of_memory_and_failing_rank_on_the_local_backend() {
             &img,
             "--wait",
             "--set",
-            // Rank 1 fails while rank 0 still runs: mpirun aborts the job and names the
-            // first process that failed. (When every rank exits non-zero at once, Open MPI
-            // may print only "1 process returned a non-zero exit code", naming none.)
-            "command=[sh, -c, \"echo about to fail; [ $OMPI_COMM_WORLD_RANK = 1 ] && exit 7; sleep 30\"]",
+            // Rank 1 fails while rank 0 runs: mpirun aborts the job and names the first
+            // process that failed. When the job ends before every rank started (rank 1 failing
+            // at once while rank 0 is still starting, seen under load) Open MPI prints only
+            // "1 process returned a non-zero exit code", naming none: rank 1 waits 5 s first.
+            "command=[sh, -c, \"echo about to fail; [ $OMPI_COMM_WORLD_RANK = 1 ] && sleep 5 && exit 7; sleep 30\"]",
         ],
     );
     let _ = o;
