@@ -563,7 +563,19 @@ fn dev_rebuilds_on_a_dockerfile_change_in_a_local_run() {
         again.iter().all(|c| !after.contains(c)),
         "the run was not deployed again: {after:?} {again:?}"
     );
+    // Ctrl-C while a rebuild runs a step of a minute: heard at once, the run undeployed.
+    let text = std::fs::read_to_string(&dockerfile).unwrap();
+    std::fs::write(&dockerfile, format!("{text}RUN sleep 60\n")).unwrap();
+    dev.wait_for_stderr("of the slow rebuild", Duration::from_secs(60), |l| {
+        l.contains("RUN sleep 60")
+    });
+    let asked = std::time::Instant::now();
     let (code, stderr) = dev.interrupt();
+    assert!(
+        asked.elapsed() < Duration::from_secs(20),
+        "Ctrl-C during the build took {:?}",
+        asked.elapsed()
+    );
     assert_eq!(code, 130, "{stderr}");
     assert!(stderr.contains("Dockerfile changed"), "{stderr}");
     assert!(
