@@ -449,19 +449,26 @@ impl<'a> Mux<'a> {
                 _ = tick.tick(), if finished.is_none() => {
                     let (state, _) = job_state(self.cluster, self.run).await?;
                     // A pod that says the run cannot succeed (no image, out of memory,
-                    // crash loop, unschedulable) ends following as a failure.
-                    let failing = !state.is_finished() && crate::cluster::reason::any_failing(
+                    // crash loop, unschedulable on every node) ends following as a failure:
+                    // seen on the pods at no cost, decided by the run's explanation (which
+                    // also reads the nodes and the logs).
+                    let suspect = !state.is_finished() && crate::cluster::reason::any_failing(
                         self.pods.present.values(),
                         crate::engine::kubernetes::elastic_bounds(self.pods.present.values()).is_some(),
                     );
+                    let why = if suspect || state == JobState::Failed {
+                        crate::cluster::reason::of_run(self.cluster, self.run)
+                            .await
+                            .ok()
+                            .and_then(|e| e.run)
+                    } else {
+                        None
+                    };
+                    let failing = suspect && why.as_ref().is_some_and(|r| r.failing);
                     if state.is_finished() || failing {
                         let state = if failing { JobState::Failed } else { state };
                         if state == JobState::Failed {
-                            self.reason = crate::cluster::reason::of_run(self.cluster, self.run)
-                                .await
-                                .ok()
-                                .and_then(|e| e.run)
-                                .map(|r| r.text);
+                            self.reason = why.map(|r| r.text);
                         }
                         finished = Some(state);
                         wait.done();

@@ -331,30 +331,41 @@ fn a_worker_waiting_for_room_is_not_a_failure() {
             && r.ends_with(" (waiting: 2 of 2 node(s) can hold it when pods there end)"),
         "{r}"
     );
-    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("hvdctl"));
-    c.env("KUBECONFIG", &e.kubeconfig)
-        .arg("-C")
-        .arg(&dir)
-        .args(["status", "b1", "--wait"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let mut waiting = c.spawn().unwrap();
+    let spawn = |args: &[&str]| {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("hvdctl"))
+            .env("KUBECONFIG", &e.kubeconfig)
+            .arg("-C")
+            .arg(&dir)
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let waiting = spawn(&["status", "b1", "--wait"]);
+    let following = spawn(&["logs", "b1", "-f"]);
     std::thread::sleep(Duration::from_secs(3));
-    assert!(
-        waiting.try_wait().unwrap().is_none(),
-        "status --wait ended while b1 waited for room"
-    );
+    let mut both = [("status --wait", waiting), ("logs -f", following)];
+    for (what, child) in &mut both {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "{what} ended while b1 waited for room"
+        );
+    }
     let mut c = e.hv(&dir);
     c.args(["undeploy", "a1"]);
     assert_eq!(run(c).code, 0);
     let deadline = Instant::now() + Duration::from_secs(20);
-    while waiting.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = waiting.kill();
-            panic!("b1 did not end within 20 s of the room made for it");
+    for (what, child) in &mut both {
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{what} of b1 did not end within 20 s of the room made for it");
+            }
+            std::thread::sleep(Duration::from_millis(100));
         }
-        std::thread::sleep(Duration::from_millis(100));
     }
+    let [(_, waiting), (_, following)] = both;
     let out = waiting.wait_with_output().unwrap();
     assert_eq!(
         out.status.code(),
@@ -363,6 +374,18 @@ fn a_worker_waiting_for_room_is_not_a_failure() {
         String::from_utf8_lossy(&out.stdout)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("Succeeded"));
+    let out = following.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("restart=0 line 2"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[test]
