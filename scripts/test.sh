@@ -3,6 +3,9 @@
 # On a fresh machine, as root: installs and starts what the tests need (dockerd, a registry
 # with htpasswd auth, locally made base images), then runs every test of the workspace, the
 # lints, and the schema cross-check of rendered manifests.
+#
+# HVDCTL_TEST_LOAD=N runs N CPU burners beside the tests (from the lints on): a busy machine is
+# the normal case, and every test must pass on one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +13,15 @@ cd "$(dirname "$0")/.."
 # (made once per machine).
 scripts/dev-services.sh horovod horovod-tensorflow
 command -v kubectl >/dev/null || echo "test.sh: kubectl not found: the kubectl cross-checks skip locally and fail under CI" >&2
+
+burners=()
+stop_burners() { [[ ${#burners[@]} == 0 ]] || kill "${burners[@]}" 2>/dev/null || true; }
+trap stop_burners EXIT
+for ((i = 0; i < ${HVDCTL_TEST_LOAD:-0}; i++)); do
+    (while :; do :; done) &
+    burners+=($!)
+done
+[[ ${#burners[@]} == 0 ]] || echo "test.sh: ${#burners[@]} CPU burner(s) running beside the tests" >&2
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings

@@ -96,10 +96,12 @@ pub fn view(c: &ContainerInspectResponse) -> View {
             for_good: false,
         },
     };
+    // One log across restarts: no request can be answered by another instance.
     View {
         restart: 0,
         life,
         has_previous: false,
+        ended_at: None,
     }
 }
 

@@ -98,6 +98,7 @@ pub fn view(pod: &Pod, container: &str) -> View {
                 for_good: pod_done,
             },
             has_previous: false,
+            ended_at: None,
         };
     };
     let restart = u32::try_from(cs.restart_count.max(0)).unwrap_or(u32::MAX);
@@ -139,10 +140,21 @@ pub fn view(pod: &Pod, container: &str) -> View {
         Life::Running => restart > 0,
         Life::Dead { .. } | Life::NotStarted { .. } => restart > 0 && last_terminated,
     };
+    // The instance counted by `restart` ended: its own terminated state, or the last one while
+    // the container waits to restart.
+    let ended_at = match life {
+        Life::Dead { .. } => state
+            .and_then(|s| s.terminated.as_ref())
+            .or_else(|| cs.last_state.as_ref().and_then(|s| s.terminated.as_ref()))
+            .and_then(|t| t.finished_at.as_ref())
+            .map(|t| t.0),
+        _ => None,
+    };
     View {
         restart,
         life,
         has_previous,
+        ended_at,
     }
 }
 
@@ -166,7 +178,8 @@ mod tests {
             View {
                 restart: 1,
                 life: Life::Dead { for_good: false },
-                has_previous: true
+                has_previous: true,
+                ended_at: None
             }
         );
         let p = pod(
@@ -179,7 +192,8 @@ mod tests {
             View {
                 restart: 2,
                 life: Life::Running,
-                has_previous: true
+                has_previous: true,
+                ended_at: None
             }
         );
         let p = pod(
@@ -192,7 +206,8 @@ mod tests {
             View {
                 restart: 0,
                 life: Life::Dead { for_good: true },
-                has_previous: false
+                has_previous: false,
+                ended_at: None
             }
         );
         let p = pod(

@@ -46,6 +46,24 @@ impl Ts {
     pub fn floor_second(self) -> jiff::Timestamp {
         jiff::Timestamp::from_second(self.secs).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
     }
+
+    /// The last instant of the second `t` falls in (an engine's timestamp to the second
+    /// stands for all of it).
+    pub fn end_of_second(t: jiff::Timestamp) -> Ts {
+        Ts {
+            secs: t.as_second(),
+            nanos: 999_999_999,
+        }
+    }
+}
+
+impl std::fmt::Display for Ts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match jiff::Timestamp::new(self.secs, self.nanos as i32) {
+            Ok(t) => write!(f, "{t}"),
+            Err(_) => write!(f, "{}.{:09}s", self.secs, self.nanos),
+        }
+    }
 }
 
 fn digits(b: &[u8]) -> Option<i64> {
@@ -148,6 +166,14 @@ pub struct Resume {
 pub struct ReadPos {
     seen_at_last: u64,
     past: bool,
+    /// A line at or before the resume point was met (the response reached back to it).
+    pub met: bool,
+    /// Lines stamped after this are not wanted from this response (see `Tail::read`).
+    pub until: Option<Ts>,
+    /// Such a line came; the response is read no further.
+    pub crossed: bool,
+    /// The first line accepted as new.
+    pub first_new: Option<Ts>,
 }
 
 impl Resume {
@@ -176,8 +202,12 @@ impl Resume {
         let ts = ts.unwrap_or(last);
         if !pos.past {
             match ts.cmp(&last) {
-                Ordering::Less => return false,
+                Ordering::Less => {
+                    pos.met = true;
+                    return false;
+                }
                 Ordering::Equal => {
+                    pos.met = true;
                     pos.seen_at_last += 1;
                     if pos.seen_at_last <= self.at_last {
                         return false;
@@ -262,6 +292,10 @@ pub struct View {
     pub life: Life,
     /// There is a terminated instance before the current one (`previous=true` reads it).
     pub has_previous: bool,
+    /// When the instance counted by `restart` ended (to the second), where the engine would
+    /// serve the next instance's log under the same request once it starts (Kubernetes: a
+    /// container about to restart). Lines stamped after that second are not this instance's.
+    pub ended_at: Option<jiff::Timestamp>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -318,6 +352,14 @@ struct ReadEnd {
     /// The request failed before any byte.
     refused: Option<SourceError>,
     interrupted: bool,
+    /// A line stamped after the read's bound came: a later instance answered (see
+    /// [`View::ended_at`]); the read stopped before it.
+    crossed: bool,
+    /// The answer reached back to the resume point (a line at or before it was met), so
+    /// nothing lies between what was printed before and what this read printed.
+    met_resume: bool,
+    /// The timestamp of the first line this read printed.
+    first_new: Option<Ts>,
 }
 
 struct Backoff {
@@ -342,10 +384,99 @@ impl Backoff {
     }
 }
 
-/// Rounds in a row that may bring no new line while the end of a log cannot be confirmed
-/// before a tail gives up on it (with a warning). 5 was too few on a loaded machine: with
-/// injected request failures a tail gave up on a finished container and lost 233 lines.
-const FRUITLESS: u32 = 20;
+/// Rounds in a row that read an ended instance without moving the resume point (and without
+/// reaching its confirmed end) before the tail reads the log's end through `tailLines`
+/// ([`Tail::rescue`]). A round that brings new lines, even a few, is progress; a refused
+/// request is not a round (it is retried after backoff).
+const STALLED: u32 = 20;
+
+/// Lines the last-resort `tailLines` read asks for.
+const RESCUE_LINES: i64 = 10_000;
+
+/// The instance of the container a tail reads (its restart count) and how far it got.
+#[derive(Debug)]
+struct Instance {
+    k: u32,
+    /// Read to its confirmed end.
+    drained: bool,
+    /// The latest read ended with a clean end of body (then `partial` is what it left).
+    clean_end: bool,
+    /// The unterminated last line of that clean end: printed once the end is confirmed.
+    partial: Option<Vec<u8>>,
+    /// Rounds in a row that read this ended instance without the resume point moving.
+    stalled: u32,
+}
+
+impl Instance {
+    fn new(k: u32) -> Instance {
+        Instance {
+            k,
+            drained: false,
+            clean_end: false,
+            partial: None,
+            stalled: 0,
+        }
+    }
+}
+
+/// What a tail does next. The states of a tail are the instance it reads and the container as
+/// the engine shows it; [`decide`] maps them to one of these, one rule each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Nothing more will come: the container never starts, or its last instance is read.
+    Stop,
+    /// Nothing to read now: wait for the container to change (a start, a restart) or `finish`.
+    Wait,
+    /// The instance runs and lines are wanted as they come: follow its log.
+    Follow,
+    /// The instance runs but no more lines are wanted: read what is there now, up to about the
+    /// moment `finish` turned true, then stop.
+    CatchUp,
+    /// The instance has ended: read it to its confirmed end. `previous`: a newer instance runs,
+    /// so the ended one is the `previous=true` log.
+    Drain { previous: bool },
+    /// Go on to instance `to`. `lost`: the one being read could not be read to its end (the
+    /// container restarted again before it was; Kubernetes keeps one previous instance).
+    Next { to: u32, lost: bool },
+}
+
+/// The one place a tail's next step is decided: from the instance being read (`inst`) and the
+/// container now (`v`); `finishing`: no more lines are wanted beyond what is there now.
+fn decide(inst: &Instance, v: &View, finishing: bool) -> Step {
+    let cur = v.restart;
+    if let Life::NotStarted { for_good, .. } = v.life {
+        return if for_good || finishing {
+            Step::Stop
+        } else {
+            Step::Wait
+        };
+    }
+    if inst.k < cur {
+        // A newer instance exists. Read, go on to the next one; else the ended one is readable
+        // only as the `previous` of the instance right after it.
+        return if inst.drained {
+            Step::Next {
+                to: inst.k + 1,
+                lost: false,
+            }
+        } else if cur > inst.k + 1 || !v.has_previous {
+            Step::Next {
+                to: cur,
+                lost: true,
+            }
+        } else {
+            Step::Drain { previous: true }
+        };
+    }
+    match v.life {
+        Life::Running if !finishing => Step::Follow,
+        Life::Running => Step::CatchUp,
+        Life::Dead { .. } if !inst.drained => Step::Drain { previous: false },
+        Life::Dead { for_good } if for_good || finishing => Step::Stop,
+        // Read to its end, and a restart is coming.
+        Life::Dead { .. } | Life::NotStarted { .. } => Step::Wait,
+    }
+}
 
 pub struct Tail<S> {
     target: Target,
@@ -410,18 +541,12 @@ impl<S: LogSource> Tail<S> {
         self.report
     }
 
+    /// The tail's loop: look at the container, [`decide`], do that step; until `Stop`.
     async fn read_to_end(&mut self) {
         let mut backoff = Backoff::new();
-        // The instance being read (its restartCount); chosen at the first look at the pod.
-        let mut instance: Option<u32> = None;
-        // The instance being read is known to be read to its end.
-        let mut drained = false;
-        // The latest read ended with a clean end of body (then `partial` is what it left).
-        let mut clean_end = false;
-        let mut partial: Option<Vec<u8>> = None;
-        // Rounds that brought nothing while the end could not be confirmed (a guard).
-        let mut fruitless = 0u32;
-        // When `finish` turned true: running containers are read up to about then.
+        // The instance being read; chosen at the first look that shows one.
+        let mut inst: Option<Instance> = None;
+        // When `finish` turned true: a running container is read up to about then.
         let mut finish_at: Option<jiff::Timestamp> = None;
         loop {
             if self.report.closed || self.fatal {
@@ -443,114 +568,183 @@ impl<S: LogSource> Tail<S> {
             if finishing && finish_at.is_none() {
                 finish_at = Some(jiff::Timestamp::now());
             }
-            if let Life::NotStarted { for_good, .. } = v.life {
-                if for_good || finishing {
-                    return;
-                }
-                self.wait_for_change(&mut backoff).await;
-                continue;
-            }
-            let cur = v.restart;
-            let k = *instance.get_or_insert_with(|| {
-                // Following a run from its start, a container that already restarted is read
-                // from its previous instance too.
-                if v.has_previous && self.ctx.start.is_whole_log() {
-                    cur - 1
-                } else {
-                    cur
-                }
-            });
-            let (previous, for_good) = match v.life {
-                _ if k < cur => {
-                    // Instance k is over and a newer one exists: finish k through `previous`.
-                    if drained || cur > k + 1 || !v.has_previous {
-                        if !drained {
-                            self.report.warning = Some(format!(
-                                "{}: container {} restarted faster than its logs could be read; some of its earlier logs are lost",
-                                self.target.prefix, self.target.container
-                            ));
+            let inst = match (&mut inst, &v.life) {
+                (Some(i), _) => i,
+                (None, Life::NotStarted { .. }) => {
+                    // No instance to read yet: decide on a placeholder that has read nothing.
+                    match decide(&Instance::new(v.restart), &v, finishing) {
+                        Step::Stop => return,
+                        _ => {
+                            self.wait_for_change(&mut backoff).await;
+                            continue;
                         }
-                        instance = Some(cur);
-                        (drained, clean_end, partial, fruitless) = (false, false, None, 0);
-                        continue;
                     }
-                    (true, false)
                 }
-                Life::Running if !finishing => {
-                    drained = false;
-                    let end = self.read(true, false).await;
-                    clean_end = end.clean;
-                    if end.interrupted || self.settle(&end, &mut backoff, &mut partial).await {
-                        continue;
+                (None, _) => inst.insert(Instance::new(
+                    // Following a run from its start, a container that already restarted is
+                    // read from its previous instance too.
+                    if v.has_previous && self.ctx.start.is_whole_log() {
+                        v.restart - 1
+                    } else {
+                        v.restart
+                    },
+                )),
+            };
+            match decide(inst, &v, finishing) {
+                Step::Stop => return,
+                Step::Wait => self.wait_for_change(&mut backoff).await,
+                Step::Next { to, lost } => {
+                    if lost {
+                        self.report.warning = Some(format!(
+                            "{}: container {} restarted faster than its logs could be read; some of its earlier logs are lost",
+                            self.target.prefix, self.target.container
+                        ));
                     }
-                    // A clean end while the container runs: a proxy closed the stream, or the
-                    // instance just ended. Either way: look again, then reconnect.
-                    if end.new == 0 {
-                        backoff.wait().await;
-                    }
-                    continue;
+                    *inst = Instance::new(to);
                 }
-                Life::Running => {
-                    // No more following: read what is there now, up to about the moment the
-                    // job finished (the container may go on writing forever).
-                    let end = self.read(false, false).await;
-                    clean_end = end.clean;
-                    if self.settle(&end, &mut backoff, &mut partial).await {
-                        continue;
-                    }
+                Step::Follow => self.follow(inst, &mut backoff).await,
+                Step::CatchUp => {
                     let wall = finish_at.unwrap_or_else(jiff::Timestamp::now);
-                    let caught_up = self.resume.last.is_none_or(|t| t >= Ts::from_jiff(wall));
-                    fruitless += u32::from(end.new == 0);
-                    if end.new == 0
-                        || caught_up
-                        || fruitless >= FRUITLESS
-                        || self.confirm(false, None).await == Some(true)
-                    {
+                    if self.catch_up(inst, wall, &mut backoff).await {
                         return;
                     }
-                    continue;
                 }
-                Life::Dead { for_good } => (false, for_good || finishing),
-                Life::NotStarted { .. } => unreachable!("handled above"),
-            };
-            // Instance k has terminated: read it to its confirmed end.
-            if !drained && clean_end {
-                match self.confirm(previous, partial.as_deref()).await {
-                    Some(true) => drained = true,
-                    Some(false) => {
-                        fruitless += 1;
-                        if fruitless >= FRUITLESS {
-                            self.report.warning = Some(format!(
-                                "{}: could not confirm the end of the log of container {}; stopped after {fruitless} tries",
-                                self.target.prefix, self.target.container
-                            ));
-                            (drained, partial) = (true, None);
+                Step::Drain { previous } => {
+                    // The current instance of a container about to restart: the engine may
+                    // answer with the next instance's log once it starts (Kubernetes serves
+                    // the current one); lines after this one's end are not its.
+                    let until = match v.life {
+                        Life::Dead { for_good: false } if !previous => {
+                            v.ended_at.map(Ts::end_of_second)
                         }
-                    }
-                    None => backoff.wait().await,
+                        _ => None,
+                    };
+                    self.drain(inst, previous, until, &mut backoff).await;
                 }
             }
-            if drained {
-                if let Some(p) = partial.take() {
-                    self.emit_partial(&p).await;
-                }
-                if previous {
-                    continue;
-                }
-                if for_good {
+        }
+    }
+
+    /// `Follow`: one following request; the stream ends when the instance ends, a proxy or
+    /// the server closes it, or `finish` turns true.
+    async fn follow(&mut self, inst: &mut Instance, backoff: &mut Backoff) {
+        let end = self.read(self.params(true, false), None).await;
+        inst.clean_end = end.clean;
+        if end.interrupted || self.settle(&end, backoff, &mut inst.partial).await {
+            return;
+        }
+        // A clean end while the container runs: a proxy closed the stream, or the instance
+        // just ended. Either way: look again, then reconnect.
+        if end.new == 0 {
+            backoff.wait().await;
+        }
+    }
+
+    /// `CatchUp`: reads the running instance up to now. Returns true once nothing more is
+    /// wanted: the read brought nothing, reached `wall` (when `finish` turned true; the
+    /// container may write forever), or reached the log's confirmed present end.
+    async fn catch_up(
+        &mut self,
+        inst: &mut Instance,
+        wall: jiff::Timestamp,
+        backoff: &mut Backoff,
+    ) -> bool {
+        let end = self.read(self.params(false, false), None).await;
+        inst.clean_end = end.clean;
+        if self.settle(&end, backoff, &mut inst.partial).await {
+            return false;
+        }
+        let caught_up = self.resume.last.is_none_or(|t| t >= Ts::from_jiff(wall));
+        end.new == 0 || caught_up || self.confirm(false, None).await == Some(true)
+    }
+
+    /// `Drain`: one round of reading an ended instance to its end. After a clean end of body
+    /// the end is confirmed ([`confirms_end`]); otherwise, or when that was not the end, the
+    /// log is read on from the resume point. `until`: lines stamped after it are a later
+    /// instance's (the read stops there and the tail waits for that instance to show).
+    async fn drain(
+        &mut self,
+        inst: &mut Instance,
+        previous: bool,
+        until: Option<Ts>,
+        backoff: &mut Backoff,
+    ) {
+        if inst.clean_end {
+            match self.confirm(previous, inst.partial.as_deref()).await {
+                Some(true) => {
+                    inst.drained = true;
+                    if let Some(p) = inst.partial.take() {
+                        self.emit_partial(&p).await;
+                    }
                     return;
                 }
-                // A restart is coming: wait for the new instance.
-                self.wait_for_change(&mut backoff).await;
-                continue;
+                Some(false) => {}
+                None => {
+                    backoff.wait().await;
+                    return;
+                }
             }
-            let end = self.read(false, previous).await;
-            clean_end = end.clean;
-            if end.new > 0 {
-                fruitless = 0;
-            }
-            self.settle(&end, &mut backoff, &mut partial).await;
         }
+        let before = self.resume;
+        let end = self.read(self.params(false, previous), until).await;
+        inst.clean_end = end.clean && !end.crossed;
+        self.settle(&end, backoff, &mut inst.partial).await;
+        if end.crossed {
+            self.wait_for_change(backoff).await;
+        } else if end.refused.is_some() {
+            // Retried after the backoff `settle` waited; not a round.
+        } else if self.resume != before {
+            inst.stalled = 0;
+        } else {
+            inst.stalled += 1;
+            if inst.stalled >= STALLED {
+                self.rescue(inst, previous).await;
+            }
+        }
+    }
+
+    /// The last resort for an ended instance whose log does not move past the resume point
+    /// when read from `sinceTime` (more lines within one second than a stream brings before it
+    /// is cut): its last [`RESCUE_LINES`] lines through `tailLines`, new ones printed. When that
+    /// answer does not reach back to the resume point, the lines between are missing, and the
+    /// warning says which (by their timestamps) — never silently.
+    async fn rescue(&mut self, inst: &mut Instance, previous: bool) {
+        let last = self.resume.last;
+        let req = LogRequest {
+            previous,
+            tail_lines: Some(RESCUE_LINES),
+            ..LogRequest::default()
+        };
+        let end = self.read(req, None).await;
+        inst.drained = true;
+        inst.partial = None;
+        if end.clean
+            && end.met_resume
+            && let Some(p) = end.partial.as_deref()
+        {
+            self.emit_partial(p).await;
+        }
+        if end.clean && end.met_resume {
+            return;
+        }
+        let at = |t: Option<Ts>| t.map_or("its start".to_string(), |t| t.to_string());
+        let mut gaps = Vec::new();
+        if !end.met_resume {
+            gaps.push(match end.first_new {
+                Some(first) => format!("stamped after {} and before {first}", at(last)),
+                None => format!("after {}", at(last)),
+            });
+        }
+        if !end.clean && end.first_new.is_some() {
+            gaps.push(format!("after {}", at(self.resume.last)));
+        }
+        self.report.warning = Some(format!(
+            "{}: the log of container {} stopped moving from where it was read to ({STALLED} tries); lines {} may be missing ({} read from its last {RESCUE_LINES} lines)",
+            self.target.prefix,
+            self.target.container,
+            gaps.join(", and "),
+            end.new
+        ));
     }
 
     /// Bookkeeping after a read. Returns true when the read did not end cleanly (the caller
@@ -578,7 +772,7 @@ impl<S: LogSource> Tail<S> {
             self.report.warning = Some(format!("{}: {e}", self.target.prefix));
             self.fatal = true;
         }
-        if !end.clean && end.new == 0 && !end.interrupted {
+        if !end.clean && end.new == 0 && !end.interrupted && !end.crossed {
             backoff.wait().await;
         }
         !end.clean
@@ -596,8 +790,8 @@ impl<S: LogSource> Tail<S> {
         let (ts_raw, msg) = split_ts(line);
         // Confirmed to follow every line printed: new, whatever its timestamp.
         let mut pos = ReadPos {
-            seen_at_last: 0,
             past: true,
+            ..ReadPos::default()
         };
         self.resume.accept(&mut pos, parse_ts(ts_raw));
         let mut out = Vec::new();
@@ -624,8 +818,9 @@ impl<S: LogSource> Tail<S> {
     }
 
     /// One request: streams lines, drops what was printed, hands new ones to the printer.
-    async fn read(&mut self, follow: bool, previous: bool) -> ReadEnd {
-        let lp = self.params(follow, previous);
+    /// `until`: the read stops at the first line stamped after it (`ReadEnd::crossed`).
+    async fn read(&mut self, lp: LogRequest, until: Option<Ts>) -> ReadEnd {
+        let follow = lp.follow;
         self.report.requests += 1;
         let mut end = ReadEnd::default();
         let _permit = if follow {
@@ -641,7 +836,10 @@ impl<S: LogSource> Tail<S> {
             }
         };
         let mut finish = self.ctx.finish.clone();
-        let mut pos = ReadPos::default();
+        let mut pos = ReadPos {
+            until,
+            ..ReadPos::default()
+        };
         let mut pending: Vec<u8> = Vec::new();
         let mut batch: Vec<u8> = Vec::new();
         let mut got_bytes = false;
@@ -672,13 +870,19 @@ impl<S: LogSource> Tail<S> {
             };
             stream.as_mut().consume(n);
             if !batch.is_empty() && !self.send(&mut batch).await {
-                return end;
+                break;
+            }
+            if pos.crossed {
+                break;
             }
         }
         if !batch.is_empty() {
             self.send(&mut batch).await;
         }
-        if end.clean && !pending.is_empty() {
+        end.crossed = pos.crossed;
+        end.met_resume = pos.met || self.resume.last.is_none() && pos.first_new.is_none();
+        end.first_new = pos.first_new;
+        if end.clean && !pending.is_empty() && !pos.crossed {
             end.partial = Some(pending);
         }
         end
@@ -719,19 +923,32 @@ impl<S: LogSource> Tail<S> {
                 }
             }
         }
-        while let Some(i) = memchr::memchr(b'\n', rest) {
+        while !pos.crossed
+            && let Some(i) = memchr::memchr(b'\n', rest)
+        {
             new += u64::from(self.line(&rest[..i], pos, batch));
             rest = &rest[i + 1..];
         }
-        pending.extend_from_slice(rest);
+        if !pos.crossed {
+            pending.extend_from_slice(rest);
+        }
         new
     }
 
     fn line(&mut self, line: &[u8], pos: &mut ReadPos, batch: &mut Vec<u8>) -> bool {
         let (ts_raw, msg) = split_ts(line);
         let ts = parse_ts(ts_raw);
+        if let (Some(until), Some(t)) = (pos.until, ts)
+            && t > until
+        {
+            pos.crossed = true;
+            return false;
+        }
         if !self.resume.accept(pos, ts) {
             return false;
+        }
+        if pos.first_new.is_none() {
+            pos.first_new = ts.or(self.resume.last);
         }
         if let (Some(min), Some(ts)) = (self.min_ts, ts)
             && ts < min
@@ -788,6 +1005,7 @@ mod tests {
                 restart: 0,
                 life,
                 has_previous: false,
+                ended_at: None,
             }))
         }
 
@@ -819,7 +1037,7 @@ mod tests {
     }
 
     /// Runs a tail over `source` to its end; what it printed, one line per entry.
-    async fn tail_all(source: Mem, finish: bool) -> (Report, Vec<String>) {
+    async fn tail_all<S: LogSource>(source: S, finish: bool) -> (Report, Vec<String>) {
         let (tx, mut rx) = mpsc::channel(4);
         let (_ftx, finish) = watch::channel(finish);
         let t = Tail::new(
@@ -1172,5 +1390,220 @@ mod tests {
         let again = b"2026-11-22T10:00:05.1Z one\n2026-11-22T10:00:05.2Z two\n2026-11-22T10:00:05.3Z three\n2026-11-22T10:00:05.4Z four\n";
         assert_eq!(t.lines(again, &mut pending, &mut pos, &mut batch), 1);
         assert_eq!(String::from_utf8(batch).unwrap(), "four\n");
+    }
+
+    /// `lines` filtered by a request's `sinceTime` and `tailLines`, as one whole stream.
+    fn serve(lines: &[String], req: &LogRequest) -> LogStream {
+        let since = req.since_time.map(Ts::from_jiff);
+        let mut l: Vec<&String> = lines
+            .iter()
+            .filter(|l| since.is_none_or(|s| parse_ts(split_ts(l.as_bytes()).0) >= Some(s)))
+            .collect();
+        if let Some(n) = req.tail_lines {
+            l = l.split_off(l.len().saturating_sub(n as usize));
+        }
+        let body: Vec<std::io::Result<Vec<u8>>> = l
+            .iter()
+            .map(|l| Ok(format!("{l}\n").into_bytes()))
+            .collect();
+        Box::pin(futures::stream::iter(body).into_async_read())
+    }
+
+    /// A container that crashed once and restarts. Instance 0 ended at 10:00:00 (to the
+    /// second, as Kubernetes says); instance 1 starts 1.5 s later. The restart happens between
+    /// the tail's look (instance 0 ended, a restart coming) and its request for the current
+    /// log, so the engine answers with instance 1's lines — as on a busy machine.
+    #[derive(Clone)]
+    struct Restarted(Arc<Mutex<(bool, u32)>>);
+
+    impl Restarted {
+        fn instance(k: u32) -> Vec<String> {
+            (0..50)
+                .map(|i| {
+                    let at = if k == 0 { 10 + i * 15 } else { 1600 + i * 15 };
+                    format!(
+                        "2026-11-22T10:00:0{}.{:03}000000Z instance {k} line {i}",
+                        at / 1000,
+                        at % 1000
+                    )
+                })
+                .collect()
+        }
+    }
+
+    impl LogSource for Restarted {
+        fn engine(&self) -> super::super::target::Engine {
+            super::super::target::Engine::Kubernetes
+        }
+
+        async fn look(&self, _t: &Target) -> Result<Option<View>, SourceError> {
+            let (restarted, _) = *self.0.lock().unwrap();
+            let ended = "2026-11-22T10:00:00Z".parse().unwrap();
+            Ok(Some(if restarted {
+                View {
+                    restart: 1,
+                    life: Life::Dead { for_good: true },
+                    has_previous: true,
+                    ended_at: Some("2026-11-22T10:00:02Z".parse().unwrap()),
+                }
+            } else {
+                View {
+                    restart: 0,
+                    life: Life::Dead { for_good: false },
+                    has_previous: false,
+                    ended_at: Some(ended),
+                }
+            }))
+        }
+
+        async fn open(&self, _t: &Target, req: &LogRequest) -> Result<LogStream, SourceError> {
+            let mut m = self.0.lock().unwrap();
+            m.1 += 1;
+            let k = if req.previous {
+                0
+            } else {
+                m.0 = true;
+                1
+            };
+            Ok(serve(&Restarted::instance(k), req))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_restart_between_look_and_request_loses_nothing() {
+        let src = Restarted(Arc::new(Mutex::new((false, 0))));
+        let (rep, out) = tail_all(src, false).await;
+        let want: Vec<String> = [0, 1]
+            .iter()
+            .flat_map(|k| (0..50).map(move |i| format!("instance {k} line {i}")))
+            .collect();
+        assert_eq!(out, want);
+        assert_eq!(rep.warning, None);
+    }
+
+    #[tokio::test]
+    async fn a_log_that_sincetime_cannot_resume_is_read_from_its_end() {
+        // 80 lines a second, streams cut every 40: a reconnect from the floored second never
+        // gets past the second it stopped in. The end, through `tailLines`, brings the rest.
+        let n = 2000;
+        let src = Mem::new(numbered(n), Life::Dead { for_good: true }, 40);
+        let (rep, out) = tail_all(src, false).await;
+        let want: Vec<String> = (0..n).map(|i| format!("line {i}")).collect();
+        assert_eq!(out.len(), want.len());
+        assert!(out == want);
+        assert_eq!(rep.warning, None);
+    }
+
+    #[tokio::test]
+    async fn lines_the_tail_could_not_reach_are_named_in_a_warning() {
+        // As above, but the log is longer than the last-resort read brings: what lies between
+        // is named by its timestamps, and nothing is printed twice.
+        let n = RESCUE_LINES as usize + 4000;
+        let src = Mem::new(numbered(n), Life::Dead { for_good: true }, 40);
+        let (rep, out) = tail_all(src, false).await;
+        let w = rep.warning.expect("a warning");
+        assert!(w.contains("may be missing"), "{w}");
+        assert!(
+            w.contains(&format!(
+                "({RESCUE_LINES} read from its last {RESCUE_LINES} lines)"
+            )),
+            "{w}"
+        );
+        let mut seen = std::collections::HashSet::new();
+        assert!(
+            out.iter().all(|l| seen.insert(l.clone())),
+            "a line printed twice"
+        );
+        assert!(out.ends_with(&[format!("line {}", n - 1)]));
+        assert!(out.len() >= RESCUE_LINES as usize);
+    }
+
+    fn view(restart: u32, life: Life, has_previous: bool) -> View {
+        View {
+            restart,
+            life,
+            has_previous,
+            ended_at: None,
+        }
+    }
+
+    #[test]
+    fn each_state_has_one_next_step() {
+        let fresh = |k| Instance::new(k);
+        let read = |k| Instance {
+            drained: true,
+            ..Instance::new(k)
+        };
+        let not_started = |for_good| Life::NotStarted {
+            reason: "ContainerCreating".into(),
+            for_good,
+        };
+        let dead = |for_good| Life::Dead { for_good };
+        use Step::*;
+        let cases: Vec<(Instance, View, bool, Step)> = vec![
+            (fresh(0), view(0, not_started(false), false), false, Wait),
+            (fresh(0), view(0, not_started(false), false), true, Stop),
+            (fresh(0), view(0, not_started(true), false), false, Stop),
+            (fresh(0), view(0, Life::Running, false), false, Follow),
+            (fresh(0), view(0, Life::Running, false), true, CatchUp),
+            (
+                fresh(0),
+                view(0, dead(true), false),
+                false,
+                Drain { previous: false },
+            ),
+            (
+                fresh(0),
+                view(0, dead(false), false),
+                false,
+                Drain { previous: false },
+            ),
+            (read(0), view(0, dead(true), false), false, Stop),
+            (read(0), view(0, dead(false), false), false, Wait),
+            (read(0), view(0, dead(false), false), true, Stop),
+            (
+                fresh(0),
+                view(1, Life::Running, true),
+                false,
+                Drain { previous: true },
+            ),
+            (
+                read(0),
+                view(1, Life::Running, true),
+                false,
+                Next { to: 1, lost: false },
+            ),
+            (
+                read(0),
+                view(2, Life::Running, true),
+                false,
+                Next { to: 1, lost: false },
+            ),
+            (
+                fresh(1),
+                view(2, Life::Running, true),
+                false,
+                Drain { previous: true },
+            ),
+            (
+                fresh(0),
+                view(2, Life::Running, true),
+                false,
+                Next { to: 2, lost: true },
+            ),
+            (
+                fresh(0),
+                view(1, Life::Running, false),
+                false,
+                Next { to: 1, lost: true },
+            ),
+        ];
+        for (inst, v, finishing, want) in cases {
+            assert_eq!(
+                decide(&inst, &v, finishing),
+                want,
+                "{inst:?} {v:?} finishing={finishing}"
+            );
+        }
     }
 }

@@ -84,7 +84,11 @@ pub struct Options {
     pub faults: Faults,
     /// Time a pod stays Pending (ContainerCreating) after being scheduled.
     pub kubelet_delay: Duration,
-    /// Time between a container's crash and its restart (CrashLoopBackOff).
+    /// Time between a container's crash and its restart (CrashLoopBackOff). The kubelet's
+    /// first backoff is 10 s (`pkg/kubelet/kubelet.go`, `backOffPeriod`); the fake keeps it
+    /// short for fast tests but over a second, as a client may rely on: container states carry
+    /// whole seconds (`finishedAt`), so only a restart more than a second after the end tells
+    /// the two instances' log lines apart by their timestamps.
     pub restart_backoff: Duration,
     /// Watch events kept for resuming watches; older resourceVersions answer 410.
     pub history_limit: usize,
@@ -104,7 +108,7 @@ impl Default for Options {
             mpi_operator: false,
             faults: Faults::default(),
             kubelet_delay: Duration::from_millis(100),
-            restart_backoff: Duration::from_millis(200),
+            restart_backoff: Duration::from_millis(1500),
             history_limit: 10_000,
             bookmark_interval: Duration::from_secs(1),
             nodes: scheduler::NodeSpec::default(),

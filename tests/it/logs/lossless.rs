@@ -6,10 +6,12 @@
 //! runs against the same scenario; its losses are printed (and recorded in
 //! docs/benchmarks.md), not asserted.
 //!
-//! Lines are written at 500/s per container and streams are cut every 600 lines: a reconnect
-//! from `sinceTime` floored to the second re-reads at most one second of lines, so every
-//! reconnect makes progress (a stream cut more often than one second's worth of lines could
-//! never advance — with any client that resumes from second-precision `sinceTime`).
+//! Lines are written at 500/s per container and streams are cut every 1,000 lines (2 s of
+//! lines): a reconnect from `sinceTime` floored to the second re-reads at most one second of
+//! lines, so every reconnect makes progress, clearly inside the API's limit (a stream cut more
+//! often than one second's worth of lines could never advance from second-precision
+//! `sinceTime`; `fault_outside_the_apis_limit_is_named_not_hidden` shows what hvdctl does
+//! then).
 
 use super::*;
 use fake_cluster::Faults;
@@ -20,7 +22,7 @@ const RATE: u64 = 500;
 
 fn faults() -> Faults {
     Faults {
-        cut_logs_every: 600,
+        cut_logs_every: 1000,
         log_fail_rate: 0.05,
         ..Faults::default()
     }
@@ -274,4 +276,61 @@ fn mpijob_run_that_fails_every_line_once_exit_1() {
         );
     }
     eprintln!("RESULT hvdctl-under-faults: {t}; exit {code:?}; {took:?}");
+}
+
+#[test]
+fn fault_outside_the_apis_limit_is_named_not_hidden() {
+    // One finished pod of 20,000 lines written at 2,000/s, streams cut every 300 lines: no
+    // reconnect from a whole-second `sinceTime` gets past the second it stopped in. hvdctl
+    // tries the log's last 10,000 lines through `tailLines` (cut too) and says which lines may
+    // be missing, by their timestamps; nothing is printed twice.
+    let env = start(Faults {
+        cut_logs_every: 300,
+        ..Faults::default()
+    });
+    let (app, run) = ("mnist", "cut1");
+    let fast = Plan {
+        lines: LINES,
+        rate: 2000,
+        exit: 0,
+        restarts: 0,
+    };
+    let quick = Plan {
+        lines: 10,
+        rate: 100,
+        exit: 0,
+        restarts: 0,
+    };
+    env.fc.create(launcher_job(app, run, quick, false)).unwrap();
+    let pod = format!("{app}-{run}-worker-0");
+    env.fc
+        .create(worker_pod(app, run, 0, &[("worker", fast)]))
+        .unwrap();
+    let mut expected = Expected::new();
+    expect(&mut expected, &pod, "worker", fast);
+    // Read once the worker has ended: `logs` without -f.
+    let done = env
+        .fc
+        .wait_for("pods", "default", &pod, Duration::from_secs(120), |p| {
+            p.and_then(|p| p["status"]["phase"].as_str()) == Some("Succeeded")
+        });
+    assert!(done.is_ok(), "the worker pod ends");
+    let mut ours = spawn(
+        env.hvdctl_process(&["logs", run, "--role", "worker"]),
+        env.dir.path(),
+        "hvdctl",
+    );
+    let (code, took) = ours.wait(Duration::from_secs(120));
+    let err = ours.stderr();
+    eprintln!("hvdctl: exit {code:?} after {took:?}; stderr:\n{err}");
+    let t = check("hvdctl", &ours.stdout(), &expected);
+    assert_eq!((t.duplicated, t.garbled), (0, 0), "{t}");
+    assert!(
+        err.contains("worker-0: the log of container worker stopped moving")
+            && err.contains("may be missing"),
+        "the loss is named: {err}"
+    );
+    // 300 lines from the start, 300 from 10,000 before the end: both gaps named.
+    assert_eq!(t.printed, 600, "{t}");
+    assert!(err.contains(", and after "), "{err}");
 }
