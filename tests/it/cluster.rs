@@ -3,7 +3,7 @@
 
 use crate::util::*;
 use fake_cluster::Faults;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn env(mpi_operator: bool) -> Cluster {
     Cluster::synthetic(mpi_operator)
@@ -969,6 +969,7 @@ fn events_follow_survives_dropped_watches() {
         watch_expire_secs: 1.0,
         ..Default::default()
     });
+    let watches = requests(&e.fc, "watch events");
     let mut child = hvdctl_process()
         .env("KUBECONFIG", &e.kubeconfig)
         .args(["-C", &dir.display().to_string(), "events", "-f", "ev1"])
@@ -976,8 +977,22 @@ fn events_follow_survives_dropped_watches() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Several watch lifetimes later, a new event about one of the run's pods.
-    std::thread::sleep(Duration::from_millis(3500));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Several watch lifetimes later (the first watch and three made again after expiring), a
+    // new event about one of the run's pods.
+    wait_requests(&e.fc, "watch events", watches, 4, Duration::from_secs(60));
     e.fc.create(serde_json::json!({
         "apiVersion": "v1", "kind": "Event",
         "metadata": {"name": "late-event", "namespace": "default"},
@@ -986,19 +1001,29 @@ fn events_follow_survives_dropped_watches() {
         "lastTimestamp": "2026-01-01T00:00:00Z", "count": 1
     }))
     .unwrap();
-    std::thread::sleep(Duration::from_millis(2500));
+    let mut out = String::new();
+    let end = Instant::now() + Duration::from_secs(60);
+    while !out.contains("LateNews") {
+        let left = end.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                out.push_str(&line);
+                out.push('\n');
+            }
+            Err(_) => break,
+        }
+    }
     let alive = child.try_wait().unwrap().is_none();
     let _ = child.kill();
     let o = child.wait_with_output().unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        alive,
-        "events -f ended: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
     assert!(
         out.contains("LateNews"),
         "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        alive,
+        "events -f ended: {}",
         String::from_utf8_lossy(&o.stderr)
     );
 }

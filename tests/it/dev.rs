@@ -5,7 +5,7 @@
 //! attempts and the saved file's hash is on every one of them; Ctrl-C (SIGINT) undeploys and
 //! exits 130, leaving nothing.
 //!
-//! Needs `scripts/dev-services.sh start`; SKIPPED without it, a failure under `CI`.
+//! Needs `scripts/dev-services.sh start`; fails without it.
 
 use crate::local::{kubelet_containers, kubelet_leftovers, leftovers};
 use crate::util::*;

@@ -548,13 +548,21 @@ impl SmallDaemon {
         let d = dir.to_str().unwrap();
         if let Err(e) = sh("mount", &["-t", "tmpfs", "-o", "size=256m", "tmpfs", d]) {
             let _ = std::fs::remove_dir(&dir);
-            return unavailable("a tmpfs for a second Docker daemon (needs root)", e);
+            return optional(
+                "doctor disk check",
+                "a tmpfs for a second Docker daemon (needs root)",
+                e,
+            );
         }
         let bridge = format!("hvdsm{}", std::process::id() % 100_000);
         if let Err(e) = sh("ip", &["link", "add", &bridge, "type", "bridge"]) {
             let _ = sh("umount", &[d]);
             let _ = std::fs::remove_dir(&dir);
-            return unavailable("a bridge for a second Docker daemon (needs root)", e);
+            return optional(
+                "doctor disk check",
+                "a bridge for a second Docker daemon (needs root)",
+                e,
+            );
         }
         let sock = dir.join("d.sock");
         let log =

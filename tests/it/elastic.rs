@@ -19,7 +19,7 @@ use std::process::{Child, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-/// The elastic app (on the Horovod base) and its image, or None (SKIPPED).
+/// The elastic app (on the Horovod base) and its image, (the test fails when it cannot be made).
 fn elastic_app(tmp: &Path) -> Option<(DockerClient, PathBuf, String)> {
     let docker = docker()?;
     let base = horovod_base(&docker)?;

@@ -5,8 +5,7 @@
 //!
 //! The runs are the `mpi-hello` app sleeping (`command=[sleep, "300"]`: the launcher's
 //! mpirun and every worker's sshd stay up), so each worker serves ssh on port 22 — the
-//! server port-forward reaches. Needs `scripts/dev-services.sh start`; SKIPPED without it,
-//! a failure under `CI`.
+//! server port-forward reaches. Needs `scripts/dev-services.sh start`; fails without it.
 
 use crate::local::{kubelet_leftovers, leftovers};
 use crate::util::*;

@@ -5,7 +5,7 @@
 //! of `-o json` lines.
 //!
 //! Needs `scripts/dev-services.sh start` (and `scripts/dev-services.sh horovod` for the
-//! horovodrun test). Without them each test prints SKIPPED and passes, unless `CI` is set.
+//! horovodrun test). Without them each test fails, saying what is missing.
 
 use crate::local::{kubelet_containers, kubelet_leftovers, mpich_image};
 use crate::util::*;

@@ -342,9 +342,16 @@ fn a_worker_waiting_for_room_is_not_a_failure() {
             .spawn()
             .unwrap()
     };
+    let (jobs, nodes) = (
+        requests(&e.fc, "get mpijobs"),
+        requests(&e.fc, "list nodes"),
+    );
     let waiting = spawn(&["status", "b1", "--wait"]);
     let following = spawn(&["logs", "b1", "-f"]);
-    std::thread::sleep(Duration::from_secs(3));
+    // Not a time but looks: several reads of the job (status --wait's rounds) and of the nodes
+    // (each one's explanation of the unschedulable worker) — idle, that is about 2 s.
+    wait_requests(&e.fc, "get mpijobs", jobs, 6, Duration::from_secs(60));
+    wait_requests(&e.fc, "list nodes", nodes, 6, Duration::from_secs(60));
     let mut both = [("status --wait", waiting), ("logs -f", following)];
     for (what, child) in &mut both {
         assert!(

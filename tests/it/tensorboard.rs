@@ -4,8 +4,8 @@
 //! (installed from the wheels `scripts/dev-services.sh horovod` downloads: Debian does not
 //! package it); rank 0 writes its scalars, `hvdctl tensorboard` starts TensorBoard in worker 0
 //! and forwards a local port, and TensorBoard's own HTTP API lists the loss tag. Bad inputs
-//! use the cheap `mpi-hello` image sleeping. SKIPPED without the services, the Horovod base
-//! or the wheels; a failure under `CI`.
+//! use the cheap `mpi-hello` image sleeping. Fails without the services, the Horovod base
+//! or the wheels.
 
 use crate::local::{kubelet_leftovers, leftovers};
 use crate::training::horovod_dir;
@@ -227,7 +227,7 @@ fn serves_loss(docker: &DockerClient, image: &str, on: On) {
     }
 }
 
-/// The `horovod` app's image with TensorBoard (or `None`: SKIPPED; a failure under CI).
+/// The `horovod` app's image with TensorBoard (the test fails when it cannot be made).
 fn tensorboard_app(docker: &DockerClient) -> Option<String> {
     let base = horovod_base(docker)?;
     let wheels = tensorboard_wheels()?;

@@ -51,7 +51,7 @@ struct Trained {
 }
 
 /// A Docker daemon, the Horovod base and the `horovod` app's image built on it (or `None`:
-/// SKIPPED; a failure under CI).
+/// the test fails when it cannot be made).
 fn horovod_app(docker: &DockerClient) -> Option<String> {
     let base = horovod_base(docker)?;
     Some(template_image(docker, "horovod", &base))

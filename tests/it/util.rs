@@ -1,7 +1,9 @@
 //! What the integration tests share: the hvdctl command with a clean environment and its
 //! output, apps, the fake cluster (synthetic or Docker kubelet), the Docker test services
 //! with the images built once, and one rule for anything missing (daemon, registry, base
-//! images, kubectl): the test prints SKIPPED and passes, except under `CI`, where it fails.
+//! images, kubectl): the test fails, saying what is missing and how to start it — a test
+//! never passes without testing. Only a check marked optional ([`optional`]) skips: it prints
+//! `SKIPPED: why` and is counted in `skipped.txt`, which `scripts/test.sh` reports.
 //!
 //! The whole-process memory tests include this file with `#[path]`.
 #![allow(dead_code)]
@@ -23,20 +25,33 @@ pub const TEMPLATES: &[&str] = &[
 ];
 pub const BACKENDS: &[&str] = &["mpijob", "native"];
 
-// --- Skip unless CI ------------------------------------------------------------------------
+// --- Missing prerequisites -----------------------------------------------------------------
 
-/// `CI` is set (not empty): every requirement must be there.
-pub fn under_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty())
+/// `what` is not available: the test fails (the caller's early return is never reached).
+pub fn unavailable<T>(what: &str, why: impl std::fmt::Display) -> Option<T> {
+    panic!("{what} is not available: {why}");
 }
 
-/// `what` is not available: a failure under CI; otherwise prints SKIPPED and gives `None`,
-/// and the test returns early.
-pub fn unavailable<T>(what: &str, why: impl std::fmt::Display) -> Option<T> {
-    if under_ci() {
-        panic!("CI is set but {what} is not available: {why}");
+/// Where optional checks that could not run are listed, one line each (`scripts/test.sh`
+/// prints it after the tests).
+pub fn skipped_list() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("skipped.txt")
+}
+
+/// An optional check cannot run here (`what` is missing): prints `SKIPPED: …`, records it in
+/// [`skipped_list`] and gives `None`; the test returns early. Only for checks that need what a
+/// developer's machine may lack and CI has (root for a tmpfs or a network bridge).
+pub fn optional<T>(test: &str, what: &str, why: impl std::fmt::Display) -> Option<T> {
+    let line = format!("{test}: {what} is not available: {why}");
+    eprintln!("SKIPPED: {line}");
+    use std::io::Write;
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(skipped_list())
+    {
+        let _ = writeln!(f, "{line}");
     }
-    eprintln!("SKIPPED: {what} is not available: {why}");
     None
 }
 
@@ -602,4 +617,31 @@ pub fn template_image(docker: &DockerClient, template: &str, base: &str) -> Stri
 pub fn one_training_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+// --- Waiting on events ---------------------------------------------------------------------
+
+/// Waits until the fake cluster has answered `more` further requests counted as `key`
+/// (`"list pods"`, `"watch events"`, …) since `from` (a count read before): proof that the
+/// processes under test looked again, where a sleep would only hope they did. Panics after
+/// `timeout` naming the count reached.
+pub fn wait_requests(fc: &FakeCluster, key: &str, from: u64, more: u64, timeout: Duration) {
+    let end = Instant::now() + timeout;
+    loop {
+        let n = fc.request_counts().get(key).copied().unwrap_or(0);
+        if n >= from + more {
+            return;
+        }
+        assert!(
+            Instant::now() < end,
+            "{more} more {key:?} requests expected within {timeout:?}; {} came",
+            n - from.min(n)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// How many requests the fake cluster has answered as `key` so far.
+pub fn requests(fc: &FakeCluster, key: &str) -> u64 {
+    fc.request_counts().get(key).copied().unwrap_or(0)
 }

@@ -73,7 +73,18 @@ fn run_with_no_pods_yet() {
         env.dir.path(),
         "follow2",
     );
-    std::thread::sleep(Duration::from_millis(500));
+    let t0 = std::time::Instant::now();
+    while !r
+        .stderr()
+        .contains("waiting for the pods of mnist-nopod to be created")
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no waiting message: {}",
+            r.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     env.fc
         .mutate("jobs", "default", "mnist-nopod-launcher", |j| {
             j["spec"]["suspend"] = serde_json::json!(false)
@@ -181,7 +192,16 @@ fn snapshot_without_follow_and_filters() {
         |j| j.and_then(|j| j["status"]["succeeded"].as_i64()) == Some(1),
     );
     assert!(done.is_ok(), "job done");
-    std::thread::sleep(Duration::from_millis(300));
+    // Every pod ended too (the workers started a little after the launcher).
+    for i in 0..3 {
+        let pod = format!("mnist-snap-worker-{i}");
+        let ended = env
+            .fc
+            .wait_for("pods", "default", &pod, Duration::from_secs(30), |p| {
+                p.and_then(|p| p["status"]["phase"].as_str()) == Some("Succeeded")
+            });
+        assert!(ended.is_ok(), "{pod} ended");
+    }
     let (code, out, err, _) = run(&env, &["logs", "snap"], Duration::from_secs(60));
     assert_eq!(code, Some(0), "{err}");
     let mut expected = Expected::new();
