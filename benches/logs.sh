@@ -21,8 +21,9 @@ TMP=$(mktemp -d)
 trap 'kill $FC_PID 2>/dev/null || true; rm -rf "$TMP"' EXIT
 
 cargo build --release -q -p fake-cluster --bin fake-cluster
-cargo build --release -q --bin hvdctl
-HVDCTL=$PWD/target/release/hvdctl
+[[ -n ${HVDCTL:-} ]] || cargo build --release -q --bin hvdctl
+# HVDCTL=path runs another build of hvdctl (an older commit's, to compare) on the same scenario.
+HVDCTL=${HVDCTL:-$PWD/target/release/hvdctl}
 
 export KUBECONFIG=$TMP/kubeconfig
 target/release/fake-cluster --listen 127.0.0.1:0 --kubeconfig "$KUBECONFIG" --mpi-operator >"$TMP/fc.out" 2>"$TMP/fc.err" &

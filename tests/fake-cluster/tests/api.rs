@@ -551,7 +551,7 @@ fn watch_timeout_bookmarks_and_expiry() {
     assert!(!r.truncated);
     let took = t0.elapsed();
     assert!(
-        took >= Duration::from_millis(900) && took < Duration::from_secs(3),
+        took >= Duration::from_millis(900) && took < Duration::from_secs(10),
         "{took:?}"
     );
 
@@ -568,7 +568,8 @@ fn watch_timeout_bookmarks_and_expiry() {
         None,
     );
     let _ = s.read_to_end();
-    assert!(t0.elapsed() < Duration::from_secs(2));
+    // It expired (the 0.3 s fault), it did not hang.
+    assert!(t0.elapsed() < Duration::from_secs(10));
     post(&fc, path, &cm("x", json!({})));
     let rv = fc.resource_version() - 1;
     std::thread::sleep(Duration::from_millis(400));
@@ -607,7 +608,7 @@ fn garbage_collection() {
         .status,
         200
     );
-    wait_until("dependent collected", Duration::from_secs(5), || {
+    wait_until("dependent collected", Duration::from_secs(30), || {
         fc.get("configmaps", "default", "dep")
             .is_none()
             .then_some(())
@@ -664,7 +665,7 @@ fn garbage_collection() {
         Some(r#"{"metadata":{"finalizers":null}}"#),
     );
     assert_eq!(r.status, 200, "{}", r.text());
-    wait_until("foreground owner deleted", Duration::from_secs(5), || {
+    wait_until("foreground owner deleted", Duration::from_secs(30), || {
         fc.get("configmaps", "default", "owner3")
             .is_none()
             .then_some(())

@@ -140,7 +140,7 @@ fn kubectl_get_apply_logs_delete() {
 
     let out = k.ok(&["get", "mpijobs"]);
     assert_eq!(table_rows(&out)[0][0], "train", "{out}");
-    wait_until("pods running", Duration::from_secs(5), || {
+    wait_until("pods running", Duration::from_secs(30), || {
         (fc.list("pods", Some("default"), "hvdctl.io/run=r7").len() == 3).then_some(())
     });
     let pods = k.ok(&["get", "pods", "-l", "hvdctl.io/run=r7", "-o", "wide"]);
@@ -179,8 +179,13 @@ fn kubectl_get_apply_logs_delete() {
         .find(|n| n.starts_with("train-launcher-"))
         .unwrap()
         .clone();
-    wait_until("launcher running", Duration::from_secs(5), || {
-        (phase(&fc, &launcher).as_deref() == Some("Running")).then_some(())
+    // Running, or already done on a busy machine: either way `logs -f` prints it whole.
+    wait_until("launcher started", Duration::from_secs(30), || {
+        matches!(
+            phase(&fc, &launcher).as_deref(),
+            Some("Running" | "Succeeded")
+        )
+        .then_some(())
     });
     let t0 = Instant::now();
     let logs = k.ok(&["logs", "-f", &launcher]);
@@ -188,10 +193,11 @@ fn kubectl_get_apply_logs_delete() {
         .map(|i| format!("pod={launcher} container=launcher restart=0 line {i}"))
         .collect();
     assert_eq!(logs.lines().collect::<Vec<_>>(), want);
-    assert!(t0.elapsed() < Duration::from_secs(5));
+    // It ended with the container (20 lines, 2 s), not at some timeout of its own.
+    assert!(t0.elapsed() < Duration::from_secs(30));
 
     // By label with prefixes (the workers have finished their 3 lines).
-    wait_until("workers done", Duration::from_secs(5), || {
+    wait_until("workers done", Duration::from_secs(30), || {
         fc.list(
             "pods",
             Some("default"),
@@ -234,7 +240,7 @@ fn kubectl_get_apply_logs_delete() {
     let out = k.ok(&["delete", "mpijob", "train", "--timeout=10s"]);
     assert_eq!(out.trim(), "mpijob.kubeflow.org \"train\" deleted");
     assert!(fc.get("mpijobs", "default", "train").is_none());
-    wait_until("children collected", Duration::from_secs(5), || {
+    wait_until("children collected", Duration::from_secs(30), || {
         fc.list("pods", Some("default"), "hvdctl.io/run=r7")
             .is_empty()
             .then_some(())
@@ -409,7 +415,7 @@ fn kubectl_nodes_and_scheduling() {
             .unwrap_or_default()
             .to_string()
     };
-    wait_until("g1, g2 running", Duration::from_secs(5), || {
+    wait_until("g1, g2 running", Duration::from_secs(30), || {
         (phase("g1") == "Running" && phase("g2") == "Running").then_some(())
     });
     let node = |p: &str| {
@@ -422,7 +428,7 @@ fn kubectl_nodes_and_scheduling() {
     nodes.sort();
     assert_eq!(nodes, ["fake-node-0", "fake-node-1"]);
     let want = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.";
-    wait_until("g3 unschedulable", Duration::from_secs(5), || {
+    wait_until("g3 unschedulable", Duration::from_secs(30), || {
         (scheduled_cond(&fc, "g3") == ("False".into(), want.into())).then_some(())
     });
     let p3 = fc.get("pods", "default", "g3").unwrap();
@@ -456,10 +462,10 @@ fn kubectl_nodes_and_scheduling() {
     // Freeing a GPU lets the waiting pod in.
     let freed = node("g1");
     k.ok(&["delete", "pod", "g1"]);
-    wait_until("g3 bound after g1 left", Duration::from_secs(5), || {
+    wait_until("g3 bound after g1 left", Duration::from_secs(30), || {
         (node("g3") == freed).then_some(())
     });
-    wait_until("g3 running", Duration::from_secs(5), || {
+    wait_until("g3 running", Duration::from_secs(30), || {
         (phase("g3") == "Running").then_some(())
     });
     let events = k.ok(&[
@@ -487,7 +493,7 @@ fn kubectl_nodes_and_scheduling() {
         ),
     );
     k.ok(&["apply", "-f", &file]);
-    wait_until("misfits refused", Duration::from_secs(5), || {
+    wait_until("misfits refused", Duration::from_secs(30), || {
         (scheduled_cond(&fc, "sel").1
             == "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) didn't match Pod's node affinity/selector. preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling."
             && scheduled_cond(&fc, "cpu").1
@@ -512,7 +518,7 @@ fn kubectl_nodes_and_scheduling() {
         &format!("{}{}", gpu_pod("plain", 0, ""), gpu_pod("tolerant", 0, tol)),
     );
     kt.ok(&["apply", "-f", &file]);
-    wait_until("taint honoured", Duration::from_secs(5), || {
+    wait_until("taint honoured", Duration::from_secs(30), || {
         (scheduled_cond(&tainted, "plain").1
             == "0/1 nodes are available: 1 node(s) had untolerated taint {dedicated: ml}. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
             && tainted.get("pods", "default", "tolerant").unwrap()["spec"]["nodeName"] == "fake-node-0")
@@ -725,7 +731,7 @@ spec:
             "-p",
             r#"{"data":{"b":"BETA2"}}"#,
         ]);
-        wait_until("configmap update visible", Duration::from_secs(5), || {
+        wait_until("configmap update visible", Duration::from_secs(30), || {
             (exec(&k, "spec", "main", "cat /etc/cfg/b") == "BETA2").then_some(())
         });
         eprintln!(
@@ -822,11 +828,11 @@ spec:
             .as_str()
             .unwrap()
             .to_string();
-        wait_until("w2 resolvable from w0", Duration::from_secs(5), || {
+        wait_until("w2 resolvable from w0", Duration::from_secs(30), || {
             (q("h2.grp.default.svc").trim() == ip2).then_some(())
         });
         k.ok(&["delete", "pod", "w2"]);
-        wait_until("w2 gone from w0's hosts", Duration::from_secs(5), || {
+        wait_until("w2 gone from w0's hosts", Duration::from_secs(30), || {
             q("h2.grp.default.svc").trim().is_empty().then_some(())
         });
     }

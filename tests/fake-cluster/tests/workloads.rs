@@ -28,7 +28,7 @@ fn kubelet_phases_and_container_statuses() {
         ],
     ))
     .unwrap();
-    let p = wait_until("scheduled", Duration::from_secs(5), || {
+    let p = wait_until("scheduled", Duration::from_secs(30), || {
         fc.get("pods", "default", "p")
             .filter(|p| p["spec"]["nodeName"].is_string())
     });
@@ -38,7 +38,7 @@ fn kubelet_phases_and_container_statuses() {
             .unwrap()
             .starts_with("fake-node-")
     );
-    wait_until("running", Duration::from_secs(5), || {
+    wait_until("running", Duration::from_secs(30), || {
         (phase(&fc, "p").as_deref() == Some("Running")).then_some(())
     });
     let p = fc.get("pods", "default", "p").unwrap();
@@ -50,7 +50,7 @@ fn kubelet_phases_and_container_statuses() {
     );
     assert_eq!(p["status"]["containerStatuses"][0]["ready"], true);
     assert!(p["status"]["containerStatuses"][0]["state"]["running"]["startedAt"].is_string());
-    wait_until("failed", Duration::from_secs(5), || {
+    wait_until("failed", Duration::from_secs(30), || {
         (phase(&fc, "p").as_deref() == Some("Failed")).then_some(())
     });
     let p = fc.get("pods", "default", "p").unwrap();
@@ -130,7 +130,7 @@ fn restarts_previous_logs_and_restart_policy() {
 
     // Never: no restart, so no previous instance.
     fc.create(pod("n", &[("FAKE_KUBELET_LINES", "2")])).unwrap();
-    wait_until("done", Duration::from_secs(5), || {
+    wait_until("done", Duration::from_secs(30), || {
         (phase(&fc, "n").as_deref() == Some("Succeeded")).then_some(())
     });
     let r = log(&fc, "n", "previous=true");
@@ -146,7 +146,7 @@ fn log_parameters() {
     let fc = start(false);
     fc.create(pod("l", &[("FAKE_KUBELET_LINES", "1000")]))
         .unwrap();
-    wait_until("done", Duration::from_secs(5), || {
+    wait_until("done", Duration::from_secs(30), || {
         (phase(&fc, "l").as_deref() == Some("Succeeded")).then_some(())
     });
     let all = log(&fc, "l", "timestamps=true");
@@ -205,7 +205,7 @@ fn log_parameters() {
     let mut two = pod("two", &[]);
     two["spec"]["containers"] = json!([{"name": "a", "image": "x"}, {"name": "b", "image": "x"}]);
     fc.create(two).unwrap();
-    wait_until("two running", Duration::from_secs(5), || {
+    wait_until("two running", Duration::from_secs(30), || {
         (phase(&fc, "two").as_deref() == Some("Running")).then_some(())
     });
     let r = log(&fc, "two", "");
@@ -238,7 +238,7 @@ fn follow_streams_until_the_container_ends() {
         &[("FAKE_KUBELET_LINES", "6"), ("FAKE_KUBELET_RATE", "20")],
     ))
     .unwrap();
-    wait_until("running", Duration::from_secs(5), || {
+    wait_until("running", Duration::from_secs(30), || {
         (phase(&fc, "f").as_deref() == Some("Running")).then_some(())
     });
     let t0 = std::time::Instant::now();
@@ -258,7 +258,7 @@ fn follow_streams_until_the_container_ends() {
 
     // A silent container: follow waits until the pod is deleted.
     fc.create(pod("silent", &[])).unwrap();
-    wait_until("running", Duration::from_secs(5), || {
+    wait_until("running", Duration::from_secs(30), || {
         (phase(&fc, "silent").as_deref() == Some("Running")).then_some(())
     });
     let s = open(
@@ -286,7 +286,7 @@ fn cut_logs_alternate_clean_and_abrupt_and_log_faults() {
     let fc = start(false);
     fc.create(pod("c", &[("FAKE_KUBELET_LINES", "50")]))
         .unwrap();
-    wait_until("done", Duration::from_secs(5), || {
+    wait_until("done", Duration::from_secs(30), || {
         (phase(&fc, "c").as_deref() == Some("Succeeded")).then_some(())
     });
     fc.set_faults(Faults {
@@ -404,7 +404,7 @@ fn job_controller_backoff_and_completion() {
         None,
     );
     assert_eq!(r.status, 200);
-    wait_until("pods of ok collected", Duration::from_secs(5), || {
+    wait_until("pods of ok collected", Duration::from_secs(30), || {
         fc.list("pods", Some("default"), "mine=ok")
             .is_empty()
             .then_some(())
@@ -434,7 +434,7 @@ fn statefulset_controller() {
     assert_eq!(p["spec"]["subdomain"], "svc");
     assert_eq!(p["metadata"]["labels"]["app"], "s");
     fc.delete("pods", "default", "s-1", None).unwrap();
-    wait_until("recreated", Duration::from_secs(5), || {
+    wait_until("recreated", Duration::from_secs(30), || {
         fc.get("pods", "default", "s-1")
     });
 }
@@ -597,7 +597,7 @@ fn mpi_operator_end_to_end() {
         done["status"]["completionTime"].is_string() && done["status"]["startTime"].is_string()
     );
     // cleanPodPolicy Running: the still-running workers are deleted.
-    wait_until("workers cleaned", Duration::from_secs(5), || {
+    wait_until("workers cleaned", Duration::from_secs(30), || {
         fc.list(
             "pods",
             Some("default"),
@@ -619,7 +619,7 @@ fn mpi_operator_end_to_end() {
     // Deleting the MPIJob collects everything it owns.
     fc.delete("mpijobs", "default", "m", Some("Foreground"))
         .unwrap();
-    wait_until("all collected", Duration::from_secs(5), || {
+    wait_until("all collected", Duration::from_secs(30), || {
         (fc.get("mpijobs", "default", "m").is_none()
             && fc.get("jobs", "default", "m-launcher").is_none()
             && fc.get("configmaps", "default", "m-config").is_none()
