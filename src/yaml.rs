@@ -117,17 +117,44 @@ fn at(m: Marker) -> Origin {
     }
 }
 
+/// How far aliases may go. A document that expands aliases of aliases ("billion laughs")
+/// is refused while it is read, before any copy is made: a few hundred bytes must not cost
+/// gigabytes.
+pub const MAX_ALIASES: usize = 100;
+/// An alias of a value that itself holds aliases is one level; this many levels at most.
+pub const MAX_ALIAS_DEPTH: usize = 3;
+/// Nodes that all aliases of a document may add together.
+pub const MAX_ALIAS_NODES: usize = 10_000;
+/// Mappings and lists nested at most this deep.
+pub const MAX_DEPTH: usize = 100;
+
+/// What a finished node holds: its number of nodes and how deep aliases go inside it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Size {
+    nodes: usize,
+    alias_depth: usize,
+}
+
+impl Size {
+    fn add(&mut self, other: Size) {
+        self.nodes = self.nodes.saturating_add(other.nodes);
+        self.alias_depth = self.alias_depth.max(other.alias_depth);
+    }
+}
+
 enum Frame {
     Seq {
         path: Path,
         items: Vec<Value>,
         anchor: usize,
+        size: Size,
     },
     Map {
         path: Path,
         map: Map<String, Value>,
         key: Option<(String, Marker)>,
         anchor: usize,
+        size: Size,
     },
 }
 
@@ -140,7 +167,10 @@ struct Builder {
     stack: Vec<Frame>,
     done: Option<Value>,
     docs: usize,
-    anchors: HashMap<usize, Value>,
+    anchors: HashMap<usize, (Value, Size)>,
+    /// Aliases met so far, and the nodes they added.
+    aliases: usize,
+    alias_nodes: usize,
     marked: Marked,
     error: Option<ParseError>,
 }
@@ -178,15 +208,25 @@ impl Builder {
         }
     }
 
-    fn push_value(&mut self, v: Value, anchor: usize, mark: Marker) {
+    fn push_value(&mut self, v: Value, anchor: usize, size: Size, mark: Marker) {
         if anchor > 0 {
-            self.anchors.insert(anchor, v.clone());
+            self.anchors.insert(anchor, (v.clone(), size));
         }
         match self.stack.last_mut() {
             None => self.done = Some(v),
-            Some(Frame::Seq { items, .. }) => items.push(v),
-            Some(Frame::Map { map, key, path, .. }) => match key.take() {
+            Some(Frame::Seq { items, size: s, .. }) => {
+                s.add(size);
+                items.push(v)
+            }
+            Some(Frame::Map {
+                map,
+                key,
+                path,
+                size: s,
+                ..
+            }) => match key.take() {
                 Some((k, _)) => {
+                    s.add(size);
                     map.insert(k, v);
                 }
                 None => {
@@ -301,20 +341,70 @@ impl MarkedEventReceiver for Builder {
                         self.marked.plain_text.insert(p, text);
                     }
                 }
-                self.push_value(value, anchor, mark);
+                self.push_value(
+                    value,
+                    anchor,
+                    Size {
+                        nodes: 1,
+                        alias_depth: 0,
+                    },
+                    mark,
+                );
             }
-            Event::Alias(id) => match self.anchors.get(&id).cloned() {
-                Some(v) => {
-                    if let Some(p) = self.next_path() {
-                        self.marked.origins.insert(p, at(mark));
-                    }
-                    self.push_value(v, 0, mark)
+            Event::Alias(id) => {
+                let Some(size) = self.anchors.get(&id).map(|(_, s)| *s) else {
+                    return self.fail(mark, "unknown alias".into());
+                };
+                // Checked before the copy is made.
+                self.aliases += 1;
+                self.alias_nodes = self.alias_nodes.saturating_add(size.nodes);
+                let depth = size.alias_depth + 1;
+                if self.aliases > MAX_ALIASES {
+                    return self.fail(
+                        mark,
+                        format!("more than {MAX_ALIASES} aliases (`*name`) in one document"),
+                    );
                 }
-                None => self.fail(mark, "unknown alias".into()),
-            },
+                if depth > MAX_ALIAS_DEPTH {
+                    return self.fail(
+                        mark,
+                        format!(
+                            "aliases nested {depth} deep (an alias of a value holding aliases of values holding aliases…); at most {MAX_ALIAS_DEPTH} levels"
+                        ),
+                    );
+                }
+                if self.alias_nodes > MAX_ALIAS_NODES {
+                    return self.fail(
+                        mark,
+                        format!(
+                            "aliases (`*name`) would expand to more than {MAX_ALIAS_NODES} values"
+                        ),
+                    );
+                }
+                let v = self.anchors[&id].0.clone();
+                if let Some(p) = self.next_path() {
+                    self.marked.origins.insert(p, at(mark));
+                }
+                self.push_value(
+                    v,
+                    0,
+                    Size {
+                        nodes: size.nodes,
+                        alias_depth: depth,
+                    },
+                    mark,
+                )
+            }
             Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
                 if self.expects_key() {
                     self.fail(mark, "mapping keys must be plain strings".into());
+                    return;
+                }
+                if self.stack.len() >= MAX_DEPTH {
+                    self.fail(
+                        mark,
+                        format!("mappings and lists nested more than {MAX_DEPTH} deep"),
+                    );
                     return;
                 }
                 let path = self.next_path().unwrap_or_default();
@@ -326,6 +416,7 @@ impl MarkedEventReceiver for Builder {
                         path,
                         items: Vec::new(),
                         anchor,
+                        size: Size::default(),
                     }
                 } else {
                     Frame::Map {
@@ -333,15 +424,28 @@ impl MarkedEventReceiver for Builder {
                         map: Map::new(),
                         key: None,
                         anchor,
+                        size: Size::default(),
                     }
                 });
             }
             Event::SequenceEnd | Event::MappingEnd => match self.stack.pop() {
-                Some(Frame::Seq { items, anchor, .. }) => {
-                    self.push_value(Value::Array(items), anchor, mark)
+                Some(Frame::Seq {
+                    items,
+                    anchor,
+                    mut size,
+                    ..
+                }) => {
+                    size.nodes = size.nodes.saturating_add(1);
+                    self.push_value(Value::Array(items), anchor, size, mark)
                 }
-                Some(Frame::Map { map, anchor, .. }) => {
-                    self.push_value(Value::Object(map), anchor, mark)
+                Some(Frame::Map {
+                    map,
+                    anchor,
+                    mut size,
+                    ..
+                }) => {
+                    size.nodes = size.nodes.saturating_add(1);
+                    self.push_value(Value::Object(map), anchor, size, mark)
                 }
                 None => self.fail(mark, "unbalanced YAML".into()),
             },
@@ -372,6 +476,8 @@ pub fn parse_value(text: &str) -> Result<Value, ParseError> {
 }
 
 fn load(text: &str, mut b: Builder) -> Result<Builder, ParseError> {
+    // A byte order mark starts the stream; it is not part of the first key.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut parser = Parser::new_from_str(text);
     if let Err(e) = parser.load(&mut b, true) {
         let m = e.marker();

@@ -9,6 +9,13 @@ use crate::state;
 use crate::ui::Ui;
 
 pub fn run(g: &Global, ui: &Ui, a: UndeployArgs) -> Result<u8> {
+    // Said before anything is read or asked: without a terminal nobody can confirm.
+    if a.all && !a.yes && !ui.interactive {
+        return Err(Error::input(
+            "--all deletes every run of the app and needs a confirmation: there is no terminal to ask on",
+        )
+        .hint("add --yes (-y) to confirm"));
+    }
     let env = Env::new(g, ui)?;
     let wait = !a.no_wait;
     if a.all {
