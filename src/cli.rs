@@ -657,17 +657,32 @@ pub struct ExecArgs {
     pub cluster: ClusterArgs,
 }
 
+/// Help of a command whose positional arguments are read by hand (`[RUN]` before required
+/// ones, which clap cannot express): their own "Arguments:" section, then clap's options.
+macro_rules! args_help {
+    ($args:literal) => {
+        concat!(
+            "{about-with-newline}\n{usage-heading} {usage}\n\nArguments:\n",
+            $args,
+            "\n\n{all-args}{after-help}"
+        )
+    };
+}
+
 #[derive(Debug, Args)]
 #[command(
     override_usage = "hvdctl cp [OPTIONS] [RUN] SRC DEST",
+    help_template = args_help!(
+        "  [RUN]  Run id or job name (default: the app's last run)\n  SRC    What to copy: launcher:PATH, worker-I:PATH, or a local path\n  DEST   Where to put it, in the same forms"
+    ),
     after_help = "The run's side is launcher:PATH or worker-I:PATH; any other argument is a local path.\n\
     A destination that is an existing directory receives the source under its own name; otherwise\n\
     it is the copy's name. Directories are copied whole, with their files' modes.\n\n\
     Examples:\n  hvdctl cp ./data launcher:/tmp\n  hvdctl cp worker-1:/tmp/out ./out-1\n  hvdctl cp ab12x launcher:/app/checkpoints ."
 )]
 pub struct CpArgs {
-    /// [RUN] SRC DEST: the run (default: the app's last run), what to copy, where to
-    #[arg(num_args = 2..=3, required = true, value_names = ["RUN", "SRC", "DEST"])]
+    /// [RUN] SRC DEST (described in the help template)
+    #[arg(num_args = 2..=3, required = true, value_names = ["SRC", "DEST"], hide = true)]
     pub args: Vec<String>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -675,13 +690,15 @@ pub struct CpArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    override_usage = "hvdctl port-forward [OPTIONS] [RUN] LOCAL:REMOTE",
+    override_usage = "hvdctl port-forward [OPTIONS] [RUN] [LOCAL:]REMOTE",
+    help_template = args_help!(
+        "  [RUN]            Run id or job name (default: the app's last run)\n  [LOCAL:]REMOTE   The port in the pod/container, and the local one on 127.0.0.1 (none: the same\n                   port; empty, as in `:22`: any free port, printed)"
+    ),
     after_help = "Examples:\n  hvdctl port-forward 8080:80\n  hvdctl port-forward --index 1 :22    (any free local port; printed)"
 )]
 pub struct PortForwardArgs {
-    /// [RUN] [LOCAL:]REMOTE: the run (default: the app's last run), the local port (none: the
-    /// remote one; empty: any free port) and the port in the pod/container
-    #[arg(num_args = 1..=2, required = true, value_names = ["RUN", "[LOCAL:]REMOTE"])]
+    /// [RUN] [LOCAL:]REMOTE (described in the help template)
+    #[arg(num_args = 1..=2, required = true, value_name = "[LOCAL:]REMOTE", hide = true)]
     pub args: Vec<String>,
     #[command(flatten)]
     pub target: TargetArgs,
@@ -705,4 +722,39 @@ pub struct TensorboardArgs {
     pub port: u16,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_numbers_with_a_least() {
+        let workers = at_least(1u32);
+        assert_eq!(workers("3"), Ok(3));
+        assert_eq!(workers("0").unwrap_err(), "must be at least 1");
+        assert_eq!(workers("-1").unwrap_err(), "must be at least 1");
+        assert_eq!(workers("x").unwrap_err(), "not a whole number (at least 1)");
+        assert_eq!(workers("4294967296").unwrap_err(), "too large");
+        let rank = at_least(0u32);
+        assert_eq!(rank("-1").unwrap_err(), "must be 0 or more");
+        assert_eq!(at_least(0u64)("150"), Ok(150));
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let cmd = Cli::command();
+        assert!(cmd.get_version().is_some(), "hvdctl -V");
+        for sub in cmd.get_subcommands() {
+            assert!(
+                !sub.get_arguments().any(|a| a.get_short() == Some('V')),
+                "{} has -V",
+                sub.get_name()
+            );
+        }
+        let bare = Cli::try_parse_from(["hvdctl"]).unwrap();
+        assert!(bare.command.is_none());
+    }
 }

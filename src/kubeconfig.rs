@@ -162,3 +162,27 @@ pub fn options(context: Option<String>) -> KubeConfigOptions {
         user: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_context_flag_must_name_a_context() {
+        let kc = Kubeconfig::from_yaml(
+            "apiVersion: v1\nkind: Config\ncontexts:\n- name: real\n  context: {cluster: c, user: u}\n",
+        )
+        .unwrap();
+        let found = Loaded::Found(Box::new(kc));
+        assert!(check_context(&found, "real").is_ok());
+        let e = check_context(&found, "reel").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.message, "context `reel` is not in the kubeconfig");
+        assert!(e.hint.unwrap().starts_with("did you mean `real`?"));
+        let e = check_context(&Loaded::Missing("no file here".into()), "x").unwrap_err();
+        assert_eq!(
+            e.message,
+            "context `x` (--context) cannot be used: no kubeconfig: no file here"
+        );
+    }
+}

@@ -573,4 +573,59 @@ mod tests {
         let p = Path(vec![Seg::Key("labels".into()), Seg::Key("a.b/c".into())]);
         assert_eq!(p.to_string(), "labels[\"a.b/c\"]");
     }
+
+    #[test]
+    fn aliases_are_limited_before_they_are_copied() {
+        // Depth: each level a list of aliases of the one before.
+        let mut text = String::from("x0: &x0 [a, a]\n");
+        for i in 1..=4 {
+            text.push_str(&format!("x{i}: &x{i} [*x{p}, *x{p}]\n", p = i - 1));
+        }
+        let e = parse(&text).unwrap_err();
+        assert_eq!((e.line, e.col), (5, 10), "{}", e.message);
+        assert!(e.message.contains("nested 4 deep"), "{}", e.message);
+        let three = text.lines().take(4).collect::<Vec<_>>().join("\n");
+        assert!(parse(&three).is_ok(), "3 levels are fine");
+        // Count.
+        let many = format!("x: &x a\ny: [{}]\n", vec!["*x"; MAX_ALIASES + 1].join(", "));
+        assert!(
+            parse(&many)
+                .unwrap_err()
+                .message
+                .contains("more than 100 aliases")
+        );
+        // Values added: 60 copies of 200 values.
+        let wide = format!(
+            "x: &x [{}]\ny: [{}]\n",
+            vec!["a"; 199].join(", "),
+            vec!["*x"; 60].join(", ")
+        );
+        let e = parse(&wide).unwrap_err();
+        assert!(
+            e.message.contains("more than 10000 values"),
+            "{}",
+            e.message
+        );
+        // Manifests are read with the same limits.
+        assert!(parse_value(&wide).is_err());
+    }
+
+    #[test]
+    fn nesting_is_limited_and_a_bom_is_skipped() {
+        let deep = format!("x: {}{}\n", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert!(
+            parse(&deep)
+                .unwrap_err()
+                .message
+                .contains("nested more than 100 deep")
+        );
+        let fine = format!(
+            "x: {}{}\n",
+            "[".repeat(MAX_DEPTH - 1),
+            "]".repeat(MAX_DEPTH - 1)
+        );
+        assert!(parse(&fine).is_ok());
+        let m = parse("\u{feff}name: a\n").unwrap();
+        assert_eq!(m.value["name"], "a");
+    }
 }

@@ -544,7 +544,12 @@ fn type_error(marked: &Marked, file: &str, path: &Path, msg: &str) -> Found {
         let (at, place, within) = if path.is_empty() {
             (file.to_string(), Place::File(0, 0), "the app".to_string())
         } else {
-            let (at, place) = locate(marked, file, path, true);
+            let (at, place) = match first_key(marked, path) {
+                Some(key) if !marked.key_origins.contains_key(path) => {
+                    locate(marked, file, &key, true)
+                }
+                _ => locate(marked, file, path, true),
+            };
             (at, place, format!("`{path}`"))
         };
         return Found {
@@ -561,8 +566,12 @@ fn type_error(marked: &Marked, file: &str, path: &Path, msg: &str) -> Found {
             hint: None,
         };
     }
+    let least = validate::int_bounds(path).0.unwrap_or(0);
     let friendly = msg
-        .replace("expected u32", "expected a whole number (0 or more)")
+        .replace(
+            "expected u32",
+            &format!("expected a whole number ({least} or more)"),
+        )
         .replace("expected i32", "expected a whole number")
         .replace("expected i64", "expected a whole number")
         .replace("expected a sequence", "expected a list")
@@ -576,6 +585,21 @@ fn type_error(marked: &Marked, file: &str, path: &Path, msg: &str) -> Found {
         message: format!("{at}: {path}: {friendly}"),
         hint: None,
     }
+}
+
+/// The first key (in the file) of the mapping at `path`: where a list item starts, since a
+/// block mapping's own start mark is not where its first key is.
+fn first_key(marked: &Marked, path: &Path) -> Option<Path> {
+    marked
+        .key_origins
+        .iter()
+        .filter(|(p, _)| p.0.len() == path.0.len() + 1 && p.starts_with(path))
+        .filter_map(|(p, o)| match o {
+            Origin::File { line, col } => Some(((*line, *col), p)),
+            Origin::Flag(_) => None,
+        })
+        .min_by_key(|(at, _)| *at)
+        .map(|(_, p)| p.clone())
 }
 
 /// A whole number outside what its field takes, said with the field's own bounds: serde's
@@ -868,5 +892,102 @@ mod tests {
             assert!(e.message.starts_with(needle), "{flag}: {}", e.message);
             assert!(!e.message.contains("hvdctl.yaml:"), "{flag}: {}", e.message);
         }
+    }
+
+    #[test]
+    fn only_text_is_read() {
+        let e = as_text(b"\x00\x01", "f").unwrap_err();
+        assert_eq!(
+            e.message,
+            "f: not text (YAML): byte 0 (line 1, column 1) is 0x00, a control character"
+        );
+        let e = as_text(b"a: 1\nb: \xc3(\n", "f").unwrap_err();
+        assert_eq!(
+            e.message,
+            "f: not text (YAML): byte 8 (line 2, column 4) is 0xc3, not UTF-8"
+        );
+        let e = as_text("a: \u{7f}".as_bytes(), "f").unwrap_err();
+        assert!(
+            e.message.contains("byte 3 (line 1, column 4) is 0x7f"),
+            "{}",
+            e.message
+        );
+        for ok in ["a: b\tc\r\n", "\u{feff}a: é ✓ \u{1F600}\n", ""] {
+            assert_eq!(as_text(ok.as_bytes(), "f").unwrap(), ok);
+        }
+    }
+
+    #[test]
+    fn the_file_is_read_up_to_its_limit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let big = format!("{BASE}{}", "#\n".repeat(MAX_APP_FILE as usize / 2));
+        std::fs::write(tmp.path().join(APP_FILE), big).unwrap();
+        let e = load(tmp.path(), &[]).unwrap_err();
+        assert!(e.message.contains("larger than 1024 KiB"), "{}", e.message);
+        let e = load(&tmp.path().join("nope"), &[]).unwrap_err();
+        assert!(
+            e.message.ends_with("nope: no such directory"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn numbers_out_of_range_are_said_with_the_fields_bounds() {
+        let e = load_with("workers: -3\n", &[]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "hvdctl.yaml:4:10: workers: must be at least 1 (not -3)"
+        );
+        let e = load_with("workers: 99999999999999999999\n", &[]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "hvdctl.yaml:4:10: workers: `99999999999999999999` is too large (at most 10000)"
+        );
+        let e = load_with("workers: 1.5\n", &[]).unwrap_err();
+        assert!(
+            e.message.contains("expected a whole number (1 or more)"),
+            "{}",
+            e.message
+        );
+        let e = load_with("", &["gpusPerWorker=-1"]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "--set gpusPerWorker=-1: gpusPerWorker: must be at least 0 (not -1)"
+        );
+    }
+
+    #[test]
+    fn a_missing_key_is_placed_where_it_belongs() {
+        let e = from_text("image: a\ncommand: [x]\n", "f", &[]).unwrap_err();
+        assert_eq!(e.message, "f: the app needs the key `name`");
+        let e = load_with("volumes:\n- name: d\n  pvc: {claimName: c}\n", &[]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "hvdctl.yaml:5:3: `volumes[0]` needs the key `mountPath`"
+        );
+        let e = load_with("elastic:\n  minWorkers: 1\n", &[]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "hvdctl.yaml:4:1: `elastic` needs the key `maxWorkers`"
+        );
+    }
+
+    #[test]
+    fn a_flag_that_cannot_apply_changes_nothing() {
+        let e = load_with("", &["volumes[5].readOnly=true"]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "--set volumes[5].readOnly=true: `volumes[5]` is past the end of the list (0 items; use [0] to append)"
+        );
+        let e = load_with(
+            "volumes:\n- {name: d, mountPath: /d, nfs: {server: s, path: /p}}\n",
+            &["volumes[0].nfs.server="],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.message,
+            "--set volumes[0].nfs.server=: volumes[0].nfs.server: must not be empty"
+        );
     }
 }

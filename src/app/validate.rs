@@ -763,4 +763,89 @@ mod tests {
         let n = max_name_len(999);
         assert_eq!(n + 1 + RUN_ID_LEN + "-worker-999".len(), 63);
     }
+
+    fn app(yaml: &str) -> App {
+        crate::app::load::from_text(
+            &format!("name: a\nimage: a\ncommand: [x]\n{yaml}"),
+            "f",
+            &[],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn resource_names() {
+        for ok in [
+            "cpu",
+            "memory",
+            "ephemeral-storage",
+            "hugepages-2Mi",
+            "hugepages-1Gi",
+            "nvidia.com/gpu",
+            "example.com/fpga",
+        ] {
+            assert!(resource_name_problem(ok).is_none(), "{ok}");
+        }
+        let (msg, hint) = resource_name_problem("cpuu").unwrap();
+        assert!(msg.contains("`cpuu` is not a resource name"), "{msg}");
+        assert_eq!(hint.as_deref(), Some("did you mean `cpu`?"));
+        let (_, hint) = resource_name_problem("memroy").unwrap();
+        assert_eq!(hint.as_deref(), Some("did you mean `memory`?"));
+        for bad in [
+            "gpu",
+            "hugepages-",
+            "hugepages-big",
+            "kubernetes.io/x",
+            "vendor/gpu",
+        ] {
+            assert!(resource_name_problem(bad).is_some(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn hvdctls_mounts_and_variables_are_reserved() {
+        assert!(within("/etc/mpi", "/etc/mpi"));
+        assert!(within("/etc/mpi/", "/etc/mpi"));
+        assert!(within("/etc/mpi/x", "/etc/mpi"));
+        assert!(!within("/etc/mpix", "/etc/mpi"));
+        assert!(!within("/etc", "/etc/mpi"));
+        let root = reserved_mounts(&app(""));
+        let paths: Vec<&str> = root.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, ["/etc/mpi", "/etc/hvdctl", "/root/.ssh"]);
+        let user = reserved_mounts(&app(
+            "securityContext: {runAsUser: 1000}\nmpi: {sshAuthMountPath: /keys}\n",
+        ));
+        let paths: Vec<&str> = user.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["/etc/mpi", "/etc/hvdctl", "/keys", "/home/mpiuser/.ssh"]
+        );
+        let e = crate::app::load::from_text(
+            "name: a\nimage: a\ncommand: [x]\nenv: {HVDCTL_RUN: x, HVDCTL: y}\n",
+            "f",
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(e.message.lines().count(), 1, "{}", e.message);
+        assert!(
+            e.message.contains("`HVDCTL_RUN` is reserved"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn bounds_of_whole_numbers() {
+        let p = |s: &str| Path(s.split('.').map(|k| Seg::Key(k.into())).collect());
+        assert_eq!(int_bounds(&p("workers")), (Some(1), Some(10_000)));
+        assert_eq!(int_bounds(&p("gpusPerWorker")), (Some(0), Some(64)));
+        assert_eq!(int_bounds(&p("mpi.sshdTimeoutSeconds")), (Some(1), None));
+        assert_eq!(int_bounds(&p("env.X")), (None, None));
+        assert!(name_too_long(&"a".repeat(48)).is_none());
+        assert!(
+            name_too_long(&"a".repeat(49))
+                .unwrap()
+                .starts_with("49 characters")
+        );
+    }
 }
