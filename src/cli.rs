@@ -368,7 +368,8 @@ impl DeployArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StatusFormat {
     Text,
-    /// The text report with each pod's IP
+    // The text report with each pod's IP (no doc comment: it would give every value a
+    // description and turn `--help` into the long layout).
     Wide,
     Json,
     Yaml,
