@@ -501,7 +501,7 @@ pub fn check(app: &App) -> Vec<Problem> {
         let path = Path(vec![Seg::Key("env".into()), Seg::Key(k.clone())]);
         if !ENV_NAME.is_match(k) {
             c.at_path(path, format!("`{k}` is not a valid environment variable name (letters, digits, `_`, `-`, `.`; not starting with a digit)"));
-        } else if k.starts_with(RESERVED_ENV) {
+        } else if k.starts_with(RESERVED_ENV) && !TUNABLE_ENV.contains(&k.as_str()) {
             c.at_path(
                 path,
                 format!("`{k}` is reserved: hvdctl sets the {RESERVED_ENV}* variables itself"),
@@ -610,6 +610,8 @@ pub fn check(app: &App) -> Vec<Problem> {
 
 /// The prefix of the environment variables hvdctl gives every container.
 pub const RESERVED_ENV: &str = "HVDCTL_";
+/// The `HVDCTL_*` variables hvdctl's scripts read but never set: the user's to tune.
+const TUNABLE_ENV: &[&str] = &["HVDCTL_DISCOVERY_RECHECK"];
 
 /// Resource names Kubernetes knows without a domain.
 const STANDARD_RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage"];
@@ -821,7 +823,7 @@ mod tests {
             ["/etc/mpi", "/etc/hvdctl", "/keys", "/home/mpiuser/.ssh"]
         );
         let e = crate::app::load::from_text(
-            "name: a\nimage: a\ncommand: [x]\nenv: {HVDCTL_RUN: x, HVDCTL: y}\n",
+            "name: a\nimage: a\ncommand: [x]\nenv: {HVDCTL_RUN: x, HVDCTL: y, HVDCTL_DISCOVERY_RECHECK: '5'}\n",
             "f",
             &[],
         )

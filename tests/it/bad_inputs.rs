@@ -275,6 +275,7 @@ fn bad_inputs_each_give_their_error() {
         dry("env name", with("env: {1BAD: x}\n"), &[], 2, "not a valid environment variable name"),
         dry("env HVDCTL_RUN", with("env:\n  HVDCTL_RUN: mine\n"), &[], 2, "hvdctl.yaml:6:15: env.HVDCTL_RUN: `HVDCTL_RUN` is reserved: hvdctl sets the HVDCTL_* variables itself"),
         dry("env HVDCTL_SSH_PORT by --set", BASE, &["--set", "env.HVDCTL_SSH_PORT=2200"], 2, "--set env.HVDCTL_SSH_PORT=2200: env.HVDCTL_SSH_PORT: `HVDCTL_SSH_PORT` is reserved"),
+        dry("env HVDCTL_DISCOVERY_RECHECK, the user's to tune", with("env: {HVDCTL_DISCOVERY_RECHECK: '5'}\n"), &[], 0, ""),
         dry("parameter named into HVDCTL_", with("parameters: {hvdctl-run: x}\n"), &[], 2, "its environment variable `HVDCTL_RUN` is reserved"),
         dry("parameter clashes with env", with("env: {EPOCHS: '1'}\nparameters: {epochs: 2}\n"), &[], 2, "also set in env"),
         dry("reserved label", with("labels: {hvdctl.io/run: mine}\n"), &[], 2, "cannot be overridden"),
