@@ -124,16 +124,14 @@ pub fn as_text<'b>(bytes: &'b [u8], file: &str) -> Result<&'b str> {
         .hint(hint)
     })?;
     if let Some((at, c)) = text.char_indices().find(|&(_, c)| !yaml_printable(c)) {
-        return Err(Error::input(format!(
-            "{file}: not text (YAML): {} is {}, a control character",
-            place(at),
-            if (c as u32) < 0x100 {
-                format!("0x{:02x}", c as u32)
-            } else {
-                format!("U+{:04X}", c as u32)
-            }
-        ))
-        .hint(hint));
+        let what = if c.is_control() {
+            format!("0x{:02x}, a control character", c as u32)
+        } else {
+            format!("U+{:04X}, a character YAML does not allow", c as u32)
+        };
+        return Err(
+            Error::input(format!("{file}: not text (YAML): {} is {what}", place(at))).hint(hint),
+        );
     }
     Ok(text)
 }
