@@ -125,8 +125,17 @@ pub const MAX_ALIASES: usize = 100;
 pub const MAX_ALIAS_DEPTH: usize = 3;
 /// Nodes that all aliases of a document may add together.
 pub const MAX_ALIAS_NODES: usize = 10_000;
-/// Mappings and lists nested at most this deep.
-pub const MAX_DEPTH: usize = 100;
+/// Values that anchors (`&name`) may hold together: each anchored value is copied when it is
+/// read, so anchors nested in anchors would copy the same values again and again.
+pub const MAX_ANCHOR_NODES: usize = 10_000;
+/// Mappings and lists nested at most this deep in a manifest (one is about 12 deep)...
+pub const MAX_DEPTH: usize = 64;
+/// ... and in a document read with positions (`hvdctl.yaml` is at most 4 deep), where every
+/// value keeps its path.
+pub const MAX_TRACKED_DEPTH: usize = 8;
+/// Values in a document read with positions (`hvdctl.yaml`, a few hundred in practice):
+/// every value keeps its path, so this bounds what reading it costs.
+pub const MAX_TRACKED_NODES: usize = 10_000;
 
 /// What a finished node holds: its number of nodes and how deep aliases go inside it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -171,6 +180,9 @@ struct Builder {
     /// Aliases met so far, and the nodes they added.
     aliases: usize,
     alias_nodes: usize,
+    /// Values held by anchors so far, and values read (scalars, mappings, lists, aliases).
+    anchor_nodes: usize,
+    nodes: usize,
     marked: Marked,
     error: Option<ParseError>,
 }
@@ -210,6 +222,14 @@ impl Builder {
 
     fn push_value(&mut self, v: Value, anchor: usize, size: Size, mark: Marker) {
         if anchor > 0 {
+            // Checked before the copy is made.
+            self.anchor_nodes = self.anchor_nodes.saturating_add(size.nodes);
+            if self.anchor_nodes > MAX_ANCHOR_NODES {
+                return self.fail(
+                    mark,
+                    format!("anchors (`&name`) hold more than {MAX_ANCHOR_NODES} values together"),
+                );
+            }
             self.anchors.insert(anchor, (v.clone(), size));
         }
         match self.stack.last_mut() {
@@ -313,6 +333,23 @@ impl MarkedEventReceiver for Builder {
         if self.error.is_some() {
             return;
         }
+        if matches!(
+            ev,
+            Event::Scalar(..)
+                | Event::Alias(_)
+                | Event::SequenceStart(..)
+                | Event::MappingStart(..)
+        ) {
+            self.nodes += 1;
+            if self.track && self.nodes > MAX_TRACKED_NODES {
+                return self.fail(
+                    mark,
+                    format!(
+                        "more than {MAX_TRACKED_NODES} values; an app file holds a few hundred"
+                    ),
+                );
+            }
+        }
         match ev {
             Event::DocumentStart => {
                 self.docs += 1;
@@ -400,10 +437,15 @@ impl MarkedEventReceiver for Builder {
                     self.fail(mark, "mapping keys must be plain strings".into());
                     return;
                 }
-                if self.stack.len() >= MAX_DEPTH {
+                let most = if self.track {
+                    MAX_TRACKED_DEPTH
+                } else {
+                    MAX_DEPTH
+                };
+                if self.stack.len() >= most {
                     self.fail(
                         mark,
-                        format!("mappings and lists nested more than {MAX_DEPTH} deep"),
+                        format!("mappings and lists nested more than {most} deep"),
                     );
                     return;
                 }
@@ -479,13 +521,22 @@ fn load(text: &str, mut b: Builder) -> Result<Builder, ParseError> {
     // A byte order mark starts the stream; it is not part of the first key.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut parser = Parser::new_from_str(text);
-    if let Err(e) = parser.load(&mut b, true) {
-        let m = e.marker();
-        return Err(ParseError {
-            line: m.line(),
-            col: m.col() + 1,
-            message: e.info().to_string(),
-        });
+    // Event by event, so that reading stops at the first problem rather than going through
+    // the rest of a file already refused.
+    loop {
+        let (ev, mark) = parser.next_token().map_err(|e| {
+            let m = e.marker();
+            ParseError {
+                line: m.line(),
+                col: m.col() + 1,
+                message: e.info().to_string(),
+            }
+        })?;
+        let end = ev == Event::StreamEnd;
+        b.on_event(ev, mark);
+        if end || b.error.is_some() {
+            break;
+        }
     }
     match b.error.take() {
         Some(e) => Err(e),
@@ -612,19 +663,36 @@ mod tests {
 
     #[test]
     fn nesting_is_limited_and_a_bom_is_skipped() {
-        let deep = format!("x: {}{}\n", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        let nested = |n: usize| format!("x: {}{}\n", "[".repeat(n), "]".repeat(n));
+        let e = parse(&nested(MAX_TRACKED_DEPTH)).unwrap_err();
         assert!(
-            parse(&deep)
-                .unwrap_err()
-                .message
-                .contains("nested more than 100 deep")
+            e.message.contains("nested more than 8 deep"),
+            "{}",
+            e.message
         );
-        let fine = format!(
-            "x: {}{}\n",
-            "[".repeat(MAX_DEPTH - 1),
-            "]".repeat(MAX_DEPTH - 1)
+        assert!(parse(&nested(MAX_TRACKED_DEPTH - 1)).is_ok());
+        assert!(
+            parse_value(&nested(MAX_DEPTH - 1)).is_ok(),
+            "manifests go deeper"
         );
-        assert!(parse(&fine).is_ok());
+        assert!(parse_value(&nested(MAX_DEPTH)).is_err());
+        let many = format!("x: [{}]\n", vec!["a"; MAX_TRACKED_NODES].join(", "));
+        let e = parse(&many).unwrap_err();
+        assert!(
+            e.message.contains("more than 10000 values"),
+            "{}",
+            e.message
+        );
+        let mut anchors = String::new();
+        for i in 0..20 {
+            anchors.push_str(&format!("x{i}: &x{i} [{}]\n", vec!["a"; 600].join(", ")));
+        }
+        let e = parse_value(&anchors).unwrap_err();
+        assert!(
+            e.message.contains("anchors (`&name`) hold more than 10000"),
+            "{}",
+            e.message
+        );
         let m = parse("\u{feff}name: a\n").unwrap();
         assert_eq!(m.value["name"], "a");
     }

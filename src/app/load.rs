@@ -45,7 +45,7 @@ pub fn load(dir: &FsPath, sets: &[String]) -> Result<Loaded> {
 
 /// The largest app file read. A real one is a few KiB; anything near this is not an app file
 /// (or is an attempt to make the reader spend memory), refused before it is parsed.
-pub const MAX_APP_FILE: u64 = 1 << 20;
+pub const MAX_APP_FILE: u64 = 128 << 10;
 
 /// The bytes of the app file, refused when missing, not a file, or larger than
 /// [`MAX_APP_FILE`] (read no further than that).
@@ -921,7 +921,7 @@ mod tests {
         let big = format!("{BASE}{}", "#\n".repeat(MAX_APP_FILE as usize / 2));
         std::fs::write(tmp.path().join(APP_FILE), big).unwrap();
         let e = load(tmp.path(), &[]).unwrap_err();
-        assert!(e.message.contains("larger than 1024 KiB"), "{}", e.message);
+        assert!(e.message.contains("larger than 128 KiB"), "{}", e.message);
         let e = load(&tmp.path().join("nope"), &[]).unwrap_err();
         assert!(
             e.message.ends_with("nope: no such directory"),

@@ -197,7 +197,7 @@ fn bad_inputs_each_give_their_error() {
         dry("byte order mark", format!("\u{feff}{BASE}"), &[], 0, "").never("\u{feff}"),
         dry("byte order mark and a typo", format!("\u{feff}{BASE}wrokers: 2\n"), &[], 2, "hvdctl.yaml:5:1: unknown key `wrokers`")
             .never("\\ufeff"),
-        dry("larger than 1 MiB", format!("{BASE}{}", "# padding\n".repeat(110_000)), &[], 2, "larger than 1024 KiB"),
+        dry("larger than 128 KiB", format!("{BASE}{}", "# padding\n".repeat(13_200)), &[], 2, "larger than 128 KiB"),
         cmd("hvdctl.yaml is a directory", None, &["deploy", "--dry-run"], 2, "is a directory")
             .file("hvdctl.yaml/x", "x"),
         // --- aliases and nesting: refused while reading -------------------------------------
@@ -206,7 +206,9 @@ fn bad_inputs_each_give_their_error() {
         dry("101 aliases", format!("{BASE}x: &x a\ny: [{}]\n", vec!["*x"; 101].join(", ")), &[], 2, "more than 100 aliases"),
         dry("aliases expanding to 12000 values", format!("{BASE}x: &x [{}]\ny: [{}]\n", vec!["a"; 199].join(", "), vec!["*x"; 60].join(", ")), &[], 2, "would expand to more than 10000 values"),
         dry("an alias used as it should be", with("resources:\n  worker:\n    requests: &r {cpu: '1', memory: 1Gi}\n    limits: *r\n"), &[], 0, ""),
-        dry("nesting 150 deep", format!("{BASE}x: {}{}\n", "[".repeat(150), "]".repeat(150)), &[], 2, "nested more than 100 deep"),
+        dry("nesting 10 deep", format!("{BASE}x: {}{}\n", "[".repeat(10), "]".repeat(10)), &[], 2, "hvdctl.yaml:5:11: invalid YAML: mappings and lists nested more than 8 deep"),
+        dry("11000 values", format!("{BASE}x: [{}]\n", vec!["a"; 11_000].join(", ")), &[], 2, "more than 10000 values; an app file holds a few hundred"),
+        dry("anchors nested in anchors", format!("{BASE}x: {}{}{}\n", (0..7).map(|i| format!("&a{i} [")).collect::<String>(), vec!["a"; 2000].join(", "), "]".repeat(7)), &[], 2, "anchors (`&name`) hold more than 10000 values together"),
         // --- keys and values ----------------------------------------------------------------
         dry("unknown key", with("wrokers: 2\n"), &[], 2, "hvdctl.yaml:5:1: unknown key `wrokers`").also("did you mean `workers`"),
         dry("nested unknown key", with("resources:\n  worker:\n    limit: {cpu: 1}\n"), &[], 2, "hvdctl.yaml:7:5: unknown key `limit`"),
@@ -470,6 +472,68 @@ fn the_alias_bomb_is_refused_cheaply() {
         "peak RSS {} KiB is not under 50 MiB",
         cost.peak_kib
     );
+}
+
+/// Files built to make a YAML reader spend, each at the size limit: every one is refused
+/// within the same memory bound as the alias bomb (and a valid dry run).
+#[test]
+fn hostile_app_files_stay_small() {
+    let tmp = tempfile::tempdir().unwrap();
+    let limit = 128 * 1024;
+    let fill = |prefix: &str, unit: &str, suffix: &str| {
+        let n = (limit - BASE.len() - prefix.len() - suffix.len() - 2) / unit.len();
+        format!("{BASE}{prefix}{}{suffix}\n", unit.repeat(n))
+    };
+    let nested = |n: usize| "[".repeat(n);
+    let anchored: String = (0..7).map(|i| format!("&a{i} [")).collect();
+    let files = [
+        (
+            "a flow list 7 deep",
+            fill(
+                &format!("x: {}", nested(7)),
+                "a, ",
+                &format!("a{}", "]".repeat(7)),
+            ),
+        ),
+        ("a flat flow list", fill("x: [", "a, ", "a]")),
+        (
+            "anchors in anchors",
+            fill(
+                &format!("x: {anchored}"),
+                "a, ",
+                &format!("a{}", "]".repeat(7)),
+            ),
+        ),
+        ("a flow mapping", fill("x: {", "k: {a: [b]}, ", "k: v}")),
+        ("many aliases", fill("x: &x [a, a, a]\ny: [", "*x, ", "*x]")),
+    ];
+    for (what, text) in files {
+        assert!(text.len() <= limit, "{what}: {} bytes", text.len());
+        let dir = tmp.path().join(what.replace(' ', "-"));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("hvdctl.yaml"), &text).unwrap();
+        let mut c = hvdctl_process();
+        c.arg("-C")
+            .arg(&dir)
+            .args(["deploy", "--dry-run"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let cost = measure(c);
+        eprintln!(
+            "{what} ({} KiB): exit {}, {:.1} ms of CPU, peak RSS {:.1} MiB",
+            text.len() >> 10,
+            cost.code,
+            cost.cpu_ms,
+            cost.peak_kib as f64 / 1024.0
+        );
+        assert_eq!(cost.code, 2, "{what}");
+        assert!(
+            cost.peak_kib < 50 * 1024,
+            "{what}: peak RSS {} KiB",
+            cost.peak_kib
+        );
+        assert!(cost.cpu_ms < 2000.0, "{what}: {:.1} ms of CPU", cost.cpu_ms);
+    }
 }
 
 /// Checks a failed run: exit 2, `error:` first, no panic, nothing on stdout, `needle` said.
