@@ -114,16 +114,8 @@ async fn all(env: &Env<'_>, a: &UndeployArgs, wait: bool) -> Result<u8> {
         .iter()
         .map(|r| format!("{} ({})", r.info().job, r.info().place))
         .collect();
+    // Without --yes there is a terminal: `run` refused before anything else otherwise.
     if !a.yes {
-        if !env.ui.interactive {
-            return Err(Error::input(format!(
-                "--all would delete {} run(s) of app {}: {}",
-                runs.len(),
-                app.name,
-                names.join(", ")
-            ))
-            .hint("add --yes to confirm (no terminal to ask on)"));
-        }
         let ok = crate::ui::confirm(&format!(
             "Delete {} run(s) of app {}: {}?",
             runs.len(),
