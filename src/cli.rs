@@ -17,8 +17,7 @@ use std::path::PathBuf;
         hvdctl build --push                    build and push its image\n\
         hvdctl deploy                          render manifests and apply them\n\
         hvdctl status / hvdctl logs -f         watch the run\n\
-        hvdctl undeploy                        remove every trace of it",
-    propagate_version = true
+        hvdctl undeploy                        remove every trace of it"
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -26,29 +25,30 @@ pub struct Cli {
     /// Cluster flags written before the subcommand (`hvdctl -n ml status`), as kubectl allows.
     #[command(flatten)]
     pub cluster: LeadingClusterArgs,
+    /// Without one, hvdctl prints its help.
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 impl Cli {
     /// The global flags: the common ones and, for commands that talk to a cluster, the
     /// cluster flags.
     pub fn global(&self) -> Global {
-        let cluster = match &self.command {
-            Command::Deploy(a) => Some(&a.cluster),
-            Command::Dev(a) => Some(&a.cluster),
-            Command::Status(a) => Some(&a.cluster),
-            Command::Runs(a) => Some(&a.cluster),
-            Command::Events(a) => Some(&a.cluster),
-            Command::Undeploy(a) => Some(&a.cluster),
-            Command::Logs(a) => Some(&a.cluster),
-            Command::Scale(a) => Some(&a.cluster),
-            Command::Version(a) => Some(&a.cluster),
-            Command::Exec(a) => Some(&a.cluster),
-            Command::Cp(a) => Some(&a.cluster),
-            Command::PortForward(a) => Some(&a.cluster),
-            Command::Tensorboard(a) => Some(&a.cluster),
-            Command::Doctor(a) => Some(&a.cluster),
+        let cluster = match self.command.as_ref() {
+            Some(Command::Deploy(a)) => Some(&a.cluster),
+            Some(Command::Dev(a)) => Some(&a.cluster),
+            Some(Command::Status(a)) => Some(&a.cluster),
+            Some(Command::Runs(a)) => Some(&a.cluster),
+            Some(Command::Events(a)) => Some(&a.cluster),
+            Some(Command::Undeploy(a)) => Some(&a.cluster),
+            Some(Command::Logs(a)) => Some(&a.cluster),
+            Some(Command::Scale(a)) => Some(&a.cluster),
+            Some(Command::Version(a)) => Some(&a.cluster),
+            Some(Command::Exec(a)) => Some(&a.cluster),
+            Some(Command::Cp(a)) => Some(&a.cluster),
+            Some(Command::PortForward(a)) => Some(&a.cluster),
+            Some(Command::Tensorboard(a)) => Some(&a.cluster),
+            Some(Command::Doctor(a)) => Some(&a.cluster),
             _ => None,
         };
         let c = cluster.cloned().unwrap_or_default();
@@ -139,6 +139,28 @@ fn backend_parser() -> impl clap::builder::TypedValueParser<Value = Backend> {
         s.parse::<Backend>()
             .expect("possible values are registered backends")
     })
+}
+
+/// A whole number of at least `min`. Negative numbers reach it as values (clap would take
+/// `-1` for a flag and suggest `-- -1`), so `--rank -1` is told what the flag takes.
+fn at_least<T>(min: T) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+where
+    T: TryFrom<i128> + Into<i128> + Copy + std::fmt::Display + Send + Sync + 'static,
+{
+    move |s: &str| {
+        let n: i128 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("not a whole number (at least {min})"))?;
+        if n < min.into() {
+            return Err(if min.into() == 0 {
+                "must be 0 or more".to_string()
+            } else {
+                format!("must be at least {min}")
+            });
+        }
+        T::try_from(n).map_err(|_| "too large".to_string())
+    }
 }
 
 /// Completion of RUN arguments: the runs recorded in `.hvdctl/` of the current directory,
@@ -262,7 +284,7 @@ pub struct InitArgs {
 
 #[derive(Debug, Args)]
 pub struct TemplatesArgs {
-    /// Output format: text (a table), or json
+    /// Output format: text (a table), json or yaml (name and description of each)
     #[arg(short, long, value_enum, default_value_t = ListFormat::Text)]
     pub output: ListFormat,
     /// A directory of your own templates instead of the built-in catalog
@@ -274,6 +296,7 @@ pub struct TemplatesArgs {
 pub enum ListFormat {
     Text,
     Json,
+    Yaml,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -345,6 +368,9 @@ impl DeployArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StatusFormat {
     Text,
+    // The text report with each pod's IP (no doc comment: it would give every value a
+    // description and turn `--help` into the long layout).
+    Wide,
     Json,
     Yaml,
 }
@@ -354,7 +380,7 @@ pub struct StatusArgs {
     /// Run id or job name (default: the app's last run)
     #[arg(add = clap_complete::ArgValueCompleter::new(complete_runs))]
     pub run: Option<String>,
-    /// Output format: text (a summary and one row per pod), json or yaml (the same report as data)
+    /// Output format: text (a summary and one row per pod), wide (text with pod IPs), json or yaml (the same report as data)
     #[arg(short, long, value_enum, default_value_t = StatusFormat::Text)]
     pub output: StatusFormat,
     /// Print again whenever something changes (until Ctrl-C or the job ends)
@@ -376,8 +402,8 @@ pub struct StatusArgs {
 #[derive(Debug, Args)]
 pub struct RunsArgs {
     /// Output format: text (a table), json or yaml (one object per run)
-    #[arg(short, long, value_enum, default_value_t = StatusFormat::Text)]
-    pub output: StatusFormat,
+    #[arg(short, long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
     /// Print the table again whenever it changes, until Ctrl-C (text only)
     #[arg(short, long)]
     pub watch: bool,
@@ -418,7 +444,7 @@ pub struct ScaleArgs {
     #[arg(add = clap_complete::ArgValueCompleter::new(complete_runs))]
     pub run: Option<String>,
     /// Workers wanted, between the run's elastic minWorkers and maxWorkers
-    #[arg(long, value_name = "N", required = true)]
+    #[arg(long, value_name = "N", required = true, allow_negative_numbers = true, value_parser = at_least(1u32))]
     pub workers: u32,
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -432,13 +458,17 @@ pub struct EventsArgs {
     /// Keep printing new events until Ctrl-C
     #[arg(short, long)]
     pub follow: bool,
+    /// Output format: text (a table), json or yaml (time, type, reason, object, message, count);
+    /// with -f, one JSON object per line or one YAML document per event
+    #[arg(short, long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct VersionArgs {
-    /// Output format: text, or json (client, commit, server, mpiJobVersions)
+    /// Output format: text, json or yaml (client, commit, server, context, mpiJobVersions)
     #[arg(short, long, value_enum, default_value_t = ListFormat::Text)]
     pub output: ListFormat,
     /// Only the client's version; contact nothing
@@ -482,7 +512,7 @@ pub struct DevArgs {
     pub create_namespace: bool,
     /// Milliseconds of quiet after a change before it is synced (an editor's save is
     /// often several writes)
-    #[arg(long, value_name = "MS", default_value_t = 150)]
+    #[arg(long, value_name = "MS", default_value_t = 150, allow_negative_numbers = true, value_parser = at_least(0u64))]
     pub debounce: u64,
     /// Skip deploy's checks before anything is created (as `hvdctl deploy --skip-checks`)
     #[arg(long)]
@@ -525,7 +555,7 @@ pub struct LogsArgs {
     /// the MPI (`launcher r3 | …`); this reads the launcher only (so not with --role worker)
     /// and keeps its lines tagged N. --pod/--container/--since apply as usual; --tail counts
     /// the launcher's lines before the rank is picked
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = at_least(0u32))]
     pub rank: Option<u32>,
     /// Prefix each line with its timestamp
     #[arg(long)]
@@ -598,7 +628,7 @@ pub struct TargetArgs {
     #[arg(long, value_enum)]
     pub role: Option<TargetRole>,
     /// The worker's index (implies --role worker; default 0)
-    #[arg(long, value_name = "I")]
+    #[arg(long, value_name = "I", allow_negative_numbers = true, value_parser = at_least(0u32))]
     pub index: Option<u32>,
     /// The container in the pod (default: its first; a local run has one per pod)
     #[arg(short = 'c', long, value_name = "NAME")]
@@ -628,17 +658,32 @@ pub struct ExecArgs {
     pub cluster: ClusterArgs,
 }
 
+/// Help of a command whose positional arguments are read by hand (`[RUN]` before required
+/// ones, which clap cannot express): their own "Arguments:" section, then clap's options.
+macro_rules! args_help {
+    ($args:literal) => {
+        concat!(
+            "{about-with-newline}\n{usage-heading} {usage}\n\nArguments:\n",
+            $args,
+            "\n\n{all-args}{after-help}"
+        )
+    };
+}
+
 #[derive(Debug, Args)]
 #[command(
     override_usage = "hvdctl cp [OPTIONS] [RUN] SRC DEST",
+    help_template = args_help!(
+        "  [RUN]  Run id or job name (default: the app's last run)\n  SRC    What to copy: launcher:PATH, worker-I:PATH, or a local path\n  DEST   Where to put it, in the same forms"
+    ),
     after_help = "The run's side is launcher:PATH or worker-I:PATH; any other argument is a local path.\n\
     A destination that is an existing directory receives the source under its own name; otherwise\n\
     it is the copy's name. Directories are copied whole, with their files' modes.\n\n\
     Examples:\n  hvdctl cp ./data launcher:/tmp\n  hvdctl cp worker-1:/tmp/out ./out-1\n  hvdctl cp ab12x launcher:/app/checkpoints ."
 )]
 pub struct CpArgs {
-    /// [RUN] SRC DEST (RUN defaults to the app's last run)
-    #[arg(num_args = 2..=3, required = true, value_name = "ARG")]
+    /// [RUN] SRC DEST (described in the help template)
+    #[arg(num_args = 2..=3, required = true, value_names = ["SRC", "DEST"], hide = true)]
     pub args: Vec<String>,
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -646,12 +691,15 @@ pub struct CpArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    override_usage = "hvdctl port-forward [OPTIONS] [RUN] LOCAL:REMOTE",
+    override_usage = "hvdctl port-forward [OPTIONS] [RUN] [LOCAL:]REMOTE",
+    help_template = args_help!(
+        "  [RUN]            Run id or job name (default: the app's last run)\n  [LOCAL:]REMOTE   The port in the pod/container, and the local one on 127.0.0.1 (none: the same\n                   port; empty, as in `:22`: any free port, printed)"
+    ),
     after_help = "Examples:\n  hvdctl port-forward 8080:80\n  hvdctl port-forward --index 1 :22    (any free local port; printed)"
 )]
 pub struct PortForwardArgs {
-    /// [RUN] LOCAL:REMOTE (or PORT, or :REMOTE for any free local port)
-    #[arg(num_args = 1..=2, required = true, value_name = "ARG")]
+    /// [RUN] [LOCAL:]REMOTE (described in the help template)
+    #[arg(num_args = 1..=2, required = true, value_name = "[LOCAL:]REMOTE", hide = true)]
     pub args: Vec<String>,
     #[command(flatten)]
     pub target: TargetArgs,
@@ -675,4 +723,39 @@ pub struct TensorboardArgs {
     pub port: u16,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_numbers_with_a_least() {
+        let workers = at_least(1u32);
+        assert_eq!(workers("3"), Ok(3));
+        assert_eq!(workers("0").unwrap_err(), "must be at least 1");
+        assert_eq!(workers("-1").unwrap_err(), "must be at least 1");
+        assert_eq!(workers("x").unwrap_err(), "not a whole number (at least 1)");
+        assert_eq!(workers("4294967296").unwrap_err(), "too large");
+        let rank = at_least(0u32);
+        assert_eq!(rank("-1").unwrap_err(), "must be 0 or more");
+        assert_eq!(at_least(0u64)("150"), Ok(150));
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let cmd = Cli::command();
+        assert!(cmd.get_version().is_some(), "hvdctl -V");
+        for sub in cmd.get_subcommands() {
+            assert!(
+                !sub.get_arguments().any(|a| a.get_short() == Some('V')),
+                "{} has -V",
+                sub.get_name()
+            );
+        }
+        let bare = Cli::try_parse_from(["hvdctl"]).unwrap();
+        assert!(bare.command.is_none());
+    }
 }

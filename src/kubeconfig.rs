@@ -18,6 +18,42 @@ pub enum Loaded {
 /// Loads the kubeconfig: an unreadable or malformed file is an error naming the file (and
 /// the line, for YAML errors); no file at all is [`Loaded::Missing`].
 pub fn load(g: &Global) -> Result<Loaded> {
+    let loaded = load_files(g)?;
+    if let Some(ctx) = &g.context {
+        check_context(&loaded, ctx)?;
+    }
+    Ok(loaded)
+}
+
+/// `--context NAME` must name a context of the kubeconfig: checked before anything uses it,
+/// so a dry run does not quietly fall back to `default` and no lookup answers "not found".
+fn check_context(loaded: &Loaded, ctx: &str) -> Result<()> {
+    let kc = match loaded {
+        Loaded::Missing(looked) => {
+            return Err(Error::input(format!(
+                "context `{ctx}` (--context) cannot be used: no kubeconfig: {looked}"
+            ))
+            .hint("point --kubeconfig or KUBECONFIG at the file that has this context"));
+        }
+        Loaded::Found(kc) => kc,
+    };
+    let names: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+    if names.contains(&ctx) {
+        return Ok(());
+    }
+    let e = Error::input(format!("context `{ctx}` is not in the kubeconfig"));
+    Err(match crate::app::load::did_you_mean(ctx, &names) {
+        _ if names.is_empty() => e.hint("the kubeconfig defines no contexts"),
+        Some(s) => e.hint(format!(
+            "did you mean `{s}`? (contexts: {})",
+            names.join(", ")
+        )),
+        None => e.hint(format!("pick one with --context: {}", names.join(", "))),
+    })
+}
+
+/// The kubeconfig files, merged, without looking at `--context`.
+fn load_files(g: &Global) -> Result<Loaded> {
     if let Some(path) = &g.kubeconfig {
         if !path.exists() {
             return Err(Error::input(format!(
@@ -124,5 +160,29 @@ pub fn options(context: Option<String>) -> KubeConfigOptions {
         context,
         cluster: None,
         user: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_context_flag_must_name_a_context() {
+        let kc = Kubeconfig::from_yaml(
+            "apiVersion: v1\nkind: Config\ncontexts:\n- name: real\n  context: {cluster: c, user: u}\n",
+        )
+        .unwrap();
+        let found = Loaded::Found(Box::new(kc));
+        assert!(check_context(&found, "real").is_ok());
+        let e = check_context(&found, "reel").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(e.message, "context `reel` is not in the kubeconfig");
+        assert!(e.hint.unwrap().starts_with("did you mean `real`?"));
+        let e = check_context(&Loaded::Missing("no file here".into()), "x").unwrap_err();
+        assert_eq!(
+            e.message,
+            "context `x` (--context) cannot be used: no kubeconfig: no file here"
+        );
     }
 }

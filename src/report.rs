@@ -130,6 +130,9 @@ pub struct PodRow {
     pub last_termination: Option<String>,
     /// What is wrong with this pod/container, in one line, or null.
     pub reason: Option<String>,
+    /// The pod's (container's) IP address, or null before it has one.
+    #[serde(default)]
+    pub ip: Option<String>,
 }
 
 /// Prints `fetch()`'s report once, or (`--watch`) whenever it changes, or (`--wait`) when the
@@ -150,7 +153,10 @@ where
             !a.wait || finished
         };
         if show {
-            if a.watch && !last.is_empty() && a.output == StatusFormat::Text {
+            if a.watch
+                && !last.is_empty()
+                && matches!(a.output, StatusFormat::Text | StatusFormat::Wide)
+            {
                 println!();
             }
             print!("{text}");
@@ -232,7 +238,8 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> String {
     match format {
         StatusFormat::Json => serde_json::to_string_pretty(r).unwrap_or_default() + "\n",
         StatusFormat::Yaml => serde_norway::to_string(r).unwrap_or_default(),
-        StatusFormat::Text => {
+        StatusFormat::Text | StatusFormat::Wide => {
+            let wide = format == StatusFormat::Wide;
             let place = match (&r.namespace, &r.context) {
                 (Some(ns), Some(ctx)) => format!("Namespace:  {ns} (context {ctx})"),
                 _ => format!("Engine:     {}", r.engine),
@@ -274,8 +281,15 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> String {
                 .max()
                 .unwrap_or(4)
                 .max(4);
+            let ip = |v: &str| {
+                if wide {
+                    format!("{v:<15} ")
+                } else {
+                    String::new()
+                }
+            };
             s.push_str(&format!(
-                "{:<w$}  {:<8} {:<5} {:<18} {:<5} {:<8} {:<14} {:<5} {}\n",
+                "{:<w$}  {:<8} {:<5} {:<18} {:<5} {:<8} {:<14} {}{:<5} {}\n",
                 "NAME",
                 "ROLE",
                 "INDEX",
@@ -283,12 +297,13 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> String {
                 "READY",
                 "RESTARTS",
                 "NODE",
+                ip("IP"),
                 "AGE",
                 "LAST TERMINATION"
             ));
             for p in &r.pods {
                 s.push_str(&format!(
-                    "{:<w$}  {:<8} {:<5} {:<18} {:<5} {:<8} {:<14} {:<5} {}\n",
+                    "{:<w$}  {:<8} {:<5} {:<18} {:<5} {:<8} {:<14} {}{:<5} {}\n",
                     p.name,
                     p.role,
                     p.index.map_or("-".into(), |i| i.to_string()),
@@ -296,6 +311,7 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> String {
                     p.ready,
                     p.restarts,
                     p.node,
+                    ip(p.ip.as_deref().unwrap_or("-")),
                     age(&p.created),
                     p.last_termination.clone().unwrap_or_else(|| "-".into())
                 ));

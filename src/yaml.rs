@@ -117,17 +117,53 @@ fn at(m: Marker) -> Origin {
     }
 }
 
+/// How far aliases may go. A document that expands aliases of aliases ("billion laughs")
+/// is refused while it is read, before any copy is made: a few hundred bytes must not cost
+/// gigabytes.
+pub const MAX_ALIASES: usize = 100;
+/// An alias of a value that itself holds aliases is one level; this many levels at most.
+pub const MAX_ALIAS_DEPTH: usize = 3;
+/// Nodes that all aliases of a document may add together.
+pub const MAX_ALIAS_NODES: usize = 10_000;
+/// Values that anchors (`&name`) may hold together: each anchored value is copied when it is
+/// read, so anchors nested in anchors would copy the same values again and again.
+pub const MAX_ANCHOR_NODES: usize = 10_000;
+/// Mappings and lists nested at most this deep in a manifest (one is about 12 deep)...
+pub const MAX_DEPTH: usize = 64;
+/// ... and in a document read with positions (`hvdctl.yaml` is at most 4 deep), where every
+/// value keeps its path.
+pub const MAX_TRACKED_DEPTH: usize = 8;
+/// Values in a document read with positions (`hvdctl.yaml`, a few hundred in practice):
+/// every value keeps its path, so this bounds what reading it costs.
+pub const MAX_TRACKED_NODES: usize = 10_000;
+
+/// What a finished node holds: its number of nodes and how deep aliases go inside it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Size {
+    nodes: usize,
+    alias_depth: usize,
+}
+
+impl Size {
+    fn add(&mut self, other: Size) {
+        self.nodes = self.nodes.saturating_add(other.nodes);
+        self.alias_depth = self.alias_depth.max(other.alias_depth);
+    }
+}
+
 enum Frame {
     Seq {
         path: Path,
         items: Vec<Value>,
         anchor: usize,
+        size: Size,
     },
     Map {
         path: Path,
         map: Map<String, Value>,
         key: Option<(String, Marker)>,
         anchor: usize,
+        size: Size,
     },
 }
 
@@ -140,7 +176,13 @@ struct Builder {
     stack: Vec<Frame>,
     done: Option<Value>,
     docs: usize,
-    anchors: HashMap<usize, Value>,
+    anchors: HashMap<usize, (Value, Size)>,
+    /// Aliases met so far, and the nodes they added.
+    aliases: usize,
+    alias_nodes: usize,
+    /// Values held by anchors so far, and values read (scalars, mappings, lists, aliases).
+    anchor_nodes: usize,
+    nodes: usize,
     marked: Marked,
     error: Option<ParseError>,
 }
@@ -178,15 +220,33 @@ impl Builder {
         }
     }
 
-    fn push_value(&mut self, v: Value, anchor: usize, mark: Marker) {
+    fn push_value(&mut self, v: Value, anchor: usize, size: Size, mark: Marker) {
         if anchor > 0 {
-            self.anchors.insert(anchor, v.clone());
+            // Checked before the copy is made.
+            self.anchor_nodes = self.anchor_nodes.saturating_add(size.nodes);
+            if self.anchor_nodes > MAX_ANCHOR_NODES {
+                return self.fail(
+                    mark,
+                    format!("anchors (`&name`) hold more than {MAX_ANCHOR_NODES} values together"),
+                );
+            }
+            self.anchors.insert(anchor, (v.clone(), size));
         }
         match self.stack.last_mut() {
             None => self.done = Some(v),
-            Some(Frame::Seq { items, .. }) => items.push(v),
-            Some(Frame::Map { map, key, path, .. }) => match key.take() {
+            Some(Frame::Seq { items, size: s, .. }) => {
+                s.add(size);
+                items.push(v)
+            }
+            Some(Frame::Map {
+                map,
+                key,
+                path,
+                size: s,
+                ..
+            }) => match key.take() {
                 Some((k, _)) => {
+                    s.add(size);
                     map.insert(k, v);
                 }
                 None => {
@@ -273,6 +333,23 @@ impl MarkedEventReceiver for Builder {
         if self.error.is_some() {
             return;
         }
+        if matches!(
+            ev,
+            Event::Scalar(..)
+                | Event::Alias(_)
+                | Event::SequenceStart(..)
+                | Event::MappingStart(..)
+        ) {
+            self.nodes += 1;
+            if self.track && self.nodes > MAX_TRACKED_NODES {
+                return self.fail(
+                    mark,
+                    format!(
+                        "more than {MAX_TRACKED_NODES} values; an app file holds a few hundred"
+                    ),
+                );
+            }
+        }
         match ev {
             Event::DocumentStart => {
                 self.docs += 1;
@@ -301,20 +378,75 @@ impl MarkedEventReceiver for Builder {
                         self.marked.plain_text.insert(p, text);
                     }
                 }
-                self.push_value(value, anchor, mark);
+                self.push_value(
+                    value,
+                    anchor,
+                    Size {
+                        nodes: 1,
+                        alias_depth: 0,
+                    },
+                    mark,
+                );
             }
-            Event::Alias(id) => match self.anchors.get(&id).cloned() {
-                Some(v) => {
-                    if let Some(p) = self.next_path() {
-                        self.marked.origins.insert(p, at(mark));
-                    }
-                    self.push_value(v, 0, mark)
+            Event::Alias(id) => {
+                let Some(size) = self.anchors.get(&id).map(|(_, s)| *s) else {
+                    return self.fail(mark, "unknown alias".into());
+                };
+                // Checked before the copy is made.
+                self.aliases += 1;
+                self.alias_nodes = self.alias_nodes.saturating_add(size.nodes);
+                let depth = size.alias_depth + 1;
+                if self.aliases > MAX_ALIASES {
+                    return self.fail(
+                        mark,
+                        format!("more than {MAX_ALIASES} aliases (`*name`) in one document"),
+                    );
                 }
-                None => self.fail(mark, "unknown alias".into()),
-            },
+                if depth > MAX_ALIAS_DEPTH {
+                    return self.fail(
+                        mark,
+                        format!(
+                            "aliases nested {depth} deep (an alias of a value holding aliases of values holding aliases…); at most {MAX_ALIAS_DEPTH} levels"
+                        ),
+                    );
+                }
+                if self.alias_nodes > MAX_ALIAS_NODES {
+                    return self.fail(
+                        mark,
+                        format!(
+                            "aliases (`*name`) would expand to more than {MAX_ALIAS_NODES} values"
+                        ),
+                    );
+                }
+                let v = self.anchors[&id].0.clone();
+                if let Some(p) = self.next_path() {
+                    self.marked.origins.insert(p, at(mark));
+                }
+                self.push_value(
+                    v,
+                    0,
+                    Size {
+                        nodes: size.nodes,
+                        alias_depth: depth,
+                    },
+                    mark,
+                )
+            }
             Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
                 if self.expects_key() {
                     self.fail(mark, "mapping keys must be plain strings".into());
+                    return;
+                }
+                let most = if self.track {
+                    MAX_TRACKED_DEPTH
+                } else {
+                    MAX_DEPTH
+                };
+                if self.stack.len() >= most {
+                    self.fail(
+                        mark,
+                        format!("mappings and lists nested more than {most} deep"),
+                    );
                     return;
                 }
                 let path = self.next_path().unwrap_or_default();
@@ -326,6 +458,7 @@ impl MarkedEventReceiver for Builder {
                         path,
                         items: Vec::new(),
                         anchor,
+                        size: Size::default(),
                     }
                 } else {
                     Frame::Map {
@@ -333,15 +466,28 @@ impl MarkedEventReceiver for Builder {
                         map: Map::new(),
                         key: None,
                         anchor,
+                        size: Size::default(),
                     }
                 });
             }
             Event::SequenceEnd | Event::MappingEnd => match self.stack.pop() {
-                Some(Frame::Seq { items, anchor, .. }) => {
-                    self.push_value(Value::Array(items), anchor, mark)
+                Some(Frame::Seq {
+                    items,
+                    anchor,
+                    mut size,
+                    ..
+                }) => {
+                    size.nodes = size.nodes.saturating_add(1);
+                    self.push_value(Value::Array(items), anchor, size, mark)
                 }
-                Some(Frame::Map { map, anchor, .. }) => {
-                    self.push_value(Value::Object(map), anchor, mark)
+                Some(Frame::Map {
+                    map,
+                    anchor,
+                    mut size,
+                    ..
+                }) => {
+                    size.nodes = size.nodes.saturating_add(1);
+                    self.push_value(Value::Object(map), anchor, size, mark)
                 }
                 None => self.fail(mark, "unbalanced YAML".into()),
             },
@@ -372,14 +518,25 @@ pub fn parse_value(text: &str) -> Result<Value, ParseError> {
 }
 
 fn load(text: &str, mut b: Builder) -> Result<Builder, ParseError> {
+    // A byte order mark starts the stream; it is not part of the first key.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut parser = Parser::new_from_str(text);
-    if let Err(e) = parser.load(&mut b, true) {
-        let m = e.marker();
-        return Err(ParseError {
-            line: m.line(),
-            col: m.col() + 1,
-            message: e.info().to_string(),
-        });
+    // Event by event, so that reading stops at the first problem rather than going through
+    // the rest of a file already refused.
+    loop {
+        let (ev, mark) = parser.next_token().map_err(|e| {
+            let m = e.marker();
+            ParseError {
+                line: m.line(),
+                col: m.col() + 1,
+                message: e.info().to_string(),
+            }
+        })?;
+        let end = ev == Event::StreamEnd;
+        b.on_event(ev, mark);
+        if end || b.error.is_some() {
+            break;
+        }
     }
     match b.error.take() {
         Some(e) => Err(e),
@@ -466,5 +623,77 @@ mod tests {
     fn odd_keys_display_quoted() {
         let p = Path(vec![Seg::Key("labels".into()), Seg::Key("a.b/c".into())]);
         assert_eq!(p.to_string(), "labels[\"a.b/c\"]");
+    }
+
+    #[test]
+    fn aliases_are_limited_before_they_are_copied() {
+        // Depth: each level a list of aliases of the one before.
+        let mut text = String::from("x0: &x0 [a, a]\n");
+        for i in 1..=4 {
+            text.push_str(&format!("x{i}: &x{i} [*x{p}, *x{p}]\n", p = i - 1));
+        }
+        let e = parse(&text).unwrap_err();
+        assert_eq!((e.line, e.col), (5, 10), "{}", e.message);
+        assert!(e.message.contains("nested 4 deep"), "{}", e.message);
+        let three = text.lines().take(4).collect::<Vec<_>>().join("\n");
+        assert!(parse(&three).is_ok(), "3 levels are fine");
+        // Count.
+        let many = format!("x: &x a\ny: [{}]\n", vec!["*x"; MAX_ALIASES + 1].join(", "));
+        assert!(
+            parse(&many)
+                .unwrap_err()
+                .message
+                .contains("more than 100 aliases")
+        );
+        // Values added: 60 copies of 200 values.
+        let wide = format!(
+            "x: &x [{}]\ny: [{}]\n",
+            vec!["a"; 199].join(", "),
+            vec!["*x"; 60].join(", ")
+        );
+        let e = parse(&wide).unwrap_err();
+        assert!(
+            e.message.contains("more than 10000 values"),
+            "{}",
+            e.message
+        );
+        // Manifests are read with the same limits.
+        assert!(parse_value(&wide).is_err());
+    }
+
+    #[test]
+    fn nesting_is_limited_and_a_bom_is_skipped() {
+        let nested = |n: usize| format!("x: {}{}\n", "[".repeat(n), "]".repeat(n));
+        let e = parse(&nested(MAX_TRACKED_DEPTH)).unwrap_err();
+        assert!(
+            e.message.contains("nested more than 8 deep"),
+            "{}",
+            e.message
+        );
+        assert!(parse(&nested(MAX_TRACKED_DEPTH - 1)).is_ok());
+        assert!(
+            parse_value(&nested(MAX_DEPTH - 1)).is_ok(),
+            "manifests go deeper"
+        );
+        assert!(parse_value(&nested(MAX_DEPTH)).is_err());
+        let many = format!("x: [{}]\n", vec!["a"; MAX_TRACKED_NODES].join(", "));
+        let e = parse(&many).unwrap_err();
+        assert!(
+            e.message.contains("more than 10000 values"),
+            "{}",
+            e.message
+        );
+        let mut anchors = String::new();
+        for i in 0..20 {
+            anchors.push_str(&format!("x{i}: &x{i} [{}]\n", vec!["a"; 600].join(", ")));
+        }
+        let e = parse_value(&anchors).unwrap_err();
+        assert!(
+            e.message.contains("anchors (`&name`) hold more than 10000"),
+            "{}",
+            e.message
+        );
+        let m = parse("\u{feff}name: a\n").unwrap();
+        assert_eq!(m.value["name"], "a");
     }
 }

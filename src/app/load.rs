@@ -25,16 +25,9 @@ pub struct Loaded {
 /// is reported (not only the first), each with its place.
 pub fn load(dir: &FsPath, sets: &[String]) -> Result<Loaded> {
     let file = dir.join(APP_FILE);
-    let text = match std::fs::read_to_string(&file) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(
-                Error::input(format!("no {APP_FILE} in {}", display_dir(dir)))
-                    .hint("run `hvdctl init` to create an app, or pass -C DIR to point at one"),
-            );
-        }
-        Err(e) => return Err(Error::input(format!("cannot read {}: {e}", file.display()))),
-    };
+    let bytes = read_app_file(dir, &file)?;
+    let name = file.display().to_string();
+    let text = as_text(&bytes, &name)?;
     let mut found = Vec::new();
     let mut flags = Vec::new();
     for s in sets {
@@ -43,11 +36,104 @@ pub fn load(dir: &FsPath, sets: &[String]) -> Result<Loaded> {
             Err(e) => found.push(Found::flag(s, format!("--set {s}: {e}"))),
         }
     }
-    let app = check_text(&text, &file.display().to_string(), &flags, sets, found)?;
+    let app = check_text(text, &name, &flags, sets, found)?;
     Ok(Loaded {
         app,
         dir: dir.to_path_buf(),
     })
+}
+
+/// The largest app file read. A real one is a few KiB; anything near this is not an app file
+/// (or is an attempt to make the reader spend memory), refused before it is parsed.
+pub const MAX_APP_FILE: u64 = 128 << 10;
+
+/// The bytes of the app file, refused when missing, not a file, or larger than
+/// [`MAX_APP_FILE`] (read no further than that).
+fn read_app_file(dir: &FsPath, file: &FsPath) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let missing = || {
+        Error::input(format!("no {APP_FILE} in {}", display_dir(dir)))
+            .hint("run `hvdctl init` to create an app, or pass -C DIR to point at one")
+    };
+    if !dir.as_os_str().is_empty() && !dir.is_dir() {
+        return Err(missing_dir(dir));
+    }
+    let f = match std::fs::File::open(file) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing()),
+        Err(e) => return Err(Error::input(format!("cannot read {}: {e}", file.display()))),
+    };
+    if f.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(Error::input(format!(
+            "{} is a directory, not the app file",
+            file.display()
+        )));
+    }
+    let mut bytes = Vec::new();
+    f.take(MAX_APP_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::input(format!("cannot read {}: {e}", file.display())))?;
+    if bytes.len() as u64 > MAX_APP_FILE {
+        return Err(Error::input(format!(
+            "{}: larger than {} KiB; an app file is a few KiB of YAML, so this one is not read",
+            file.display(),
+            MAX_APP_FILE >> 10
+        )));
+    }
+    Ok(bytes)
+}
+
+/// The error for an app directory (`-C`) that is not there.
+pub fn missing_dir(dir: &FsPath) -> Error {
+    if dir.exists() {
+        Error::input(format!("-C {}: not a directory", dir.display()))
+    } else {
+        Error::input(format!("-C {}: no such directory", dir.display()))
+            .hint("pass the directory holding hvdctl.yaml (or create one with `hvdctl init DIR`)")
+    }
+}
+
+/// Whether YAML allows `c` in a document (its `c-printable` set: tab, line breaks and the
+/// printable characters; no other control character).
+fn yaml_printable(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | ' '..='~' | '\u{85}' | '\u{a0}'..='\u{d7ff}' | '\u{e000}'..='\u{fffd}' | '\u{10000}'..)
+}
+
+/// `bytes` as YAML text: UTF-8 without control characters. A file that is not names the
+/// first offending byte (offset, line and column).
+pub fn as_text<'b>(bytes: &'b [u8], file: &str) -> Result<&'b str> {
+    let place = |offset: usize| {
+        let before = &bytes[..offset];
+        let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+        let col = offset
+            - before
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |i| i + 1)
+            + 1;
+        format!("byte {offset} (line {line}, column {col})")
+    };
+    let hint = "an app file is UTF-8 YAML text; see docs/config.md for the format";
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        let at = e.valid_up_to();
+        Error::input(format!(
+            "{file}: not text (YAML): {} is 0x{:02x}, not UTF-8",
+            place(at),
+            bytes[at]
+        ))
+        .hint(hint)
+    })?;
+    if let Some((at, c)) = text.char_indices().find(|&(_, c)| !yaml_printable(c)) {
+        let what = if c.is_control() {
+            format!("0x{:02x}, a control character", c as u32)
+        } else {
+            format!("U+{:04X}, a character YAML does not allow", c as u32)
+        };
+        return Err(
+            Error::input(format!("{file}: not text (YAML): {} is {what}", place(at))).hint(hint),
+        );
+    }
+    Ok(text)
 }
 
 fn display_dir(dir: &FsPath) -> String {
@@ -150,7 +236,11 @@ fn check_text(
         return Err(combine(found, sets));
     }
     for f in flags {
+        // A flag that cannot be applied leaves the document as it was: the nodes it made on
+        // the way would otherwise be reported as problems of the file.
+        let before = marked.clone();
         if let Err(message) = apply_set(&mut marked, f) {
+            marked = before;
             found.push(Found::flag(&f.flag, message));
         }
     }
@@ -169,7 +259,7 @@ fn check_text(
                 found.push(Found {
                     place,
                     message: format!("{at}: {}: {}", p.path, p.message),
-                    hint: None,
+                    hint: p.hint,
                 });
             }
         }
@@ -446,12 +536,19 @@ fn type_error(marked: &Marked, file: &str, path: &Path, msg: &str) -> Found {
             hint,
         };
     }
-    let (at, place) = locate(marked, file, path, false);
     if let Some(field) = field_in(msg, "missing field `") {
-        let within = if path.is_empty() {
-            "the app".to_string()
+        // A key that is not there has no line: the file as a whole lacks it, or the mapping
+        // named by its key (a list item: where the item starts).
+        let (at, place, within) = if path.is_empty() {
+            (file.to_string(), Place::File(0, 0), "the app".to_string())
         } else {
-            format!("`{path}`")
+            let (at, place) = match first_key(marked, path) {
+                Some(key) if !marked.key_origins.contains_key(path) => {
+                    locate(marked, file, &key, true)
+                }
+                _ => locate(marked, file, path, true),
+            };
+            (at, place, format!("`{path}`"))
         };
         return Found {
             place,
@@ -459,8 +556,20 @@ fn type_error(marked: &Marked, file: &str, path: &Path, msg: &str) -> Found {
             hint: None,
         };
     }
+    let (at, place) = locate(marked, file, path, false);
+    if let Some(m) = out_of_range(marked, path, msg) {
+        return Found {
+            place,
+            message: format!("{at}: {path}: {m}"),
+            hint: None,
+        };
+    }
+    let least = validate::int_bounds(path).0.unwrap_or(0);
     let friendly = msg
-        .replace("expected u32", "expected a whole number (0 or more)")
+        .replace(
+            "expected u32",
+            &format!("expected a whole number ({least} or more)"),
+        )
         .replace("expected i32", "expected a whole number")
         .replace("expected i64", "expected a whole number")
         .replace("expected a sequence", "expected a list")
@@ -474,6 +583,70 @@ fn type_error(marked: &Marked, file: &str, path: &Path, msg: &str) -> Found {
         message: format!("{at}: {path}: {friendly}"),
         hint: None,
     }
+}
+
+/// The first key (in the file) of the mapping at `path`: where a list item starts, since a
+/// block mapping's own start mark is not where its first key is.
+fn first_key(marked: &Marked, path: &Path) -> Option<Path> {
+    marked
+        .key_origins
+        .iter()
+        .filter(|(p, _)| p.0.len() == path.0.len() + 1 && p.starts_with(path))
+        .filter_map(|(p, o)| match o {
+            Origin::File { line, col } => Some(((*line, *col), p)),
+            Origin::Flag(_) => None,
+        })
+        .min_by_key(|(at, _)| *at)
+        .map(|(_, p)| p.clone())
+}
+
+/// A whole number outside what its field takes, said with the field's own bounds: serde's
+/// "expected u32" for `workers: -3` would say "0 or more" where the least is 1, and an
+/// integer too large for 64 bits arrives as a float.
+fn out_of_range(marked: &Marked, path: &Path, msg: &str) -> Option<String> {
+    let (min, max) = validate::int_bounds(path);
+    let type_max = |msg: &str| -> Option<u64> {
+        let ty = msg.rsplit("expected ").next()?;
+        Some(match ty {
+            "u16" => u16::MAX.into(),
+            "u32" => u32::MAX.into(),
+            "u64" => u64::MAX,
+            "i32" => i32::MAX as u64,
+            "i64" => i64::MAX as u64,
+            _ => return None,
+        })
+    };
+    let too_large = |n: &str| {
+        let most = max
+            .map(|m| m.to_string())
+            .or_else(|| type_max(msg).map(|m| m.to_string()));
+        match most {
+            Some(m) => format!("`{n}` is too large (at most {m})"),
+            None => format!("`{n}` is too large"),
+        }
+    };
+    if let Some(rest) = msg.strip_prefix("invalid value: integer `") {
+        let n = rest.split('`').next()?;
+        type_max(msg)?;
+        return Some(if n.starts_with('-') {
+            format!("must be at least {} (not {n})", min.unwrap_or(0))
+        } else {
+            too_large(n)
+        });
+    }
+    if msg.starts_with("invalid type: floating point `") {
+        type_max(msg)?;
+        let text = marked.plain_text.get(path)?;
+        let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Some(if text.starts_with('-') {
+                format!("must be at least {} (not {text})", min.unwrap_or(0))
+            } else {
+                too_large(text)
+            });
+        }
+    }
+    None
 }
 
 /// The closest known name to `got`, if it is close enough to be a likely typo.
@@ -717,5 +890,102 @@ mod tests {
             assert!(e.message.starts_with(needle), "{flag}: {}", e.message);
             assert!(!e.message.contains("hvdctl.yaml:"), "{flag}: {}", e.message);
         }
+    }
+
+    #[test]
+    fn only_text_is_read() {
+        let e = as_text(b"\x00\x01", "f").unwrap_err();
+        assert_eq!(
+            e.message,
+            "f: not text (YAML): byte 0 (line 1, column 1) is 0x00, a control character"
+        );
+        let e = as_text(b"a: 1\nb: \xc3(\n", "f").unwrap_err();
+        assert_eq!(
+            e.message,
+            "f: not text (YAML): byte 8 (line 2, column 4) is 0xc3, not UTF-8"
+        );
+        let e = as_text("a: \u{7f}".as_bytes(), "f").unwrap_err();
+        assert!(
+            e.message.contains("byte 3 (line 1, column 4) is 0x7f"),
+            "{}",
+            e.message
+        );
+        for ok in ["a: b\tc\r\n", "\u{feff}a: é ✓ \u{1F600}\n", ""] {
+            assert_eq!(as_text(ok.as_bytes(), "f").unwrap(), ok);
+        }
+    }
+
+    #[test]
+    fn the_file_is_read_up_to_its_limit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let big = format!("{BASE}{}", "#\n".repeat(MAX_APP_FILE as usize / 2));
+        std::fs::write(tmp.path().join(APP_FILE), big).unwrap();
+        let e = load(tmp.path(), &[]).unwrap_err();
+        assert!(e.message.contains("larger than 128 KiB"), "{}", e.message);
+        let e = load(&tmp.path().join("nope"), &[]).unwrap_err();
+        assert!(
+            e.message.ends_with("nope: no such directory"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn numbers_out_of_range_are_said_with_the_fields_bounds() {
+        let e = load_with("workers: -3\n", &[]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "hvdctl.yaml:4:10: workers: must be at least 1 (not -3)"
+        );
+        let e = load_with("workers: 99999999999999999999\n", &[]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "hvdctl.yaml:4:10: workers: `99999999999999999999` is too large (at most 10000)"
+        );
+        let e = load_with("workers: 1.5\n", &[]).unwrap_err();
+        assert!(
+            e.message.contains("expected a whole number (1 or more)"),
+            "{}",
+            e.message
+        );
+        let e = load_with("", &["gpusPerWorker=-1"]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "--set gpusPerWorker=-1: gpusPerWorker: must be at least 0 (not -1)"
+        );
+    }
+
+    #[test]
+    fn a_missing_key_is_placed_where_it_belongs() {
+        let e = from_text("image: a\ncommand: [x]\n", "f", &[]).unwrap_err();
+        assert_eq!(e.message, "f: the app needs the key `name`");
+        let e = load_with("volumes:\n- name: d\n  pvc: {claimName: c}\n", &[]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "hvdctl.yaml:5:3: `volumes[0]` needs the key `mountPath`"
+        );
+        let e = load_with("elastic:\n  minWorkers: 1\n", &[]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "hvdctl.yaml:4:1: `elastic` needs the key `maxWorkers`"
+        );
+    }
+
+    #[test]
+    fn a_flag_that_cannot_apply_changes_nothing() {
+        let e = load_with("", &["volumes[5].readOnly=true"]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "--set volumes[5].readOnly=true: `volumes[5]` is past the end of the list (0 items; use [0] to append)"
+        );
+        let e = load_with(
+            "volumes:\n- {name: d, mountPath: /d, nfs: {server: s, path: /p}}\n",
+            &["volumes[0].nfs.server="],
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.message,
+            "--set volumes[0].nfs.server=: volumes[0].nfs.server: must not be empty"
+        );
     }
 }

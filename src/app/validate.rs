@@ -12,6 +12,8 @@ use std::sync::LazyLock;
 pub struct Problem {
     pub path: Path,
     pub message: String,
+    /// What to do next (a likely typo), when there is something to say.
+    pub hint: Option<String>,
 }
 
 /// Length of a run id (`<app>-<run id>` is the job name).
@@ -52,6 +54,23 @@ pub fn is_dns1123_label(s: &str) -> bool {
 pub fn is_dns1035_label(s: &str) -> bool {
     s.len() <= MAX_LABEL && DNS1035_LABEL.is_match(s)
 }
+/// Whether `name` is spelled as an app name (lowercase letters, digits, `-`, starting with a
+/// letter), whatever its length: [`name_too_long`] says that part.
+pub fn is_app_name_spelling(name: &str) -> bool {
+    DNS1035_LABEL.is_match(name)
+}
+
+/// Why `name` is too long for any app (`None` when it fits a run of one worker).
+pub fn name_too_long(name: &str) -> Option<String> {
+    let most = max_name_len(0);
+    (name.len() > most).then(|| {
+        format!(
+            "{} characters is too long: an app name is at most {most} (pod names `<app>-<run id>-worker-<i>` must fit in 63)",
+            name.len()
+        )
+    })
+}
+
 pub fn is_dns1123_subdomain(s: &str) -> bool {
     s.len() <= 253 && DNS1123_SUBDOMAIN.is_match(s)
 }
@@ -103,6 +122,28 @@ pub fn max_name_len(max_worker_index: u32) -> usize {
     MAX_LABEL.saturating_sub(1 + RUN_ID_LEN + "-worker-".len() + max_worker_index.to_string().len())
 }
 
+/// The bounds of a whole-number key (least, most), for messages about numbers its type
+/// cannot even hold (`workers: -3`); [`check`] enforces the same bounds on the rest.
+pub fn int_bounds(path: &Path) -> (Option<i64>, Option<i64>) {
+    match path.to_string().as_str() {
+        "workers" => (Some(1), Some(MAX_WORKERS)),
+        "slotsPerWorker"
+        | "mpi.sshdTimeoutSeconds"
+        | "elastic.minWorkers"
+        | "elastic.maxWorkers"
+        | "recorder.maxMB"
+        | "runPolicy.activeDeadlineSeconds" => (Some(1), None),
+        "gpusPerWorker" => (Some(0), Some(MAX_GPUS)),
+        "securityContext.runAsUser" | "securityContext.runAsGroup" | "securityContext.fsGroup" => {
+            (Some(0), Some(2_147_483_647))
+        }
+        _ => (None, None),
+    }
+}
+
+const MAX_WORKERS: i64 = 10_000;
+const MAX_GPUS: i64 = 64;
+
 struct Checker {
     problems: Vec<Problem>,
 }
@@ -118,6 +159,14 @@ impl Checker {
         self.problems.push(Problem {
             path,
             message: message.into(),
+            hint: None,
+        });
+    }
+    fn with_hint(&mut self, path: Path, message: impl Into<String>, hint: Option<String>) {
+        self.problems.push(Problem {
+            path,
+            message: message.into(),
+            hint,
         });
     }
     fn string_map(&mut self, field: &str, map: &BTreeMap<String, String>, label_values: bool) {
@@ -144,7 +193,7 @@ pub fn check(app: &App) -> Vec<Problem> {
         .as_ref()
         .map_or(app.workers, |e| e.max_workers.max(app.workers));
     let limit = max_name_len(max_workers.saturating_sub(1));
-    if !is_dns1035_label(&app.name) {
+    if !DNS1035_LABEL.is_match(&app.name) {
         c.at(&["name"], format!("`{}` is not a valid app name: use lowercase letters, digits and `-`, starting with a letter and ending alphanumeric (e.g. `mnist-demo`)", app.name));
     } else if app.name.len() > limit {
         c.at(&["name"], format!("`{}` is {} characters; with the run id and `-worker-{}` pod names it must be at most {limit}", app.name, app.name.len(), max_workers.saturating_sub(1)));
@@ -165,14 +214,14 @@ pub fn check(app: &App) -> Vec<Problem> {
     if app.workers == 0 {
         c.at(&["workers"], "must be at least 1");
     }
-    if app.workers > 10_000 {
-        c.at(&["workers"], "must be at most 10000");
+    if i64::from(app.workers) > MAX_WORKERS {
+        c.at(&["workers"], format!("must be at most {MAX_WORKERS}"));
     }
     if app.slots_per_worker == 0 {
         c.at(&["slotsPerWorker"], "must be at least 1");
     }
-    if app.gpus_per_worker > 64 {
-        c.at(&["gpusPerWorker"], "must be at most 64");
+    if i64::from(app.gpus_per_worker) > MAX_GPUS {
+        c.at(&["gpusPerWorker"], format!("must be at most {MAX_GPUS}"));
     }
     if app.command.is_empty() || app.command[0].trim().is_empty() {
         c.at(
@@ -225,6 +274,8 @@ pub fn check(app: &App) -> Vec<Problem> {
                 ]);
                 if let Some(p) = key_problem(res) {
                     c.at_path(path.clone(), p);
+                } else if let Some((p, hint)) = resource_name_problem(res) {
+                    c.with_hint(path.clone(), p, hint);
                 }
                 if !is_quantity(q) {
                     c.at_path(
@@ -289,6 +340,7 @@ pub fn check(app: &App) -> Vec<Problem> {
         }
     }
 
+    let reserved = reserved_mounts(app);
     let mut names = BTreeSet::new();
     let mut mounts = BTreeSet::new();
     for (i, v) in app.volumes.iter().enumerate() {
@@ -320,6 +372,16 @@ pub fn check(app: &App) -> Vec<Problem> {
                 p("mountPath"),
                 format!("`{}` must be an absolute path", v.mount_path),
             );
+        } else if let Some((own, what)) =
+            reserved.iter().find(|(own, _)| within(&v.mount_path, own))
+        {
+            c.at_path(
+                p("mountPath"),
+                format!(
+                    "`{}` clashes with hvdctl's own mount at {own} ({what}); mount the volume elsewhere",
+                    v.mount_path
+                ),
+            );
         } else if !mounts.insert(v.mount_path.trim_end_matches('/').to_string()) {
             c.at_path(
                 p("mountPath"),
@@ -345,22 +407,32 @@ pub fn check(app: &App) -> Vec<Problem> {
                 ),
             );
         }
+        // Problems of a source's key are reported at that key, so a `--set` that wrote it
+        // is named rather than the file line of the source.
+        let q = |a: &str, b: &str| {
+            Path(vec![
+                Seg::Key("volumes".into()),
+                Seg::Index(i),
+                Seg::Key(a.into()),
+                Seg::Key(b.into()),
+            ])
+        };
         if let Some(pvc) = &v.pvc
             && !is_dns1123_subdomain(&pvc.claim_name)
         {
             c.at_path(
-                p("pvc"),
-                format!("claimName `{}` is not a valid PVC name", pvc.claim_name),
+                q("pvc", "claimName"),
+                format!("`{}` is not a valid PVC name", pvc.claim_name),
             );
         }
         if let Some(nfs) = &v.nfs {
             if nfs.server.trim().is_empty() {
-                c.at_path(p("nfs"), "nfs.server must not be empty");
+                c.at_path(q("nfs", "server"), "must not be empty");
             }
             if !nfs.path.starts_with('/') {
                 c.at_path(
-                    p("nfs"),
-                    format!("nfs.path `{}` must be an absolute path", nfs.path),
+                    q("nfs", "path"),
+                    format!("`{}` must be an absolute path", nfs.path),
                 );
             }
         }
@@ -368,8 +440,8 @@ pub fn check(app: &App) -> Vec<Problem> {
             && !hp.path.starts_with('/')
         {
             c.at_path(
-                p("hostPath"),
-                format!("hostPath.path `{}` must be an absolute path", hp.path),
+                q("hostPath", "path"),
+                format!("`{}` must be an absolute path", hp.path),
             );
         }
     }
@@ -426,14 +498,28 @@ pub fn check(app: &App) -> Vec<Problem> {
         }
     }
     for k in app.env.keys() {
+        let path = Path(vec![Seg::Key("env".into()), Seg::Key(k.clone())]);
         if !ENV_NAME.is_match(k) {
-            c.at_path(Path(vec![Seg::Key("env".into()), Seg::Key(k.clone())]), format!("`{k}` is not a valid environment variable name (letters, digits, `_`, `-`, `.`; not starting with a digit)"));
+            c.at_path(path, format!("`{k}` is not a valid environment variable name (letters, digits, `_`, `-`, `.`; not starting with a digit)"));
+        } else if k.starts_with(RESERVED_ENV) && !TUNABLE_ENV.contains(&k.as_str()) {
+            c.at_path(
+                path,
+                format!("`{k}` is reserved: hvdctl sets the {RESERVED_ENV}* variables itself"),
+            );
         }
     }
     for k in app.parameters.keys() {
         let path = Path(vec![Seg::Key("parameters".into()), Seg::Key(k.clone())]);
         if !PARAM_NAME.is_match(k) {
             c.at_path(path, format!("`{k}` is not a valid parameter name (a letter or `_`, then letters, digits, `_`, `-`, `.`)"));
+        } else if param_env_name(k).starts_with(RESERVED_ENV) {
+            c.at_path(
+                path,
+                format!(
+                    "its environment variable `{}` is reserved: hvdctl sets the {RESERVED_ENV}* variables itself",
+                    param_env_name(k)
+                ),
+            );
         } else if app.env.contains_key(&param_env_name(k)) {
             c.at_path(
                 path,
@@ -522,6 +608,83 @@ pub fn check(app: &App) -> Vec<Problem> {
     c.problems
 }
 
+/// The prefix of the environment variables hvdctl gives every container.
+pub const RESERVED_ENV: &str = "HVDCTL_";
+/// The `HVDCTL_*` variables hvdctl's scripts read but never set: the user's to tune.
+const TUNABLE_ENV: &[&str] = &["HVDCTL_DISCOVERY_RECHECK"];
+
+/// Resource names Kubernetes knows without a domain.
+const STANDARD_RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage"];
+
+/// Why `name` is not a resource a container can request (`cpuu`), with a likely spelling.
+/// Kubernetes takes `cpu`, `memory`, `ephemeral-storage`, `hugepages-<size>` and extended
+/// resources named by a vendor's domain (`nvidia.com/gpu`); anything else it either rejects
+/// or, in some paths, drops.
+fn resource_name_problem(name: &str) -> Option<(String, Option<String>)> {
+    if STANDARD_RESOURCES.contains(&name) {
+        return None;
+    }
+    if let Some(size) = name.strip_prefix("hugepages-") {
+        if is_quantity(size) {
+            return None;
+        }
+        return Some((
+            format!("`{name}`: a hugepages resource is `hugepages-<size>`, e.g. `hugepages-2Mi`"),
+            None,
+        ));
+    }
+    if let Some((domain, _)) = name.split_once('/') {
+        if domain.contains('.') && !domain.ends_with("kubernetes.io") {
+            return None;
+        }
+        return Some((
+            format!(
+                "`{name}` is not a resource name: an extended resource is named by its vendor's domain, e.g. `nvidia.com/gpu`"
+            ),
+            None,
+        ));
+    }
+    let known = [STANDARD_RESOURCES, &["nvidia.com/gpu", "hugepages-2Mi"]].concat();
+    let hint = super::load::did_you_mean(name, &known).map(|s| format!("did you mean `{s}`?"));
+    Some((
+        format!(
+            "`{name}` is not a resource name (cpu, memory, ephemeral-storage, hugepages-<size>, or a vendor's such as nvidia.com/gpu)"
+        ),
+        hint,
+    ))
+}
+
+/// Where hvdctl (or the MPI Operator) mounts its own files in the pods and containers, with
+/// what is there: a user's volume at or under one of them would clash with it.
+fn reserved_mounts(app: &App) -> Vec<(String, &'static str)> {
+    use crate::backend::values::{MPI_DIR, SCRIPTS_DIR, ssh_auth_mount_path};
+    let mut r = vec![
+        (MPI_DIR.to_string(), "hostfile and discover_hosts.sh"),
+        (
+            SCRIPTS_DIR.to_string(),
+            "launcher/worker scripts and ssh keys",
+        ),
+        (
+            ssh_auth_mount_path(app),
+            "the ssh keys (mpi.sshAuthMountPath)",
+        ),
+    ];
+    if app.security_context.run_as_user.is_some_and(|u| u != 0) {
+        let home = "/home/mpiuser/.ssh".to_string();
+        if !r.iter().any(|(p, _)| *p == home) {
+            r.push((home, "the non-root user's ssh keys"));
+        }
+    }
+    r
+}
+
+/// Whether `path` is `dir` or below it (`/etc/mpi/x` is within `/etc/mpi`; `/etc/mpix` is not).
+fn within(path: &str, dir: &str) -> bool {
+    let p = path.trim_end_matches('/');
+    let d = dir.trim_end_matches('/');
+    p == d || p.strip_prefix(d).is_some_and(|rest| rest.starts_with('/'))
+}
+
 /// Approximate numeric value of a quantity, for request/limit comparison.
 pub fn quantity_value(q: &str) -> Option<f64> {
     let split = q
@@ -601,5 +764,90 @@ mod tests {
     fn longest_name_fits_63() {
         let n = max_name_len(999);
         assert_eq!(n + 1 + RUN_ID_LEN + "-worker-999".len(), 63);
+    }
+
+    fn app(yaml: &str) -> App {
+        crate::app::load::from_text(
+            &format!("name: a\nimage: a\ncommand: [x]\n{yaml}"),
+            "f",
+            &[],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn resource_names() {
+        for ok in [
+            "cpu",
+            "memory",
+            "ephemeral-storage",
+            "hugepages-2Mi",
+            "hugepages-1Gi",
+            "nvidia.com/gpu",
+            "example.com/fpga",
+        ] {
+            assert!(resource_name_problem(ok).is_none(), "{ok}");
+        }
+        let (msg, hint) = resource_name_problem("cpuu").unwrap();
+        assert!(msg.contains("`cpuu` is not a resource name"), "{msg}");
+        assert_eq!(hint.as_deref(), Some("did you mean `cpu`?"));
+        let (_, hint) = resource_name_problem("memroy").unwrap();
+        assert_eq!(hint.as_deref(), Some("did you mean `memory`?"));
+        for bad in [
+            "gpu",
+            "hugepages-",
+            "hugepages-big",
+            "kubernetes.io/x",
+            "vendor/gpu",
+        ] {
+            assert!(resource_name_problem(bad).is_some(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn hvdctls_mounts_and_variables_are_reserved() {
+        assert!(within("/etc/mpi", "/etc/mpi"));
+        assert!(within("/etc/mpi/", "/etc/mpi"));
+        assert!(within("/etc/mpi/x", "/etc/mpi"));
+        assert!(!within("/etc/mpix", "/etc/mpi"));
+        assert!(!within("/etc", "/etc/mpi"));
+        let root = reserved_mounts(&app(""));
+        let paths: Vec<&str> = root.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, ["/etc/mpi", "/etc/hvdctl", "/root/.ssh"]);
+        let user = reserved_mounts(&app(
+            "securityContext: {runAsUser: 1000}\nmpi: {sshAuthMountPath: /keys}\n",
+        ));
+        let paths: Vec<&str> = user.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["/etc/mpi", "/etc/hvdctl", "/keys", "/home/mpiuser/.ssh"]
+        );
+        let e = crate::app::load::from_text(
+            "name: a\nimage: a\ncommand: [x]\nenv: {HVDCTL_RUN: x, HVDCTL: y, HVDCTL_DISCOVERY_RECHECK: '5'}\n",
+            "f",
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(e.message.lines().count(), 1, "{}", e.message);
+        assert!(
+            e.message.contains("`HVDCTL_RUN` is reserved"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn bounds_of_whole_numbers() {
+        let p = |s: &str| Path(s.split('.').map(|k| Seg::Key(k.into())).collect());
+        assert_eq!(int_bounds(&p("workers")), (Some(1), Some(10_000)));
+        assert_eq!(int_bounds(&p("gpusPerWorker")), (Some(0), Some(64)));
+        assert_eq!(int_bounds(&p("mpi.sshdTimeoutSeconds")), (Some(1), None));
+        assert_eq!(int_bounds(&p("env.X")), (None, None));
+        assert!(name_too_long(&"a".repeat(48)).is_none());
+        assert!(
+            name_too_long(&"a".repeat(49))
+                .unwrap()
+                .starts_with("49 characters")
+        );
     }
 }

@@ -40,6 +40,7 @@ pub fn run(g: &Global, ui: &Ui, a: DoctorArgs) -> Result<u8> {
             "{}",
             serde_json::to_string_pretty(&checks).unwrap_or_default()
         ),
+        ListFormat::Yaml => print!("{}", serde_norway::to_string(&checks).unwrap_or_default()),
     }
     Ok(doctor::exit_code(&checks))
 }

@@ -70,10 +70,12 @@ fn prompt_missing(a: &InitArgs, catalog: &Catalog, req: &mut InitRequest) -> Res
     if a.name.is_none() {
         let default = init::name_from_dir(&req.dir);
         let name = prompt::input("App name", default.as_deref(), |s| {
-            if validate::is_dns1035_label(s) {
-                Ok(())
-            } else {
+            if !validate::is_app_name_spelling(s) {
                 Err("lowercase letters, digits and `-`, starting with a letter".into())
+            } else if let Some(why) = validate::name_too_long(s) {
+                Err(why)
+            } else {
+                Ok(())
             }
         })?;
         req.name = Some(name);

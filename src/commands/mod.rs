@@ -28,7 +28,23 @@ use crate::ui::Ui;
 pub fn run(cli: Cli) -> Result<u8> {
     let g = &cli.global();
     let ui = Ui::new(g.color, g.no_input, g.quiet, g.verbose);
-    match cli.command {
+    let Some(command) = cli.command else {
+        // Bare `hvdctl`: the help, as asked for.
+        use clap::CommandFactory;
+        Cli::command()
+            .print_help()
+            .map_err(|e| crate::Error::failure(format!("cannot print the help: {e}")))?;
+        return Ok(0);
+    };
+    // Every command but these reads the app directory: one that is not there is said first.
+    let reads_app_dir = !matches!(
+        command,
+        Command::Init(_) | Command::Templates(_) | Command::Completions(_) | Command::Version(_)
+    );
+    if reads_app_dir && !g.app_dir.is_dir() {
+        return Err(crate::app::load::missing_dir(&g.app_dir));
+    }
+    match command {
         Command::Init(a) => init::run(g, &ui, a),
         Command::Templates(a) => templates::run(&ui, a),
         Command::Build(a) => build::run(g, &ui, a),

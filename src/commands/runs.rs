@@ -2,7 +2,7 @@
 //! first, as a table or as data; `-w` prints the table again when it changes.
 
 use super::block_on;
-use crate::cli::{Global, RunsArgs, StatusFormat};
+use crate::cli::{Global, ListFormat, RunsArgs};
 use crate::engine::Env;
 use crate::error::{Error, Result};
 use crate::ledger::{self, RunRow};
@@ -10,7 +10,7 @@ use crate::ui::Ui;
 use std::time::Duration;
 
 pub fn run(g: &Global, ui: &Ui, a: RunsArgs) -> Result<u8> {
-    if a.watch && a.output != StatusFormat::Text {
+    if a.watch && a.output != ListFormat::Text {
         return Err(Error::input(
             "--watch prints the text table; drop -o or --watch",
         ));
@@ -33,20 +33,18 @@ pub fn run(g: &Global, ui: &Ui, a: RunsArgs) -> Result<u8> {
         loop {
             let (rows, looked) = rows(&env, &a, app.as_deref()).await?;
             let text = match a.output {
-                StatusFormat::Json => {
-                    serde_json::to_string_pretty(&rows).unwrap_or_default() + "\n"
-                }
-                StatusFormat::Yaml => serde_norway::to_string(&rows).unwrap_or_default(),
-                StatusFormat::Text if rows.is_empty() => {
+                ListFormat::Json => serde_json::to_string_pretty(&rows).unwrap_or_default() + "\n",
+                ListFormat::Yaml => serde_norway::to_string(&rows).unwrap_or_default(),
+                ListFormat::Text if rows.is_empty() => {
                     let whose = app
                         .as_deref()
                         .map_or("hvdctl runs".to_string(), |a| format!("runs of app `{a}`"));
                     format!("No {whose} in {}\n", looked.join(" or "))
                 }
-                StatusFormat::Text => ledger::table(&rows, a.all_apps),
+                ListFormat::Text => ledger::table(&rows, a.all_apps),
             };
             if !a.watch {
-                if rows.is_empty() && a.output == StatusFormat::Text {
+                if rows.is_empty() && a.output == ListFormat::Text {
                     eprint!("{text}");
                 } else {
                     print!("{text}");

@@ -50,7 +50,7 @@ async fn list_all(env: &Env<'_>, a: &StatusArgs) -> Result<u8> {
             serde_json::to_string_pretty(&reports).unwrap_or_default()
         ),
         StatusFormat::Yaml => print!("{}", serde_norway::to_string(&reports).unwrap_or_default()),
-        StatusFormat::Text => {
+        StatusFormat::Text | StatusFormat::Wide => {
             if reports.is_empty() {
                 eprintln!("No hvdctl runs in {}", looked.join(" or "));
                 return Ok(0);

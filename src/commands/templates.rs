@@ -10,6 +10,7 @@ pub fn run(_ui: &Ui, a: TemplatesArgs) -> Result<u8> {
             "{}",
             serde_json::to_string_pretty(&list).unwrap_or_default()
         ),
+        ListFormat::Yaml => print!("{}", serde_norway::to_string(&list).unwrap_or_default()),
         ListFormat::Text => {
             let width = list.iter().map(|t| t.name.len()).max().unwrap_or(0);
             let default = crate::scaffold::catalog::DEFAULT_TEMPLATE;

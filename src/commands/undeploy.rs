@@ -9,6 +9,13 @@ use crate::state;
 use crate::ui::Ui;
 
 pub fn run(g: &Global, ui: &Ui, a: UndeployArgs) -> Result<u8> {
+    // Said before anything is read or asked: without a terminal nobody can confirm.
+    if a.all && !a.yes && !ui.interactive {
+        return Err(Error::input(
+            "--all deletes every run of the app and needs a confirmation: there is no terminal to ask on",
+        )
+        .hint("add --yes (-y) to confirm"));
+    }
     let env = Env::new(g, ui)?;
     let wait = !a.no_wait;
     if a.all {
@@ -107,16 +114,8 @@ async fn all(env: &Env<'_>, a: &UndeployArgs, wait: bool) -> Result<u8> {
         .iter()
         .map(|r| format!("{} ({})", r.info().job, r.info().place))
         .collect();
+    // Without --yes there is a terminal: `run` refused before anything else otherwise.
     if !a.yes {
-        if !env.ui.interactive {
-            return Err(Error::input(format!(
-                "--all would delete {} run(s) of app {}: {}",
-                runs.len(),
-                app.name,
-                names.join(", ")
-            ))
-            .hint("add --yes to confirm (no terminal to ask on)"));
-        }
         let ok = crate::ui::confirm(&format!(
             "Delete {} run(s) of app {}: {}?",
             runs.len(),

@@ -385,6 +385,7 @@ fn row(p: &Pod, elastic: bool) -> PodRow {
             .unwrap_or_default(),
         last_termination,
         reason: None,
+        ip: status.pod_ip.clone().filter(|ip| !ip.is_empty()),
         name,
     }
 }

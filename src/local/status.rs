@@ -47,6 +47,8 @@ pub struct Container {
     pub provenance: Option<crate::provenance::Provenance>,
     /// Memory limit in bytes (0: none).
     pub memory_limit: i64,
+    /// Its address on the run's network (empty when it has none).
+    pub ip: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,6 +187,16 @@ pub async fn containers(docker: &DockerClient, r: &LocalRef) -> Result<Vec<Conta
                 .host_config
                 .as_ref()
                 .and_then(|h| h.memory)
+                .unwrap_or_default(),
+            ip: i
+                .network_settings
+                .as_ref()
+                .and_then(|n| n.networks.as_ref())
+                .and_then(|n| {
+                    n.values()
+                        .filter_map(|e| e.ip_address.clone())
+                        .find(|ip| !ip.is_empty())
+                })
                 .unwrap_or_default(),
             name,
         });
@@ -344,6 +356,7 @@ pub fn row(c: &Container, elastic: bool) -> PodRow {
         created: c.created.clone(),
         last_termination: c.termination(),
         reason: None,
+        ip: Some(c.ip.clone()).filter(|ip| !ip.is_empty()),
     }
 }
 
@@ -528,6 +541,7 @@ mod tests {
             dir: String::new(),
             provenance: None,
             memory_limit: 0,
+            ip: String::new(),
         }
     }
 

@@ -49,8 +49,31 @@ impl Catalog {
         }
     }
 
+    /// A `--template-dir` that is not a directory is said before any template is looked for.
+    fn check_dir(&self) -> Result<()> {
+        let Catalog::Dir(d) = self else {
+            return Ok(());
+        };
+        match std::fs::metadata(d) {
+            Ok(m) if m.is_dir() => Ok(()),
+            Ok(_) => Err(Error::input(format!(
+                "--template-dir {}: not a directory",
+                d.display()
+            ))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::input(format!(
+                "--template-dir {}: no such directory",
+                d.display()
+            ))
+            .hint(
+                "point it at a directory of templates (one sub-directory each, with template.yaml)",
+            )),
+            Err(e) => Err(Error::input(format!("--template-dir {}: {e}", d.display()))),
+        }
+    }
+
     /// Every template, sorted by name.
     pub fn list(&self) -> Result<Vec<TemplateInfo>> {
+        self.check_dir()?;
         let names: Vec<String> = match self {
             Catalog::BuiltIn => {
                 let mut n: Vec<String> = assets::list("apps/")
@@ -124,6 +147,7 @@ impl Catalog {
 
     /// Every file of template `name` except its `template.yaml`, sorted by path.
     pub fn files(&self, name: &str) -> Result<Vec<TemplateFile>> {
+        self.check_dir()?;
         if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
             return Err(self.unknown(name));
         }

@@ -239,10 +239,13 @@ pub fn plan(req: &InitRequest) -> Result<Plan> {
             .hint("pass --name APP (lowercase letters, digits and `-`, starting with a letter)")
         })?,
     };
-    if !validate::is_dns1035_label(&name) {
+    if !validate::is_app_name_spelling(&name) {
         return Err(Error::input(format!(
             "--name {name}: not a valid app name: use lowercase letters, digits and `-`, starting with a letter"
         )));
+    }
+    if let Some(why) = validate::name_too_long(&name) {
+        return Err(Error::input(format!("--name {name}: {why}")));
     }
     let image = req.image.clone().unwrap_or_else(|| name.clone());
     if !validate::is_image_ref(&image) {

@@ -29,6 +29,8 @@ mod logs;
 mod ranks;
 // Why a run failed: status, logs -f, deploy --wait/--logs on every backend.
 mod reasons;
+// -o json|yaml on every data command, status -o wide, help and version alike everywhere.
+mod outputs;
 // Rendered manifests of every template × backend (insta snapshots).
 mod render;
 // hvdctl runs: provenance and phase times of local, mpijob and native runs (real containers).

@@ -1,0 +1,117 @@
+//! The command line read the same way everywhere: `-o json|yaml` on every command that prints
+//! data, `status -o wide`, named arguments in help, bare `hvdctl`, `-V` only at the top.
+
+use crate::util::*;
+
+#[test]
+fn data_commands_print_json_and_yaml() {
+    let e = Cluster::synthetic(true);
+    let dir = init_app(&e.root, "demo", "mpi-hello");
+    let hv = |args: &[&str]| {
+        let mut c = e.hv(&dir);
+        c.args(args);
+        run(c)
+    };
+    let d = hv(&[
+        "deploy",
+        "--backend",
+        "native",
+        "--run-id",
+        "out1",
+        "--set",
+        "env.FAKE_KUBELET_LINES=2",
+        "--wait",
+    ]);
+    assert_eq!(d.code, 0, "{}", d.stderr);
+
+    // status -o wide: the text report with each pod's IP, the same IPs as -o json.
+    let j = hv(&["status", "out1", "-o", "json"]);
+    assert_eq!(j.code, 0, "{}", j.stderr);
+    let report: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
+    let pods = report["pods"].as_array().unwrap();
+    assert!(!pods.is_empty(), "{report}");
+    let w = hv(&["status", "out1", "-o", "wide"]);
+    assert_eq!(w.code, 0, "{}", w.stderr);
+    let header = w.stdout.lines().find(|l| l.starts_with("NAME")).unwrap();
+    assert!(header.contains(" IP "), "{}", w.stdout);
+    for p in pods {
+        let ip = p["ip"]
+            .as_str()
+            .expect("every pod of a waited-for run has an IP");
+        let line = w
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(p["name"].as_str().unwrap()))
+            .unwrap();
+        assert!(line.contains(ip), "{line} lacks {ip}");
+    }
+    let t = hv(&["status", "out1"]);
+    assert!(!t.stdout.contains(" IP "), "{}", t.stdout);
+
+    // events: a JSON array, a YAML list, the text table; the same events in each.
+    let ej = hv(&["events", "out1", "-o", "json"]);
+    assert_eq!(ej.code, 0, "{}", ej.stderr);
+    let events: Vec<serde_json::Value> = serde_json::from_str(&ej.stdout).unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|ev| ev["reason"] == "Scheduled" && ev["object"] == "Pod/demo-out1-worker-0"),
+        "{}",
+        ej.stdout
+    );
+    for k in ["time", "type", "reason", "object", "message", "count"] {
+        assert!(events[0].get(k).is_some(), "event lacks {k}: {}", events[0]);
+    }
+    let ey = hv(&["events", "out1", "-o", "yaml"]);
+    assert_eq!(ey.code, 0, "{}", ey.stderr);
+    let listed: Vec<serde_json::Value> = serde_norway::from_str(&ey.stdout).unwrap();
+    assert_eq!(listed.len(), events.len(), "{}", ey.stdout);
+    let et = hv(&["events", "out1"]);
+    assert_eq!(et.stdout.lines().count(), events.len() + 1, "{}", et.stdout);
+
+    // version and templates as YAML; runs and doctor take yaml too.
+    let v = hv(&["version", "-o", "yaml"]);
+    assert_eq!(v.code, 0, "{}", v.stderr);
+    let v: serde_json::Value = serde_norway::from_str(&v.stdout).unwrap();
+    assert_eq!(v["client"], env!("CARGO_PKG_VERSION"));
+    assert!(v["server"].as_str().unwrap().starts_with("v1."), "{v}");
+    let t = hv(&["templates", "-o", "yaml"]);
+    let t: Vec<serde_json::Value> = serde_norway::from_str(&t.stdout).unwrap();
+    assert!(t.iter().any(|x| x["name"] == "horovod"), "{t:?}");
+    let r = hv(&["runs", "-o", "yaml"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r: Vec<serde_json::Value> = serde_norway::from_str(&r.stdout).unwrap();
+    assert!(r.iter().any(|x| x["run"] == "out1"), "{r:?}");
+}
+
+#[test]
+fn help_and_version_read_the_same_everywhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hv = |args: &[&str]| {
+        let mut c = hvdctl_in(tmp.path());
+        c.args(args);
+        run(c)
+    };
+    let bare = hv(&[]);
+    assert_eq!(bare.code, 0, "{}", bare.stderr);
+    assert!(bare.stdout.contains("Usage: hvdctl"), "{}", bare.stdout);
+    let v = hv(&["-V"]);
+    assert_eq!((v.code, v.stdout.trim()), (0, "hvdctl 0.1.0"));
+    for sub in ["deploy", "status", "logs", "version"] {
+        let o = hv(&[sub, "-V"]);
+        assert_eq!(o.code, 2, "{sub} -V: {}", o.stdout);
+    }
+    let cp = hv(&["cp", "--help"]);
+    for want in [
+        "Usage: hvdctl cp [OPTIONS] [RUN] SRC DEST",
+        "  SRC ",
+        "  DEST ",
+    ] {
+        assert!(cp.stdout.contains(want), "{want}: {}", cp.stdout);
+    }
+    let pf = hv(&["port-forward", "--help"]);
+    for want in ["[RUN] [LOCAL:]REMOTE", "  [LOCAL:]REMOTE "] {
+        assert!(pf.stdout.contains(want), "{want}: {}", pf.stdout);
+    }
+    assert!(!pf.stdout.contains("<ARG>"), "{}", pf.stdout);
+}
