@@ -140,7 +140,13 @@ pub fn first_rank(log: &str, forms: crate::logs::rank::TagForms) -> Option<Strin
         ranks.split(b"", line.as_bytes(), &mut keep);
     }
     ranks.finish(&mut keep);
-    Some(format!("rank {rank} ({how}){}", last_lines(&mine)))
+    // Elastic horovodrun names a process by the rank it started with (as its tags do).
+    let which = if forms.start_ranks {
+        "start rank"
+    } else {
+        "rank"
+    };
+    Some(format!("{which} {rank} ({how}){}", last_lines(&mine)))
 }
 
 /// The run's line when its launcher failed: the first rank's pod/container that failed
@@ -223,6 +229,14 @@ the job to be terminated. The first process to do so was:\n\n  Process name: [[6
             )
             .unwrap(),
             "rank 1 (exit 3); last lines: \"oops\""
+        );
+        assert_eq!(
+            first_rank(
+                "[1]<stderr>:oops\nProcess 1 exit with status code 3.",
+                TagForms::HOROVODRUN_ELASTIC
+            )
+            .unwrap(),
+            "start rank 1 (exit 3); last lines: \"oops\""
         );
         assert_eq!(first_rank("all fine", TagForms::OPEN_MPI), None);
     }

@@ -31,7 +31,8 @@ pub struct StatusReport {
     pub pods: Vec<PodRow>,
     /// Phase times from the engine's own timestamps (see [`crate::phases`]).
     pub phases: crate::phases::Phases,
-    /// Seconds from `created` to `firstLog`, null until both are known.
+    /// Seconds from `created` to `firstLog` (the training command's first line), null until
+    /// both are known.
     #[serde(rename = "startLatencySeconds")]
     pub start_latency_seconds: Option<f64>,
     /// What the run was deployed from (null for a run deployed without it).
@@ -222,7 +223,7 @@ fn phases_text(p: &crate::phases::Phases, latency: Option<f64>) -> String {
     }
     if let Some(l) = latency {
         s.push_str(&format!(
-            "Start latency: {l:.1}s (created to first log line)\n"
+            "Start latency: {l:.1}s (created to the training command's first line)\n"
         ));
     }
     s

@@ -75,6 +75,8 @@ pub fn rank_tags(app: &App) -> TagForms {
         MpiImplementation::Mpich | MpiImplementation::Intel
     );
     match app.mpi.launcher {
+        // Elastic mode is horovodrun's Gloo driver, whatever the MPI.
+        Launcher::Horovodrun if app.elastic.is_some() => TagForms::HOROVODRUN_ELASTIC,
         Launcher::Horovodrun if hydra => TagForms::HOROVODRUN_HYDRA,
         Launcher::Horovodrun => TagForms::HOROVODRUN,
         Launcher::Mpirun if !hydra => TagForms::OPEN_MPI,
@@ -468,7 +470,8 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
                 cmd = ["/bin/sh", "-c", WARM_HOLD].map(String::from).to_vec();
             }
             v["launcher"]["command"] = json!(cmd);
-            v["worker"]["command"] = json!(["/usr/sbin/sshd", "-De"]);
+            // sshd quiet but for errors, as worker.sh runs it (see there).
+            v["worker"]["command"] = json!(["/usr/sbin/sshd", "-De", "-o", "LogLevel=ERROR"]);
         }
         false => {
             let launcher_sh = format!("{SCRIPTS_DIR}/launcher.sh");
@@ -634,6 +637,14 @@ mod launch_tests {
         assert_eq!(rank_tags(&hvd), TagForms::HOROVODRUN);
         let hvd = app("mpi: {launcher: horovodrun, implementation: MPICH}");
         assert_eq!(rank_tags(&hvd), TagForms::HOROVODRUN_HYDRA);
+        // Elastic: Gloo tags holding each process's start rank, whatever the MPI.
+        for mpi in ["", ", implementation: MPICH"] {
+            let e = app(&format!(
+                "elastic: {{minWorkers: 1, maxWorkers: 3}}\nmpi: {{launcher: horovodrun{mpi}}}"
+            ));
+            assert_eq!(rank_tags(&e), TagForms::HOROVODRUN_ELASTIC);
+            assert_eq!(rank_tags(&e).label(), Some("horovodrun-elastic"));
+        }
     }
 
     #[test]

@@ -1,21 +1,39 @@
-//! `hvdctl events [-f]`: the run's events, as kubectl prints them, on every engine.
+//! `hvdctl events [-f]`: the run's events, as kubectl prints them, on every engine; for a
+//! run no engine has any more, the events its flight record kept.
 
 use super::block_on;
 use crate::cli::{EventsArgs, Global};
 use crate::cluster::events::RunEvent;
-use crate::engine::Env;
+use crate::engine::{Answer, Env};
 use crate::error::Result;
 use crate::ui::Ui;
 
 pub fn run(g: &Global, ui: &Ui, a: EventsArgs) -> Result<u8> {
     let env = Env::new(g, ui)?;
     block_on(async {
-        let run = env.run(a.run.as_deref()).await?;
-        println!(
-            "{:<25} {:<8} {:<20} {:<40} MESSAGE",
-            "TIME", "TYPE", "REASON", "OBJECT"
-        );
-        run.events(a.follow, &mut print_event).await?;
+        let answer = env.run_or_record(a.run.as_deref()).await?;
+        let header = || {
+            println!(
+                "{:<25} {:<8} {:<20} {:<40} MESSAGE",
+                "TIME", "TYPE", "REASON", "OBJECT"
+            )
+        };
+        match answer {
+            Answer::Live(run) => {
+                header();
+                run.events(a.follow, &mut print_event).await?;
+            }
+            // A record does not change: its events once, with -f too.
+            Answer::Record(rec) => {
+                let events = rec.events()?;
+                if events.is_empty() {
+                    ui.note(format!("No events recorded for run {}", rec.report.run));
+                    return Ok(0);
+                }
+                header();
+                events.iter().for_each(print_event);
+            }
+        }
         Ok(0)
     })
 }

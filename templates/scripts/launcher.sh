@@ -10,6 +10,8 @@
 #   HVDCTL_KEEP_WORKERS  1: leave the workers running after the command (cleanPodPolicy None)
 #   HVDCTL_DEV           1: warm mode (`hvdctl dev`): once the workers answer, hold instead of
 #                        running the command; each attempt runs it through exec (attempt.sh)
+# Every line this script writes itself starts with "hvdctl: ": the run's `firstLog` phase (the
+# training command's first line) skips them, so keep that prefix on any new message.
 set -u
 ssh_dir=${HVDCTL_SSH_DIR:-/etc/hvdctl/ssh}
 hostfile=${HVDCTL_HOSTFILE:-/etc/mpi/hostfile}
