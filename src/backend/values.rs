@@ -329,21 +329,26 @@ pub const WORKERS_FILE: &str = "/etc/mpi/workers";
 /// (a pod or container that does not exist) fails at once. The probe's time limit is generous:
 /// a live worker that misses one round is taken for removed, and Horovod then stops its ranks.
 ///
-/// sshd logs every connection that does not log in (`kex_exchange_identification: Connection
-/// closed by remote host`, or `Connection closed by ... [preauth]` when the probe answers its
-/// banner) at its default level, and horovodrun runs the script every second. So a worker
-/// that answered is remembered with its address (in `HVDCTL_DISCOVERY_DIR`, on the launcher)
-/// and, while its name still resolves to that address, not probed again for
-/// `HVDCTL_DISCOVERY_RECHECK` seconds (30): one sshd line per worker per 30 s instead of per
-/// second. A worker that is gone stops resolving at once; a new one in its place (a new
-/// address) is probed. Without `getent` every round probes.
+/// The probe reads sshd's banner and sends a client identification before closing: sshd logs
+/// that visit (`Connection closed by ... [preauth]`) at INFO, below the workers' `LogLevel
+/// ERROR`, where a connection closed before any identification is an error line
+/// (`kex_exchange_identification: Connection closed by remote host`) in the worker's log. And
+/// horovodrun runs the script every second: a worker that answered is remembered with its
+/// address (in `HVDCTL_DISCOVERY_DIR`, on the launcher) and, while its name still resolves to
+/// that address, not probed again for `HVDCTL_DISCOVERY_RECHECK` seconds (30). A worker that
+/// is gone stops resolving at once; a new one in its place (a new address) is probed. Without
+/// `getent` every round probes.
 const DISCOVER_PROBE: &str = r#"#!/bin/bash
 # Prints the workers that exist and accept ssh now (Horovod elastic host discovery).
 if [ "$(id -u)" = 0 ]; then port=${HVDCTL_SSH_PORT:-22}; else port=${HVDCTL_SSH_PORT:-2222}; fi
 seen=${HVDCTL_DISCOVERY_DIR:-${TMPDIR:-/tmp}/hvdctl-discovery}
 recheck=${HVDCTL_DISCOVERY_RECHECK:-30}
 mkdir -p "$seen" 2>/dev/null
-probe() { timeout 5 bash -c "exec 3<>/dev/tcp/$1/$port" 2>/dev/null; }
+probe() {
+  timeout 5 bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1
+    IFS= read -r banner <&3 && [ "${banner#SSH-}" != "$banner" ] || exit 1
+    printf "SSH-2.0-hvdctl-probe\r\n" >&3' "$1" "$port" 2>/dev/null
+}
 ready() {
   command -v getent >/dev/null || { probe "$1"; return; }
   local addr now was at

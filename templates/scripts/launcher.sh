@@ -38,9 +38,19 @@ chmod 600 "$HOME/.ssh/config"
 
 # Open MPI's "host slots=N", MPICH's "host:N": the host is what comes before ' ' or ':'.
 hosts=$(awk -F'[ :]' 'NF && $1 !~ /^#/ {print $1}' "$hostfile")
+# Whether sshd answers on $1: its banner read, a client's identification sent back, then
+# closed. sshd logs such a visit at INFO (below the workers' ERROR level); a connection closed
+# without identification would be an error line in the worker's log every time.
+sshd_answers() {
+  (
+    exec 3<>"/dev/tcp/$1/$port" || exit 1
+    IFS= read -r -t 10 banner <&3 && [ "${banner#SSH-}" != "$banner" ] || exit 1
+    printf 'SSH-2.0-hvdctl-probe\r\n' >&3
+  ) 2>/dev/null
+}
 deadline=$((SECONDS + timeout))
 for h in $hosts; do
-  until (exec 3<>"/dev/tcp/$h/$port") 2>/dev/null; do
+  until sshd_answers "$h"; do
     if (( SECONDS >= deadline )); then
       echo "hvdctl: worker $h did not accept ssh on port $port within ${timeout}s; giving up" >&2
       exit 1
