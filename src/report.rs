@@ -373,6 +373,9 @@ mod tests {
         let rows = text(&report(JobState::Succeeded, vec![row]));
         let lines: Vec<&str> = rows.lines().collect();
         let header = lines.iter().position(|l| l.starts_with("NAME")).unwrap();
-        assert!(lines[header + 1].starts_with("hello-ab1-launcher"), "{rows}");
+        assert!(
+            lines[header + 1].starts_with("hello-ab1-launcher"),
+            "{rows}"
+        );
     }
 }
