@@ -339,6 +339,9 @@ impl<'a> Env<'a> {
     pub async fn locate(&self, arg: Option<&str>) -> Result<Lookup> {
         let arg = arg.map(parse_arg).transpose()?;
         let found = self.locate_live(arg.as_ref()).await?;
+        if let (Lookup::Found(_), Some(_)) = (&found, &arg) {
+            return Ok(found);
+        }
         let records = self.app_records();
         match (found, &arg) {
             (Lookup::Found(run), None) => {

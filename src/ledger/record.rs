@@ -455,7 +455,7 @@ impl Record {
     }
 
     /// How the run left its engine, for a person: `undeployed 3m ago`, or for a run removed
-    /// by other means `gone from its engine; last seen 3m ago`.
+    /// by other means `not on its engine; recorded 3m ago`.
     pub fn gone(&self) -> String {
         let now = jiff::Timestamp::now().as_second();
         let ago = |t: jiff::Timestamp| super::human_seconds(now - t.as_second());
@@ -466,8 +466,8 @@ impl Record {
         {
             Some(t) => format!("undeployed {} ago", ago(t)),
             None => match self.saved {
-                Some(t) => format!("gone from its engine; last seen {} ago", ago(t)),
-                None => "gone from its engine".into(),
+                Some(t) => format!("not on its engine; recorded {} ago", ago(t)),
+                None => "not on its engine".into(),
             },
         }
     }

@@ -214,10 +214,10 @@ fn pod<'a>(s: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {name} in {s}"))
 }
 
-/// 3 workers (min 2, max 3), 4 epochs; worker-0 — rank 0's — is killed while the ranks pause
-/// after the first epoch. The remaining 2 ranks go on from the last commit through every
+/// 3 workers (min 2, max 3), 4 epochs; the worker of rank 0 (horovodrun's choice, read from
+/// the `rank 0 of 3 ... on <host>` line) is killed while the ranks pause after the first epoch. The remaining 2 ranks go on from the last commit through every
 /// epoch to "done": `logs -f` follows it all and exits 0, `status` says Succeeded and shows
-/// worker-0 lost with its exit. Horovod re-ranks the survivors but tags their lines with
+/// that worker lost with its exit. Horovod re-ranks the survivors but tags their lines with
 /// their start ranks: every tagged line says `launcher sN |` (start rank N), none `rN`, and
 /// rank 0's lines after the reset come from a process that started as another rank (`-o json`:
 /// `startRank`, no `rank`). The workers' sshd wrote nothing (no logins, no probes).
@@ -232,9 +232,16 @@ fn local_worker_killed_between_epochs_training_goes_on_to_done() {
     let started = Instant::now();
     deploy(LOCAL, &dir, &id, &image, &small(3, 2, 3, 4));
     let mut logs = Follow::start(LOCAL, &dir, &id);
+    let rank0 = logs.until("| rank 0 of 3 ", 240);
+    let rank0_worker = rank0
+        .rsplit_once(" on ")
+        .and_then(|(_, rest)| rest.split_once(','))
+        .map(|(host, _)| host.to_string())
+        .unwrap_or_else(|| panic!("no host in {rank0:?}"));
+    assert!(rank0.starts_with("launcher s0 | "), "{rank0}");
     logs.until("epoch 1/4: ranks=3", 240);
     logs.until("pausing", 60);
-    kill(&docker, &format!("ela-{id}-worker-0"));
+    kill(&docker, &rank0_worker);
     let during = status(LOCAL, &dir, &id);
     let (code, out) = logs.end(300);
     eprintln!(
@@ -256,7 +263,7 @@ fn local_worker_killed_between_epochs_training_goes_on_to_done() {
     assert!(out.lines().any(is_done), "{out}");
     assert!(out.contains("training command exited with code 0"), "{out}");
     assert_eq!(after["state"], "Succeeded", "{after}");
-    let lost = pod(&after, &format!("ela-{id}-worker-0"));
+    let lost = pod(&after, &rank0_worker);
     assert_eq!(lost["phase"], "Lost", "{after}");
     assert_eq!(lost["lastTermination"], "Error (exit 137)", "{after}");
     assert_eq!(after["elastic"]["minWorkers"], 2, "{after}");

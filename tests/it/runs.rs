@@ -863,14 +863,32 @@ fn the_newest_run_answers_live_or_from_its_record() {
     let c = hv(&dir, Some(&kc), &["cp", "launcher:/etc/hostname", out_s]);
     assert_eq!(c.code, 0, "cp from a finished run: {}", c.stderr);
     assert!(out.is_file());
-    let u = hv(&dir, Some(&kc), &["undeploy", &b]);
+    // A run deployed and undeployed after it is the newest, though `b` is still there.
+    let c = run_id("n");
+    deploy(&c);
+    let u = hv(&dir, Some(&kc), &["undeploy", &c]);
     assert_eq!(u.code, 0, "{}", u.stderr);
     let l = hv(&dir, Some(&kc), &["logs"]);
     assert_eq!(l.code, 0, "{}", l.stderr);
     assert!(
         l.stderr
-            .contains(&format!("run {b} (hello-{b}) (recorded; undeployed ")),
+            .contains(&format!("run {c} (hello-{c}) (recorded; undeployed ")),
         "{}",
         l.stderr
     );
+    // So `undeploy` without RUN has nothing to delete, and says why; `b` stays.
+    let u = hv(&dir, Some(&kc), &["undeploy"]);
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    assert!(
+        u.stderr.contains(&format!(
+            "Nothing to delete: the newest run of app hello, {c} (hello-{c}), was undeployed "
+        )),
+        "{}",
+        u.stderr
+    );
+    let s = hv(&dir, Some(&kc), &["status", &b]);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    assert!(!s.stderr.contains("recorded;"), "{}", s.stderr);
+    let u = hv(&dir, Some(&kc), &["undeploy", &b]);
+    assert_eq!(u.code, 0, "{}", u.stderr);
 }
