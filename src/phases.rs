@@ -1,8 +1,10 @@
 //! A run's phase times, read from the engine's own timestamps (never hvdctl's clock):
 //! `created` (the job object / first container), `scheduled` (every pod bound to a node),
 //! `workersRunning` (every worker's container started), `launcherRunning`, `firstLog` (the
-//! earliest first log line of any container) and `finished` (the launcher's end). A phase
-//! not reached yet is absent. Docker has no scheduler: local runs never show `scheduled`.
+//! training command's first line: a rank's line or the launcher program's own output in the
+//! launcher's log — not a worker's sshd, not hvdctl's own launcher script) and `finished`
+//! (the launcher's end). A phase not reached yet is absent. Docker has no scheduler: local
+//! runs never show `scheduled`.
 
 use crate::kinds::{ROLE_LAUNCHER, ROLE_WORKER};
 use crate::logs::source::{LogRequest, LogSource};
@@ -180,8 +182,16 @@ pub fn of_containers(cs: &[crate::local::status::Container]) -> Phases {
     }
 }
 
+/// How every line hvdctl's own launcher script (`launcher.sh`) writes begins. The training
+/// command's output never comes from hvdctl, so `firstLog` skips these lines.
+pub const OWN_LINE: &[u8] = b"hvdctl: ";
+
+/// Lines of a launcher's log read for its first training line before giving up (launcher.sh
+/// writes one line per worker before the command starts).
+const FIRST_LINE_SCAN: usize = 10_000;
+
 /// First-line timestamps found in this process, by run (`status --watch` reports every
-/// second; once any container of a run has written, its first line stays the first).
+/// second; once the training command has written, its first line stays the first).
 static FIRST_LOGS: std::sync::Mutex<BTreeMap<String, String>> =
     std::sync::Mutex::new(BTreeMap::new());
 
@@ -203,23 +213,43 @@ pub async fn first_log_of<S: LogSource>(
     Some(t)
 }
 
-/// The earliest first-line timestamp among `targets`' logs (each read up to its first
-/// line's timestamp, then dropped); `None` while no container has written anything.
+/// Whether a launcher's line (text after its timestamp) is the training command's: a rank's
+/// line or the launcher program's own output, not one of `launcher.sh`'s [`OWN_LINE`]s.
+pub fn is_training_line(text: &[u8]) -> bool {
+    !text.starts_with(OWN_LINE)
+}
+
+/// The time of the training command's first line: the earliest, among the launchers of
+/// `targets`, of the first line that is the command's ([`is_training_line`]). Workers' lines
+/// are their sshd's and hvdctl's, never the command's (ranks write through the launcher), so
+/// they are not read. `None` while the command has written nothing.
 async fn first_log<S: LogSource>(source: &S, targets: Vec<Target>) -> Option<String> {
-    use futures::{AsyncBufReadExt, AsyncReadExt};
-    let reads = targets.into_iter().map(|t| async move {
-        let read = async {
-            let stream = source.open(&t, &LogRequest::default()).await.ok()?;
-            let mut head = Vec::with_capacity(40);
-            let mut limited = stream.take(64);
-            limited.read_until(b' ', &mut head).await.ok()?;
-            crate::logs::tail::parse_ts(crate::logs::tail::split_ts(&head).0)
-        };
-        tokio::time::timeout(Duration::from_secs(5), read)
-            .await
-            .ok()
-            .flatten()
-    });
+    use futures::AsyncBufReadExt;
+    let reads = targets
+        .into_iter()
+        .filter(|t| t.role == ROLE_LAUNCHER)
+        .map(|t| async move {
+            let read = async {
+                let mut stream = source.open(&t, &LogRequest::default()).await.ok()?;
+                let mut line = Vec::with_capacity(256);
+                for _ in 0..FIRST_LINE_SCAN {
+                    line.clear();
+                    if stream.read_until(b'\n', &mut line).await.ok()? == 0 {
+                        return None;
+                    }
+                    let body = line.strip_suffix(b"\n").unwrap_or(&line);
+                    let (ts, text) = crate::logs::tail::split_ts(body);
+                    if is_training_line(text) {
+                        return crate::logs::tail::parse_ts(ts);
+                    }
+                }
+                None
+            };
+            tokio::time::timeout(Duration::from_secs(5), read)
+                .await
+                .ok()
+                .flatten()
+        });
     let firsts = futures::future::join_all(reads).await;
     firsts
         .into_iter()

@@ -140,7 +140,46 @@ pub fn first_rank(log: &str, forms: crate::logs::rank::TagForms) -> Option<Strin
         ranks.split(b"", line.as_bytes(), &mut keep);
     }
     ranks.finish(&mut keep);
-    Some(format!("rank {rank} ({how}){}", last_lines(&mine)))
+    // Elastic horovodrun names a process by the rank it started with (as its tags do).
+    let which = if forms.start_ranks {
+        "start rank"
+    } else {
+        "rank"
+    };
+    Some(format!("{which} {rank} ({how}){}", last_lines(&mine)))
+}
+
+/// Why the launcher's MPI failed, from the end of its log: the first rank that failed
+/// ([`first_rank`]), else an ssh failure to a worker ([`ssh_failure`]).
+pub fn launcher_log_cause(log: &str, forms: crate::logs::rank::TagForms) -> Option<String> {
+    first_rank(log, forms).or_else(|| ssh_failure(log))
+}
+
+/// The first line of a launcher's log where its ssh could not reach or log in to a worker
+/// (the workers' sshd logs only errors, so this is where a wrong key shows): `ssh to a worker:
+/// "root@w-0: Permission denied (publickey)."`.
+pub fn ssh_failure(log: &str) -> Option<String> {
+    const SIGNS: [&str; 4] = [
+        "Permission denied (publickey",
+        "Host key verification failed",
+        "ssh: connect to host ",
+        "ssh: Could not resolve hostname ",
+    ];
+    let line = log
+        .lines()
+        .map(|l| crate::logs::tail::split_ts(l.as_bytes()))
+        .map(|(ts, text)| {
+            // Lines may come with or without their timestamps.
+            if crate::logs::tail::parse_ts(ts).is_some() {
+                String::from_utf8_lossy(text).into_owned()
+            } else {
+                String::from_utf8_lossy(&[ts, b" ", text].concat())
+                    .trim_end()
+                    .to_string()
+            }
+        })
+        .find(|l| SIGNS.iter().any(|s| l.contains(s)))?;
+    Some(format!("ssh to a worker: {:?}", line.trim()))
 }
 
 /// The run's line when its launcher failed: the first rank's pod/container that failed
@@ -186,6 +225,7 @@ pub fn waiting_for_sshd(launcher: Option<&str>, not_ready: &[String]) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::logs::rank::TagForms;
 
     #[test]
     fn last_lines_are_quoted_and_few() {
@@ -201,8 +241,29 @@ mod tests {
     }
 
     #[test]
+    fn an_ssh_failure_is_the_cause_when_no_rank_failed() {
+        let log = "hvdctl: worker w-0 is ready\nroot@w-0: Permission denied (publickey).\n-----\nORTE was unable to reliably start one or more daemons.\n";
+        assert_eq!(
+            launcher_log_cause(log, TagForms::OPEN_MPI).unwrap(),
+            "ssh to a worker: \"root@w-0: Permission denied (publickey).\""
+        );
+        let stamped = "2026-01-01T00:00:00.5Z ssh: Could not resolve hostname w-1: Name or service not known\n";
+        assert_eq!(
+            ssh_failure(stamped).unwrap(),
+            "ssh to a worker: \"ssh: Could not resolve hostname w-1: Name or service not known\""
+        );
+        assert_eq!(ssh_failure("all fine\nrank 0 of 2"), None);
+        // A rank that failed comes first.
+        let both = "[1]<stderr>:oops\nroot@w-0: Permission denied (publickey).\nProcess 1 exit with status code 3.";
+        assert!(
+            launcher_log_cause(both, TagForms::HOROVODRUN)
+                .unwrap()
+                .starts_with("rank 1 (exit 3)")
+        );
+    }
+
+    #[test]
     fn the_first_rank_from_each_mpi() {
-        use crate::logs::rank::TagForms;
         let ompi = "[1,0]<stdout>:rank 0 of 2\n[1,1]<stdout>:about to fail\n[1,1]<stderr>:boom\n\
 --------------------------------------------------------------------------\n\
 mpirun detected that one or more processes exited with non-zero status, thus causing\n\
@@ -223,6 +284,14 @@ the job to be terminated. The first process to do so was:\n\n  Process name: [[6
             )
             .unwrap(),
             "rank 1 (exit 3); last lines: \"oops\""
+        );
+        assert_eq!(
+            first_rank(
+                "[1]<stderr>:oops\nProcess 1 exit with status code 3.",
+                TagForms::HOROVODRUN_ELASTIC
+            )
+            .unwrap(),
+            "start rank 1 (exit 3); last lines: \"oops\""
         );
         assert_eq!(first_rank("all fine", TagForms::OPEN_MPI), None);
     }

@@ -31,7 +31,8 @@ pub struct StatusReport {
     pub pods: Vec<PodRow>,
     /// Phase times from the engine's own timestamps (see [`crate::phases`]).
     pub phases: crate::phases::Phases,
-    /// Seconds from `created` to `firstLog`, null until both are known.
+    /// Seconds from `created` to `firstLog` (the training command's first line), null until
+    /// both are known.
     #[serde(rename = "startLatencySeconds")]
     pub start_latency_seconds: Option<f64>,
     /// What the run was deployed from (null for a run deployed without it).
@@ -228,7 +229,7 @@ fn phases_text(p: &crate::phases::Phases, latency: Option<f64>) -> String {
     }
     if let Some(l) = latency {
         s.push_str(&format!(
-            "Start latency: {l:.1}s (created to first log line)\n"
+            "Start latency: {l:.1}s (created to the training command's first line)\n"
         ));
     }
     s
@@ -270,8 +271,18 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> String {
                     ));
                 }
             }
+            // No table without rows: say why there are none.
             if r.pods.is_empty() {
-                s.push_str("Pods:       none yet\n");
+                let what = match r.engine {
+                    crate::engine::EngineKind::Docker => "Containers",
+                    crate::engine::EngineKind::Kubernetes => "Pods:     ",
+                };
+                let none = if r.state.is_finished() {
+                    "none remain (the run has ended)"
+                } else {
+                    "none yet"
+                };
+                s.push_str(&format!("{what}: {none}\n"));
                 return s;
             }
             let w = r
@@ -321,5 +332,66 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> String {
             }
             s
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(state: JobState, pods: Vec<PodRow>) -> StatusReport {
+        StatusReport {
+            run: "ab1".into(),
+            job: "hello-ab1".into(),
+            app: "hello".into(),
+            engine: crate::engine::EngineKind::Docker,
+            namespace: None,
+            context: None,
+            backend: "local".into(),
+            state,
+            conditions: vec![],
+            workers: 0,
+            elastic: None,
+            pods,
+            phases: Default::default(),
+            start_latency_seconds: None,
+            provenance: None,
+            source: Default::default(),
+            reason: None,
+            failing: false,
+        }
+    }
+
+    #[test]
+    fn no_table_header_without_rows() {
+        let text = |r: &StatusReport| render(r, StatusFormat::Text);
+        let ended = text(&report(JobState::Succeeded, vec![]));
+        assert!(!ended.contains("NAME"), "{ended}");
+        assert!(
+            ended.ends_with("Containers: none remain (the run has ended)\n"),
+            "{ended}"
+        );
+        let waiting = text(&report(JobState::Pending, vec![]));
+        assert!(!waiting.contains("NAME"), "{waiting}");
+        assert!(waiting.ends_with("Containers: none yet\n"), "{waiting}");
+        let row = PodRow {
+            name: "hello-ab1-launcher".into(),
+            role: "launcher".into(),
+            index: None,
+            phase: "Succeeded".into(),
+            ready: "0/1".into(),
+            restarts: 0,
+            node: "local".into(),
+            created: "2026-01-01T00:00:00Z".into(),
+            last_termination: Some("Completed (exit 0)".into()),
+            reason: None,
+        };
+        let rows = text(&report(JobState::Succeeded, vec![row]));
+        let lines: Vec<&str> = rows.lines().collect();
+        let header = lines.iter().position(|l| l.starts_with("NAME")).unwrap();
+        assert!(
+            lines[header + 1].starts_with("hello-ab1-launcher"),
+            "{rows}"
+        );
     }
 }

@@ -75,6 +75,8 @@ pub fn rank_tags(app: &App) -> TagForms {
         MpiImplementation::Mpich | MpiImplementation::Intel
     );
     match app.mpi.launcher {
+        // Elastic mode is horovodrun's Gloo driver, whatever the MPI.
+        Launcher::Horovodrun if app.elastic.is_some() => TagForms::HOROVODRUN_ELASTIC,
         Launcher::Horovodrun if hydra => TagForms::HOROVODRUN_HYDRA,
         Launcher::Horovodrun => TagForms::HOROVODRUN,
         Launcher::Mpirun if !hydra => TagForms::OPEN_MPI,
@@ -327,21 +329,26 @@ pub const WORKERS_FILE: &str = "/etc/mpi/workers";
 /// (a pod or container that does not exist) fails at once. The probe's time limit is generous:
 /// a live worker that misses one round is taken for removed, and Horovod then stops its ranks.
 ///
-/// sshd logs every connection that does not log in (`kex_exchange_identification: Connection
-/// closed by remote host`, or `Connection closed by ... [preauth]` when the probe answers its
-/// banner) at its default level, and horovodrun runs the script every second. So a worker
-/// that answered is remembered with its address (in `HVDCTL_DISCOVERY_DIR`, on the launcher)
-/// and, while its name still resolves to that address, not probed again for
-/// `HVDCTL_DISCOVERY_RECHECK` seconds (30): one sshd line per worker per 30 s instead of per
-/// second. A worker that is gone stops resolving at once; a new one in its place (a new
-/// address) is probed. Without `getent` every round probes.
+/// The probe reads sshd's banner and sends a client identification before closing: sshd logs
+/// that visit (`Connection closed by ... [preauth]`) at INFO, below the workers' `LogLevel
+/// ERROR`, where a connection closed before any identification is an error line
+/// (`kex_exchange_identification: Connection closed by remote host`) in the worker's log. And
+/// horovodrun runs the script every second: a worker that answered is remembered with its
+/// address (in `HVDCTL_DISCOVERY_DIR`, on the launcher) and, while its name still resolves to
+/// that address, not probed again for `HVDCTL_DISCOVERY_RECHECK` seconds (30). A worker that
+/// is gone stops resolving at once; a new one in its place (a new address) is probed. Without
+/// `getent` every round probes.
 const DISCOVER_PROBE: &str = r#"#!/bin/bash
 # Prints the workers that exist and accept ssh now (Horovod elastic host discovery).
 if [ "$(id -u)" = 0 ]; then port=${HVDCTL_SSH_PORT:-22}; else port=${HVDCTL_SSH_PORT:-2222}; fi
 seen=${HVDCTL_DISCOVERY_DIR:-${TMPDIR:-/tmp}/hvdctl-discovery}
 recheck=${HVDCTL_DISCOVERY_RECHECK:-30}
 mkdir -p "$seen" 2>/dev/null
-probe() { timeout 5 bash -c "exec 3<>/dev/tcp/$1/$port" 2>/dev/null; }
+probe() {
+  timeout 5 bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1
+    IFS= read -r banner <&3 && [ "${banner#SSH-}" != "$banner" ] || exit 1
+    printf "SSH-2.0-hvdctl-probe\r\n" >&3' "$1" "$port" 2>/dev/null
+}
 ready() {
   command -v getent >/dev/null || { probe "$1"; return; }
   local addr now was at
@@ -468,7 +475,8 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
                 cmd = ["/bin/sh", "-c", WARM_HOLD].map(String::from).to_vec();
             }
             v["launcher"]["command"] = json!(cmd);
-            v["worker"]["command"] = json!(["/usr/sbin/sshd", "-De"]);
+            // sshd quiet but for errors, as worker.sh runs it (see there).
+            v["worker"]["command"] = json!(["/usr/sbin/sshd", "-De", "-o", "LogLevel=ERROR"]);
         }
         false => {
             let launcher_sh = format!("{SCRIPTS_DIR}/launcher.sh");
@@ -634,6 +642,14 @@ mod launch_tests {
         assert_eq!(rank_tags(&hvd), TagForms::HOROVODRUN);
         let hvd = app("mpi: {launcher: horovodrun, implementation: MPICH}");
         assert_eq!(rank_tags(&hvd), TagForms::HOROVODRUN_HYDRA);
+        // Elastic: Gloo tags holding each process's start rank, whatever the MPI.
+        for mpi in ["", ", implementation: MPICH"] {
+            let e = app(&format!(
+                "elastic: {{minWorkers: 1, maxWorkers: 3}}\nmpi: {{launcher: horovodrun{mpi}}}"
+            ));
+            assert_eq!(rank_tags(&e), TagForms::HOROVODRUN_ELASTIC);
+            assert_eq!(rank_tags(&e).label(), Some("horovodrun-elastic"));
+        }
     }
 
     #[test]

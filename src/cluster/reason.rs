@@ -192,7 +192,7 @@ async fn launcher_rank(api: &Api<Pod>, launcher: &Pod) -> Option<String> {
         ..Default::default()
     };
     let log = api.logs(&name, &lp).await.ok()?;
-    reason::first_rank(&log, forms)
+    reason::launcher_log_cause(&log, forms)
 }
 
 /// An unschedulable pod that some node could hold once pods there end is waiting, not

@@ -12,6 +12,8 @@ pub fn run(g: &Global, ui: &Ui, a: CpArgs) -> Result<u8> {
     let (run_arg, copy) = path::parse_args(&a.args)?;
     let env = Env::new(g, ui)?;
     block_on(async {
+        // A recorded run's files went with its containers: `run` says so, and what reads
+        // its record.
         let run = env.run(run_arg.as_deref()).await?;
         let copied = run.copy(&copy, ui).await?;
         let (from, to) = match &copy {

@@ -1,51 +1,75 @@
-//! `hvdctl events [-f]`: the run's events, as kubectl prints them, on every engine.
+//! `hvdctl events [-f]`: the run's events, as kubectl prints them, on every engine; for a
+//! run no engine has any more, the events its flight record kept.
 
 use super::block_on;
 use crate::cli::{EventsArgs, Global, ListFormat};
 use crate::cluster::events::RunEvent;
-use crate::engine::Env;
+use crate::engine::{Answer, Env};
 use crate::error::Result;
 use crate::ui::Ui;
 
 pub fn run(g: &Global, ui: &Ui, a: EventsArgs) -> Result<u8> {
     let env = Env::new(g, ui)?;
     block_on(async {
-        let run = env.run(a.run.as_deref()).await?;
-        match (a.output, a.follow) {
-            (ListFormat::Text, _) => {
-                println!(
-                    "{:<25} {:<8} {:<20} {:<40} MESSAGE",
-                    "TIME", "TYPE", "REASON", "OBJECT"
-                );
-                run.events(a.follow, &mut print_event).await?;
-            }
-            // Followed: each event as it comes, one JSON object a line or one YAML document.
-            (ListFormat::Json, true) => {
-                run.events(true, &mut |e: &RunEvent| {
-                    println!("{}", serde_json::to_string(e).unwrap_or_default())
-                })
-                .await?
-            }
-            (ListFormat::Yaml, true) => {
-                run.events(true, &mut |e: &RunEvent| {
-                    print!("---\n{}", serde_norway::to_string(e).unwrap_or_default())
-                })
-                .await?
-            }
-            // Listed: one array.
-            (format, false) => {
-                let mut all = Vec::new();
-                run.events(false, &mut |e: &RunEvent| all.push(e.clone()))
-                    .await?;
-                if format == ListFormat::Json {
-                    println!("{}", serde_json::to_string_pretty(&all).unwrap_or_default());
-                } else {
-                    print!("{}", serde_norway::to_string(&all).unwrap_or_default());
+        match env.run_or_record(a.run.as_deref()).await? {
+            Answer::Live(run) => match (a.output, a.follow) {
+                (ListFormat::Text, _) => {
+                    header();
+                    run.events(a.follow, &mut print_event).await?;
+                }
+                // Followed: each event as it comes, one JSON object a line or one YAML document.
+                (ListFormat::Json, true) => {
+                    run.events(true, &mut |e: &RunEvent| {
+                        println!("{}", serde_json::to_string(e).unwrap_or_default())
+                    })
+                    .await?
+                }
+                (ListFormat::Yaml, true) => {
+                    run.events(true, &mut |e: &RunEvent| {
+                        print!("---\n{}", serde_norway::to_string(e).unwrap_or_default())
+                    })
+                    .await?
+                }
+                // Listed: one array.
+                (format, false) => {
+                    let mut all = Vec::new();
+                    run.events(false, &mut |e: &RunEvent| all.push(e.clone()))
+                        .await?;
+                    print_all(format, &all);
+                }
+            },
+            // A record does not change: its events once, with -f too.
+            Answer::Record(rec) => {
+                let events = rec.events()?;
+                match a.output {
+                    ListFormat::Text if events.is_empty() => {
+                        ui.note(format!("No events recorded for run {}", rec.report.run));
+                    }
+                    ListFormat::Text => {
+                        header();
+                        events.iter().for_each(print_event);
+                    }
+                    format => print_all(format, &events),
                 }
             }
         }
         Ok(0)
     })
+}
+
+fn header() {
+    println!(
+        "{:<25} {:<8} {:<20} {:<40} MESSAGE",
+        "TIME", "TYPE", "REASON", "OBJECT"
+    )
+}
+
+fn print_all(format: ListFormat, all: &[RunEvent]) {
+    if format == ListFormat::Json {
+        println!("{}", serde_json::to_string_pretty(all).unwrap_or_default());
+    } else {
+        print!("{}", serde_norway::to_string(all).unwrap_or_default());
+    }
 }
 
 fn print_event(e: &RunEvent) {

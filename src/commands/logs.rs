@@ -2,7 +2,7 @@
 //! [`crate::logs::run`].
 
 use crate::cli::{Global, LogFormat, LogsArgs, RoleFilter};
-use crate::engine::Lookup;
+use crate::engine::Answer;
 use crate::error::{Error, Result};
 use crate::logs::LogOptions;
 use crate::logs::printer::{Format, Style};
@@ -15,12 +15,9 @@ pub fn run(g: &Global, ui: &Ui, a: LogsArgs) -> Result<u8> {
     // multi-threaded one here (the server is the bound; parsing takes a fraction of a core) and
     // uses less memory. The printer writes from its own blocking thread either way.
     super::runtime(false)?.block_on(async {
-        let run = match env.locate(a.run.as_deref()).await? {
-            Lookup::Found(run) => run,
-            Lookup::Missing(m) => {
-                let Some(rec) = env.recorded(a.run.as_deref())? else {
-                    return Err(m.into_error());
-                };
+        let run = match env.run_or_record(a.run.as_deref()).await? {
+            Answer::Live(run) => run,
+            Answer::Record(rec) => {
                 let replayed = rec.print_logs(&opts).await?;
                 if !replayed.not_recorded.is_empty() {
                     ui.note(format!(

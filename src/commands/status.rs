@@ -2,7 +2,7 @@
 
 use super::block_on;
 use crate::cli::{Global, StatusArgs, StatusFormat};
-use crate::engine::{Env, Lookup};
+use crate::engine::{Answer, Env};
 use crate::error::Result;
 use crate::report::StatusReport;
 use crate::ui::Ui;
@@ -13,12 +13,9 @@ pub fn run(g: &Global, ui: &Ui, a: StatusArgs) -> Result<u8> {
         if a.all {
             return list_all(&env, &a).await;
         }
-        let run = match env.locate(a.run.as_deref()).await? {
-            Lookup::Found(run) => run,
-            Lookup::Missing(m) => {
-                let Some(rec) = env.recorded(a.run.as_deref())? else {
-                    return Err(m.into_error());
-                };
+        let run = match env.run_or_record(a.run.as_deref()).await? {
+            Answer::Live(run) => run,
+            Answer::Record(rec) => {
                 // A record does not change: shown once, whatever --watch/--wait say.
                 print!("{}", crate::report::render(&rec.report, a.output));
                 return Ok(if a.wait {

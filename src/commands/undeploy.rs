@@ -40,6 +40,16 @@ pub fn run(g: &Global, ui: &Ui, a: UndeployArgs) -> Result<u8> {
                 }
                 Ok(0)
             }
+            Lookup::Recorded(rec) => {
+                ui.note(format!(
+                    "Nothing to delete: the newest run of app {}, {} ({}), was {}",
+                    rec.report.app,
+                    rec.report.run,
+                    rec.report.job,
+                    rec.gone()
+                ));
+                Ok(0)
+            }
             Lookup::Missing(m) => Err(m.into_error()),
         }
     })
@@ -51,6 +61,9 @@ pub(crate) async fn remove(env: &Env<'_>, run: &Run, wait: bool) -> Result<Remov
     // What the engine is about to forget stays in the flight record.
     env.save_record(run).await;
     let removed = run.undeploy(wait, env.ui).await?;
+    if let Err(e) = crate::ledger::record::mark_undeployed(&env.g.app_dir, &info.run_id) {
+        env.ui.note(format!("warning: {}", e.message));
+    }
     if removed.is_empty() {
         env.ui.note(format!(
             "Nothing left of run {} ({}) in {}",

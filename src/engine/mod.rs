@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use tokio::net::TcpListener;
 
-pub use resolve::{Env, Lookup, Missing};
+pub use resolve::{Answer, Env, Lookup, Missing};
 
 /// The two engines runs execute on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,13 +92,16 @@ impl Removed {
         self.items.is_empty()
     }
 
-    /// `1 Job, 2 Pod, 1 Service`.
+    /// `1 Job, 2 Pods, 1 Service`; `4 containers, 1 network`.
     pub fn summary(&self) -> String {
         let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
         for (k, _) in &self.items {
             *counts.entry(k.as_str()).or_default() += 1;
         }
-        let parts: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        let parts: Vec<String> = counts
+            .iter()
+            .map(|(k, n)| format!("{n} {}", crate::ui::plural(k, *n)))
+            .collect();
         parts.join(", ")
     }
 }

@@ -1,7 +1,7 @@
 //! Finding the run a command is about, once: the RUN argument (an exact job name is tried
-//! before a run id), else the app's last recorded run, else the app's newest run on any
-//! engine — and when it is nowhere, saying every place that was looked at and every engine
-//! that could not be asked.
+//! before a run id), else the app's newest run — live on any engine or, once the engines no
+//! longer have it, its flight record — and when it is nowhere, saying every place that was
+//! looked at, every engine that could not be asked, and what was found instead.
 
 use super::docker::Docker;
 use super::kubernetes::Kube;
@@ -10,6 +10,7 @@ use crate::app::App;
 use crate::cli::Global;
 use crate::error::{Error, Result};
 use crate::kubeconfig;
+use crate::ledger::record::Record;
 use crate::state::{self, RunRecord};
 use crate::ui::Ui;
 
@@ -59,6 +60,9 @@ fn parse_arg(arg: &str) -> Result<RunArg<'_>> {
 /// The result of a lookup.
 pub enum Lookup {
     Found(Box<Run>),
+    /// No RUN was given and the app's newest run is one no engine has any more: its flight
+    /// record (`.hvdctl/runs/<id>/`).
+    Recorded(Box<Record>),
     Missing(Missing),
 }
 
@@ -70,6 +74,9 @@ pub struct Missing {
     pub unreached: Vec<(String, Error)>,
     /// Jobs of other runs seen where it was looked for (newest first, a few).
     pub others: Vec<String>,
+    /// What the app's flight records say instead: the run's own record (it was undeployed)
+    /// or the app's newest recorded run, and the commands that read it.
+    pub recorded: Option<String>,
 }
 
 impl Missing {
@@ -91,6 +98,9 @@ impl Missing {
         }
         for (engine, e) in &self.unreached {
             msg.push_str(&format!("\n  {engine} could not be asked: {}", e.message));
+        }
+        if let Some(r) = &self.recorded {
+            msg.push_str(&format!("\n  {r}"));
         }
         let hint = if !self.unreached.is_empty() {
             "make the engine above reachable (kubeconfig, context, Docker daemon) and try again"
@@ -227,14 +237,30 @@ impl<'a> Env<'a> {
         let rec = crate::ledger::record::load(&self.g.app_dir, arg.run_id)?
             .filter(|r| arg.app.is_none_or(|a| a == r.report.app));
         if let Some(r) = &rec {
-            self.ui.note(format!(
-                "run {} ({}) is no longer on its engine: answering from its flight record ({})",
-                r.report.run,
-                r.report.job,
-                r.dir.display()
-            ));
+            self.note_recorded(r);
         }
         Ok(rec)
+    }
+
+    /// Says on stderr that `r`'s flight record answers, and why.
+    pub fn note_recorded(&self, r: &Record) {
+        self.ui.note(format!(
+            "run {} ({}) (recorded; {}): answering from its flight record ({})",
+            r.report.run,
+            r.report.job,
+            r.gone(),
+            r.dir.display()
+        ));
+    }
+
+    /// The flight records of the app's runs, newest first (none outside an app directory).
+    fn app_records(&self) -> Vec<Record> {
+        let Some(app) = &self.app else {
+            return Vec::new();
+        };
+        crate::ledger::record::of_app(&self.g.app_dir, &app.name, &|w| {
+            self.ui.note(format!("warning: {w}"))
+        })
     }
 
     /// Every run (of `app`, when given) on every engine reachable here, oldest first, and
@@ -308,14 +334,90 @@ impl<'a> Env<'a> {
         }
     }
 
-    /// Finds the run `arg` names (or the app's last/newest run).
+    /// Finds the run `arg` names, or without one the app's newest run: live on an engine, or
+    /// recorded once no engine has it.
     pub async fn locate(&self, arg: Option<&str>) -> Result<Lookup> {
         let arg = arg.map(parse_arg).transpose()?;
-        if let Some(rec) = self.record(arg.as_ref()) {
+        let found = self.locate_live(arg.as_ref()).await?;
+        if let (Lookup::Found(_), Some(_)) = (&found, &arg) {
+            return Ok(found);
+        }
+        let records = self.app_records();
+        match (found, &arg) {
+            (Lookup::Found(run), None) => {
+                // A run undeployed after this one was deployed is the newer one.
+                let live = run.info().created.parse::<jiff::Timestamp>().ok();
+                let newer = records.into_iter().find(|r| {
+                    r.report.run != run.info().run_id
+                        && matches!((r.created(), live), (Some(rc), Some(l)) if rc > l)
+                        && r.undeployed.is_some()
+                });
+                Ok(match newer {
+                    Some(r) => Lookup::Recorded(Box::new(r)),
+                    None => Lookup::Found(run),
+                })
+            }
+            (Lookup::Missing(mut m), None) => {
+                // The run `deploy` recorded last was looked for and is gone: only a record
+                // of it, or of a later run, is the newest.
+                let last = self.record(None);
+                let floor = last.and_then(|r| r.created.parse::<jiff::Timestamp>().ok());
+                let newest = records.into_iter().find(|r| {
+                    last.is_some_and(|l| l.run_id == r.report.run)
+                        || floor.is_none_or(|f| r.created().is_some_and(|c| c >= f))
+                });
+                match newest {
+                    Some(r) => {
+                        if !m.unreached.is_empty() {
+                            let names: Vec<&str> =
+                                m.unreached.iter().map(|(n, _)| n.as_str()).collect();
+                            self.ui.debug(format!(
+                                "{} could not be asked; the newest run known is recorded",
+                                names.join(" and ")
+                            ));
+                        }
+                        m.recorded = None;
+                        Ok(Lookup::Recorded(Box::new(r)))
+                    }
+                    None => Ok(Lookup::Missing(m)),
+                }
+            }
+            (Lookup::Missing(mut m), Some(a)) => {
+                let own = crate::ledger::record::load(&self.g.app_dir, a.run_id)
+                    .ok()
+                    .flatten()
+                    .filter(|r| a.app.is_none_or(|app| app == r.report.app));
+                m.recorded = match own {
+                    Some(r) => Some(format!(
+                        "run {} ({}) was {}; its record: hvdctl logs {id}, hvdctl status {id}, hvdctl events {id}",
+                        r.report.run,
+                        r.report.job,
+                        r.gone(),
+                        id = r.report.run
+                    )),
+                    None => records.first().map(|r| {
+                        format!(
+                            "the newest run of app {}, {}, was {}; its record: hvdctl logs {}",
+                            r.report.app,
+                            r.report.run,
+                            r.gone(),
+                            r.report.run
+                        )
+                    }),
+                };
+                Ok(Lookup::Missing(m))
+            }
+            (other, _) => Ok(other),
+        }
+    }
+
+    /// The run `arg` names (or the app's last/newest run) on the engines.
+    async fn locate_live(&self, arg: Option<&RunArg<'_>>) -> Result<Lookup> {
+        if let Some(rec) = self.record(arg) {
             return self.at_record(rec).await;
         }
         let app_name = self.app.as_ref().map(|a| a.name.clone());
-        let (what, run_id, app) = match &arg {
+        let (what, run_id, app) = match arg {
             Some(a) => (
                 format!("run `{}`", a.text),
                 Some(a.run_id),
@@ -335,6 +437,7 @@ impl<'a> Env<'a> {
             looked: vec![],
             unreached: vec![],
             others: vec![],
+            recorded: None,
         };
         let mut found: Vec<Run> = Vec::new();
         for (name, engine) in self.engines(false).await? {
@@ -414,6 +517,7 @@ impl<'a> Env<'a> {
             looked: vec![],
             unreached: vec![],
             others: vec![],
+            recorded: None,
         };
         let engine = match engine {
             Ok(e) => e,
@@ -435,13 +539,56 @@ impl<'a> Env<'a> {
         }
     }
 
-    /// The run a command needs: found, or an error naming every place looked.
+    /// The run a command needs live (exec, cp, scale, port-forward): found, or an error
+    /// naming every place looked — or, when the app's newest run is only recorded, saying so
+    /// and what can still read it.
     pub async fn run(&self, arg: Option<&str>) -> Result<Run> {
         match self.locate(arg).await? {
             Lookup::Found(r) => Ok(*r),
+            Lookup::Recorded(r) => Err(gone_error(&r)),
             Lookup::Missing(m) => Err(m.into_error()),
         }
     }
+}
+
+/// The error of a command that needs a live run when only `r`'s record is left.
+pub fn gone_error(r: &Record) -> Error {
+    Error::not_found(format!(
+        "the newest run of app {}, {} ({}), was {}: its containers and their files are gone",
+        r.report.app,
+        r.report.run,
+        r.report.job,
+        r.gone()
+    ))
+    .hint(format!(
+        "its record keeps the logs, status and events: hvdctl logs {id}, hvdctl status {id}, hvdctl events {id}; `hvdctl runs` lists the runs",
+        id = r.report.run
+    ))
+}
+
+impl Env<'_> {
+    /// The run `arg` names (or the app's newest run) for a command that a flight record can
+    /// answer too (logs, status, events): live, else its record, said so on stderr, else an
+    /// error naming every place looked and what was found.
+    pub async fn run_or_record(&self, arg: Option<&str>) -> Result<Answer> {
+        match self.locate(arg).await? {
+            Lookup::Found(r) => Ok(Answer::Live(r)),
+            Lookup::Recorded(r) => {
+                self.note_recorded(&r);
+                Ok(Answer::Record(r))
+            }
+            Lookup::Missing(m) => match self.recorded(arg)? {
+                Some(r) => Ok(Answer::Record(Box::new(r))),
+                None => Err(m.into_error()),
+            },
+        }
+    }
+}
+
+/// What answers a command about a run: the run on its engine, or its flight record.
+pub enum Answer {
+    Live(Box<Run>),
+    Record(Box<Record>),
 }
 
 /// Where an engine looked, with a note when a Kubernetes namespace does not exist at all.

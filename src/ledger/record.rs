@@ -4,6 +4,7 @@
 //! * `status.json`: the last status report (state, conditions, every pod/container with its
 //!   last termination and exit code, phases, provenance).
 //! * `events.json`: the run's events.
+//! * `undeployed.json`: when `undeploy` (or `dev`'s end) removed the run, once it did.
 //! * `logs.json` + `logs/<pod>.<container>.log.gz`: every container's log in the kubelet's
 //!   `<timestamp> <text>` form, gzip members appended as lines come. Each stream keeps its
 //!   resume point (the last timestamp written and how many lines carried it, the tail's
@@ -33,6 +34,7 @@ use tokio::sync::mpsc;
 
 const STATUS: &str = "status.json";
 const EVENTS: &str = "events.json";
+const UNDEPLOYED: &str = "undeployed.json";
 const INDEX: &str = "logs.json";
 const LOGS: &str = "logs";
 /// Bytes of lines handed to the writer at a time.
@@ -95,7 +97,18 @@ struct Index {
 pub struct Record {
     pub dir: PathBuf,
     pub report: StatusReport,
+    /// When hvdctl removed the run from its engine (RFC 3339), if it did.
+    pub undeployed: Option<String>,
+    /// When the record was last written (the status file's time): the last time hvdctl saw
+    /// the run on its engine.
+    pub saved: Option<jiff::Timestamp>,
     index: Index,
+}
+
+/// What `undeployed.json` holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Undeployed {
+    undeployed: String,
 }
 
 fn corrupt(p: &Path, e: impl std::fmt::Display) -> Error {
@@ -129,11 +142,50 @@ pub fn load(app_dir: &Path, run_id: &str) -> Result<Option<Record>> {
         Some(v) => serde_json::from_value(v).map_err(|e| corrupt(&d.join(INDEX), e))?,
         None => Index::default(),
     };
+    let undeployed = match read_json(UNDEPLOYED)? {
+        Some(v) => Some(
+            serde_json::from_value::<Undeployed>(v)
+                .map_err(|e| corrupt(&d.join(UNDEPLOYED), e))?
+                .undeployed,
+        ),
+        None => None,
+    };
+    let saved = std::fs::metadata(d.join(STATUS))
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| jiff::Timestamp::try_from(t).ok());
     Ok(Some(Record {
         dir: d,
         report,
+        undeployed,
+        saved,
         index,
     }))
+}
+
+/// Notes in `run_id`'s record (if it has one) that hvdctl removed the run from its engine now.
+pub fn mark_undeployed(app_dir: &Path, run_id: &str) -> Result<()> {
+    let d = dir(app_dir, run_id);
+    if !d.join(STATUS).is_file() {
+        return Ok(());
+    }
+    crate::state::write(
+        &d.join(UNDEPLOYED),
+        &Undeployed {
+            undeployed: crate::state::now(),
+        },
+    )
+}
+
+/// The records of `app`'s runs under `app_dir`, newest first (by the run's creation);
+/// corrupt ones reported through `warn` and skipped.
+pub fn of_app(app_dir: &Path, app: &str, warn: &dyn Fn(String)) -> Vec<Record> {
+    let mut recs: Vec<Record> = all(app_dir, warn)
+        .into_iter()
+        .filter(|r| r.report.app == app)
+        .collect();
+    recs.sort_by_key(|r| std::cmp::Reverse(r.created()));
+    recs
 }
 
 /// Every record under `app_dir`; a corrupt one is reported through `warn` and skipped.
@@ -397,6 +449,37 @@ pub struct Replayed {
 }
 
 impl Record {
+    /// When the run was created (its `created` phase), if the record says.
+    pub fn created(&self) -> Option<jiff::Timestamp> {
+        self.report.phases.created.as_deref()?.parse().ok()
+    }
+
+    /// How the run left its engine, for a person: `undeployed 3m ago`, or for a run removed
+    /// by other means `not on its engine; recorded 3m ago`.
+    pub fn gone(&self) -> String {
+        let now = jiff::Timestamp::now().as_second();
+        let ago = |t: jiff::Timestamp| super::human_seconds(now - t.as_second());
+        match self
+            .undeployed
+            .as_deref()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        {
+            Some(t) => format!("undeployed {} ago", ago(t)),
+            None => match self.saved {
+                Some(t) => format!("not on its engine; recorded {} ago", ago(t)),
+                None => "not on its engine".into(),
+            },
+        }
+    }
+
+    /// The run's events as recorded.
+    pub fn events(&self) -> Result<Vec<RunEvent>> {
+        let p = self.dir.join(EVENTS);
+        Ok(crate::state::read::<Vec<RunEvent>>(&p)
+            .map_err(|e| corrupt(&p, e.message))?
+            .unwrap_or_default())
+    }
+
     fn engine(&self) -> Engine {
         match self.report.engine {
             EngineKind::Kubernetes => Engine::Kubernetes,

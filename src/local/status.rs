@@ -438,7 +438,7 @@ pub async fn explain(
     let text = match launcher {
         Some(l) => {
             let log = log_tail(docker, &cs[l].id, crate::cluster::reason::RANK_LOG_LINES).await;
-            let rank = crate::reason::first_rank(&log, cs[l].ranks);
+            let rank = crate::reason::launcher_log_cause(&log, cs[l].ranks);
             crate::reason::launcher_failed(
                 &cs[l].name,
                 texts[l].as_deref().unwrap_or("it is gone"),

@@ -56,6 +56,9 @@ struct Head {
     start: Vec<u8>,
     /// Text: the end of the prefix (colour reset, ` | `). JSON: `,"message":`.
     end: Vec<u8>,
+    /// Text: what comes before a rank in the prefix: `r` (the rank), or `s` when the tags
+    /// are the processes' start ranks (elastic horovodrun, see [`super::rank::TagForms`]).
+    rank_mark: char,
 }
 
 impl LineFormat {
@@ -77,12 +80,17 @@ impl LineFormat {
                 let n = |v: Option<u32>| v.map_or_else(|| "null".to_string(), |v| v.to_string());
                 start.extend_from_slice(
                     format!(
-                        ",\"engine\":{},\"pod\":{},\"container\":{},\"role\":{},\"index\":{},\"rank\":",
+                        ",\"engine\":{},\"pod\":{},\"container\":{},\"role\":{},\"index\":{},\"{}\":",
                         s(t.engine.as_str()),
                         s(&t.pod),
                         s(&t.container),
                         s(&t.role),
                         n(t.index),
+                        if t.ranks.start_ranks {
+                            "startRank"
+                        } else {
+                            "rank"
+                        },
                     )
                     .as_bytes(),
                 );
@@ -90,7 +98,12 @@ impl LineFormat {
             }
         }
         LineFormat {
-            head: Head { style, start, end },
+            head: Head {
+                style,
+                start,
+                end,
+                rank_mark: if t.ranks.start_ranks { 's' } else { 'r' },
+            },
             ranks: Ranks::new(t.ranks),
         }
     }
@@ -153,7 +166,7 @@ impl Head {
             Format::Text => {
                 out.extend_from_slice(&self.start);
                 if let Some(r) = rank.filter(|_| self.style.prefix) {
-                    out.extend_from_slice(format!(" r{r}").as_bytes());
+                    out.extend_from_slice(format!(" {}{r}", self.rank_mark).as_bytes());
                 }
                 out.extend_from_slice(&self.end);
                 if self.style.timestamps && !ts.is_empty() {
@@ -475,6 +488,52 @@ mod tests {
         );
         assert_eq!(f.finish(&mut out), 1);
         assert_eq!(out, b"launcher r0 | x\nlauncher r2 | half\n");
+    }
+
+    #[test]
+    fn an_elastic_launchers_lines_say_their_ranks_are_start_ranks() {
+        let launcher = Target {
+            pod: "j-launcher".into(),
+            container: "launcher".into(),
+            role: "launcher".into(),
+            index: None,
+            ranks: super::super::rank::TagForms::HOROVODRUN_ELASTIC,
+            prefix: "launcher".into(),
+            ..target()
+        };
+        let log: [&[u8]; 3] = [
+            b"[1]<stdout>:Total img/sec on 2 GPU(s)",
+            b"hvdctl: training command exited with code 0",
+            // Not elastic horovodrun's form: shown as it is.
+            b"[1,0]<stdout>:x",
+        ];
+        let run = |style: Style| {
+            let mut f = LineFormat::new(&launcher, style);
+            let mut out = Vec::new();
+            for l in log {
+                f.push(&mut out, b"t", l);
+            }
+            f.finish(&mut out);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(
+            run(style(Format::Text)),
+            "launcher s1 | Total img/sec on 2 GPU(s)\nlauncher | hvdctl: training command exited with code 0\nlauncher | [1,0]<stdout>:x\n"
+        );
+        // --rank N is the start rank here too.
+        assert_eq!(
+            run(Style {
+                rank: Some(1),
+                ..style(Format::Text)
+            }),
+            "launcher s1 | Total img/sec on 2 GPU(s)\n"
+        );
+        let json = run(style(Format::Json));
+        let first: serde_json::Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
+        assert_eq!(first["startRank"], 1, "{json}");
+        assert!(first.get("rank").is_none(), "{json}");
+        let second: serde_json::Value = serde_json::from_str(json.lines().nth(1).unwrap()).unwrap();
+        assert_eq!(second["startRank"], serde_json::Value::Null, "{json}");
     }
 
     #[test]

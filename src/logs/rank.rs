@@ -8,6 +8,11 @@
 //! - horovodrun over Gloo: `[RANK]<stdout>:` / `[RANK]<stderr>:`;
 //! - Hydra (MPICH, Intel MPI) `-prepend-rank`: `[RANK] `.
 //!
+//! Elastic horovodrun tags in the Gloo form with the rank each process had when it started;
+//! a reset re-ranks the processes but their tags stay, and nothing in the output says the
+//! new rank. Its label (`horovodrun-elastic`) says so, and lines show `sN` (start rank N)
+//! instead of `rN`, JSON `startRank` instead of `rank`.
+//!
 //! No false positives from guessing: a line is only read for a tag when hvdctl asked the
 //! launcher for tags in this run, which the launcher's pod or container says in its
 //! [`LABEL_RANK_TAGS`] label (set at deploy time from `mpi.launcher` and
@@ -40,6 +45,11 @@ pub struct TagForms {
     pub gloo: bool,
     /// Hydra `-prepend-rank`: `[RANK] `.
     pub hydra: bool,
+    /// The ranks of the tags are the ranks the processes had when they started, not the
+    /// ones they have now: horovodrun's elastic mode tags each process's output with its
+    /// first rank and keeps that tag when a reset (a worker lost or added) re-ranks the
+    /// processes. Shown as `sN` ("start rank N") rather than `rN`.
+    pub start_ranks: bool,
 }
 
 impl TagForms {
@@ -48,6 +58,7 @@ impl TagForms {
         open_mpi: false,
         gloo: false,
         hydra: false,
+        start_ranks: false,
     };
     /// `mpirun --tag-output` of Open MPI.
     pub const OPEN_MPI: TagForms = TagForms {
@@ -64,19 +75,30 @@ impl TagForms {
         open_mpi: true,
         gloo: true,
         hydra: false,
+        start_ranks: false,
     };
     /// horovodrun with MPICH or Intel MPI: `mpirun -l` (Hydra's form), or its Gloo driver.
     pub const HOROVODRUN_HYDRA: TagForms = TagForms {
         open_mpi: false,
         gloo: true,
         hydra: true,
+        start_ranks: false,
+    };
+    /// Elastic horovodrun (always its Gloo driver): `[RANK]<stdout>:`, RANK the process's
+    /// rank when it started.
+    pub const HOROVODRUN_ELASTIC: TagForms = TagForms {
+        open_mpi: false,
+        gloo: true,
+        hydra: false,
+        start_ranks: true,
     };
 
-    const NAMED: [(&'static str, TagForms); 4] = [
+    const NAMED: [(&'static str, TagForms); 5] = [
         ("open-mpi", TagForms::OPEN_MPI),
         ("hydra", TagForms::HYDRA),
         ("horovodrun", TagForms::HOROVODRUN),
         ("horovodrun-hydra", TagForms::HOROVODRUN_HYDRA),
+        ("horovodrun-elastic", TagForms::HOROVODRUN_ELASTIC),
     ];
 
     /// The value of [`LABEL_RANK_TAGS`] (None for [`TagForms::NONE`]).
@@ -436,6 +458,7 @@ mod tests {
             open_mpi: true,
             gloo: true,
             hydra: true,
+            start_ranks: false,
         };
         for g in garbled {
             let got = read(all, &[g]);

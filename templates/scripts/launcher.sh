@@ -10,6 +10,8 @@
 #   HVDCTL_KEEP_WORKERS  1: leave the workers running after the command (cleanPodPolicy None)
 #   HVDCTL_DEV           1: warm mode (`hvdctl dev`): once the workers answer, hold instead of
 #                        running the command; each attempt runs it through exec (attempt.sh)
+# Every line this script writes itself starts with "hvdctl: ": the run's `firstLog` phase (the
+# training command's first line) skips them, so keep that prefix on any new message.
 set -u
 ssh_dir=${HVDCTL_SSH_DIR:-/etc/hvdctl/ssh}
 hostfile=${HVDCTL_HOSTFILE:-/etc/mpi/hostfile}
@@ -36,9 +38,19 @@ chmod 600 "$HOME/.ssh/config"
 
 # Open MPI's "host slots=N", MPICH's "host:N": the host is what comes before ' ' or ':'.
 hosts=$(awk -F'[ :]' 'NF && $1 !~ /^#/ {print $1}' "$hostfile")
+# Whether sshd answers on $1: its banner read, a client's identification sent back, then
+# closed. sshd logs such a visit at INFO (below the workers' ERROR level); a connection closed
+# without identification would be an error line in the worker's log every time.
+sshd_answers() {
+  (
+    exec 3<>"/dev/tcp/$1/$port" || exit 1
+    IFS= read -r -t 10 banner <&3 && [ "${banner#SSH-}" != "$banner" ] || exit 1
+    printf 'SSH-2.0-hvdctl-probe\r\n' >&3
+  ) 2>/dev/null
+}
 deadline=$((SECONDS + timeout))
 for h in $hosts; do
-  until (exec 3<>"/dev/tcp/$h/$port") 2>/dev/null; do
+  until sshd_answers "$h"; do
     if (( SECONDS >= deadline )); then
       echo "hvdctl: worker $h did not accept ssh on port $port within ${timeout}s; giving up" >&2
       exit 1

@@ -2,6 +2,9 @@
 # hvdctl worker: authorises the run's ssh key, runs sshd in the foreground of this container,
 # and exits 0 when the launcher signals the end of the run (/tmp/hvdctl-done).
 # Shared by the `native` (Kubernetes) and `local` (Docker) backends.
+# sshd logs at level ERROR: every mpirun/horovodrun connection would otherwise write three
+# lines or more (accepted key, disconnect) between the ranks' output; what fails still shows
+# here, and the launcher's ssh says why it could not log in (the run's reason quotes it).
 #   HVDCTL_SSH_DIR   directory holding ssh-publickey (default /etc/hvdctl/ssh)
 #   HVDCTL_SSH_PORT  sshd's port (default 22 as root; 2222 otherwise, where sshd runs as the
 #                    container's user with its own configuration and host key)
@@ -23,7 +26,7 @@ rm -f /tmp/hvdctl-done
 if [ "$uid" = 0 ]; then
   mkdir -p /run/sshd
   ls /etc/ssh/ssh_host_*_key >/dev/null 2>&1 || ssh-keygen -A >/dev/null
-  /usr/sbin/sshd -D -e -p "$port" &
+  /usr/sbin/sshd -D -e -o LogLevel=ERROR -p "$port" &
 else
   # sshd as an ordinary user: its own host key and configuration, a port above 1024, and
   # logins only as this user (which is all MPI needs).
@@ -40,6 +43,7 @@ UsePAM no
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 PubkeyAuthentication yes
+LogLevel ERROR
 CFG
   /usr/sbin/sshd -D -e -f "$d/sshd_config" &
 fi

@@ -214,10 +214,13 @@ fn pod<'a>(s: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {name} in {s}"))
 }
 
-/// 3 workers (min 2, max 3), 4 epochs; worker-2 is killed while the ranks pause after the
-/// first epoch. The remaining 2 ranks go on from the last commit through every epoch to
-/// "done": `logs -f` follows it all and exits 0, `status` says Succeeded and shows worker-2
-/// lost with its exit.
+/// 3 workers (min 2, max 3), 4 epochs; the worker of rank 0 (horovodrun's choice, read from
+/// the `rank 0 of 3 ... on <host>` line) is killed while the ranks pause after the first epoch. The remaining 2 ranks go on from the last commit through every
+/// epoch to "done": `logs -f` follows it all and exits 0, `status` says Succeeded and shows
+/// that worker lost with its exit. Horovod re-ranks the survivors but tags their lines with
+/// their start ranks: every tagged line says `launcher sN |` (start rank N), none `rN`, and
+/// rank 0's lines after the reset come from a process that started as another rank (`-o json`:
+/// `startRank`, no `rank`). The workers' sshd wrote nothing (no logins, no probes).
 #[test]
 fn local_worker_killed_between_epochs_training_goes_on_to_done() {
     let tmp = tempfile::tempdir().unwrap();
@@ -229,9 +232,16 @@ fn local_worker_killed_between_epochs_training_goes_on_to_done() {
     let started = Instant::now();
     deploy(LOCAL, &dir, &id, &image, &small(3, 2, 3, 4));
     let mut logs = Follow::start(LOCAL, &dir, &id);
+    let rank0 = logs.until("| rank 0 of 3 ", 240);
+    let rank0_worker = rank0
+        .rsplit_once(" on ")
+        .and_then(|(_, rest)| rest.split_once(','))
+        .map(|(host, _)| host.to_string())
+        .unwrap_or_else(|| panic!("no host in {rank0:?}"));
+    assert!(rank0.starts_with("launcher s0 | "), "{rank0}");
     logs.until("epoch 1/4: ranks=3", 240);
     logs.until("pausing", 60);
-    kill(&docker, &format!("ela-{id}-worker-2"));
+    kill(&docker, &rank0_worker);
     let during = status(LOCAL, &dir, &id);
     let (code, out) = logs.end(300);
     eprintln!(
@@ -239,6 +249,7 @@ fn local_worker_killed_between_epochs_training_goes_on_to_done() {
         started.elapsed()
     );
     let after = status(LOCAL, &dir, &id);
+    let json = on_json(LOCAL, &dir, &id);
     undeploy(LOCAL, &dir, &id);
     assert_eq!(code, 0, "{out}");
     assert_eq!(during["state"], "Running", "{during}");
@@ -252,26 +263,62 @@ fn local_worker_killed_between_epochs_training_goes_on_to_done() {
     assert!(out.lines().any(is_done), "{out}");
     assert!(out.contains("training command exited with code 0"), "{out}");
     assert_eq!(after["state"], "Succeeded", "{after}");
-    let lost = pod(&after, &format!("ela-{id}-worker-2"));
+    let lost = pod(&after, &rank0_worker);
     assert_eq!(lost["phase"], "Lost", "{after}");
     assert_eq!(lost["lastTermination"], "Error (exit 137)", "{after}");
     assert_eq!(after["elastic"]["minWorkers"], 2, "{after}");
-    // horovodrun runs discover_hosts.sh every second; sshd logs each probe that does not
-    // log in. A worker that answered is probed again only every 30 s.
-    let probes = sshd_probe_lines(&out, "worker-0");
-    eprintln!(
-        "sshd probe lines of worker-0 over {:.0?}: {probes}",
-        started.elapsed()
+    // Start ranks, said as such: no `launcher rN |` line at all.
+    assert!(
+        !out.lines().any(|l| l.starts_with("launcher r")),
+        "a tagged line claims a current rank:\n{out}"
     );
-    assert!(probes <= 4, "{probes} probe lines:\n{out}");
+    let tagged = |what: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| l.starts_with("launcher s") && l.contains(what))
+            .map(|l| l.split(" | ").next().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(tagged("epoch 1/4: ranks=3"), ["launcher s0"], "{out}");
+    // Rank 0 after the reset is a process that started as rank 1 or 2.
+    for e in 2..=4 {
+        let who = tagged(&format!("epoch {e}/4: ranks=2"));
+        assert!(
+            who == ["launcher s1"] || who == ["launcher s2"],
+            "epoch {e} from {who:?}:\n{out}"
+        );
+    }
+    let launcher_lines: Vec<Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let epoch_2 = launcher_lines
+        .iter()
+        .find(|v| {
+            v["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("epoch 2/4"))
+        })
+        .unwrap_or_else(|| panic!("{json}"));
+    assert!(epoch_2.get("rank").is_none(), "{epoch_2}");
+    assert!(
+        matches!(epoch_2["startRank"].as_u64(), Some(1 | 2)),
+        "{epoch_2}"
+    );
+    // horovodrun runs discover_hosts.sh every second and ssh-es into every worker; sshd,
+    // logging only errors, wrote none of it.
+    let noise = crate::local::sshd_noise(&out);
+    assert!(noise.is_empty(), "{noise:?}\n{out}");
 }
 
-/// The lines `worker`'s sshd wrote about connections that closed before logging in.
-fn sshd_probe_lines(out: &str, worker: &str) -> usize {
-    out.lines()
-        .filter(|l| l.starts_with(&format!("{worker} |")))
-        .filter(|l| l.contains("kex_exchange_identification") || l.contains("[preauth]"))
-        .count()
+/// `hvdctl logs RUN --role launcher -o json`.
+fn on_json(on: On, dir: &Path, id: &str) -> String {
+    let o = on
+        .hv(dir)
+        .args(["logs", id, "--role", "launcher", "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// 2 workers with minWorkers 2: losing one leaves too few. horovodrun waits its elastic
@@ -419,9 +466,10 @@ struct Deleted {
 }
 
 /// Rank 0's "done". Its tag is the rank the process started with (horovodrun tags by start
-/// rank): when the worker that held rank 0 is the one lost, the new rank 0 carries another tag.
+/// rank, which hvdctl shows as `sN`): when the worker that held rank 0 is the one lost, the
+/// new rank 0 carries another tag.
 fn is_done(line: &str) -> bool {
-    line.strip_prefix("launcher r")
+    line.strip_prefix("launcher s")
         .and_then(|rest| rest.split_once(" | "))
         .is_some_and(|(rank, text)| text == "done" && rank.parse::<u32>().is_ok())
 }

@@ -88,6 +88,16 @@ fn private_dir(job: &str) -> Option<PathBuf> {
         .map(|e| e.path())
 }
 
+/// Lines of the workers in a `logs` output that are not hvdctl's own: none when the
+/// workers' sshd logs only errors (no accepted key, no disconnect, no readiness probe),
+/// though every rank was started over ssh.
+pub(crate) fn sshd_noise(out: &str) -> Vec<&str> {
+    out.lines()
+        .filter(|l| l.starts_with("worker-"))
+        .filter(|l| !l.contains(" | hvdctl: "))
+        .collect()
+}
+
 /// Whether the events table has a row (TIME TYPE REASON OBJECT MESSAGE) with these columns.
 fn has_event(table: &str, type_: &str, reason: &str, object: &str) -> bool {
     table.lines().any(|l| {
@@ -176,6 +186,12 @@ fn mpi_hello_runs_two_workers_by_two_slots_and_leaves_nothing_behind() {
     );
     assert!(
         logs.stdout.lines().any(|l| l.starts_with("worker-0 | ")),
+        "{}",
+        logs.stdout
+    );
+    assert_eq!(
+        sshd_noise(&logs.stdout),
+        Vec::<&str>::new(),
         "{}",
         logs.stdout
     );
@@ -356,6 +372,57 @@ fn a_failing_command_fails_logs_and_status_with_exit_code_1() {
     let v: Value = serde_json::from_str(&s.stdout).unwrap();
     assert_eq!(v["state"], "Failed");
     assert_eq!(v["pods"][0]["phase"], "Failed");
+    undeploy_and_check(&docker, &dir, &id);
+}
+
+/// The workers' sshd logs only errors, yet an ssh failure still shows: with `HOME` pointing
+/// elsewhere, the run's key is installed where sshd does not look (root's home comes from
+/// /etc/passwd), so every login is refused. The launcher's line says so (`Permission denied
+/// (publickey)`), `logs -f` and `status --wait` exit 1, and the run's reason names it.
+#[test]
+fn an_ssh_failure_reaches_the_logs_and_the_reason() {
+    let Some(docker) = docker() else { return };
+    let image = image(&docker);
+    let (_tmp, dir) = new_app("hello");
+    let id = run_id("h");
+    let job = format!("hello-{id}");
+    let d = run_in(
+        &dir,
+        &[
+            "deploy",
+            "--backend",
+            "local",
+            "--image",
+            &image,
+            "--run-id",
+            &id,
+            "--set",
+            "workers=2",
+            "--set",
+            "env.HOME=/tmp/not-roots-home",
+        ],
+    );
+    assert_eq!(d.code, 0, "deploy: {}", d.stderr);
+    let logs = run_in(&dir, &["logs", "-f", &id]);
+    assert_eq!(logs.code, 1, "logs -f: {}\n{}", logs.stdout, logs.stderr);
+    assert!(
+        logs.stdout.lines().any(|l| l.starts_with("launcher | ")
+            && l.contains(&format!("@{job}-worker-"))
+            && l.contains("Permission denied (publickey")),
+        "{}",
+        logs.stdout
+    );
+    let w = run_in(&dir, &["status", "--wait", &id, "-o", "json"]);
+    assert_eq!(w.code, 1, "status --wait: {}", w.stderr);
+    let v: Value = serde_json::from_str(&w.stdout).unwrap();
+    assert_eq!(v["state"], "Failed", "{v}");
+    let reason = v["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&format!("launcher {job}-launcher failed"))
+            && reason.contains("ssh to a worker: ")
+            && reason.contains("Permission denied (publickey"),
+        "{reason}"
+    );
     undeploy_and_check(&docker, &dir, &id);
 }
 
@@ -629,6 +696,7 @@ fn native_backend_runs_for_real_on_the_docker_kubelet() {
         assert!(out.contains(&format!("rank {r} of 4")), "rank {r}: {out}");
     }
     assert!(out.contains("= 6 (expected 6) OK"), "{out}");
+    assert_eq!(sshd_noise(&out), Vec::<&str>::new(), "{out}");
     // By node: ranks 0 and 2 on worker 0, 1 and 3 on worker 1.
     for (r, w) in [(0, 0), (1, 1), (2, 0), (3, 1)] {
         assert!(
@@ -1178,6 +1246,7 @@ fn mpijob_backend_runs_for_real_on_the_docker_kubelet() {
     assert!(out.contains("= 6 (expected 6) OK"), "{out}");
     // mpirun forwards LD_LIBRARY_PATH; defined before it runs, Open MPI has nothing to warn.
     assert!(!out.contains("LD_LIBRARY_PATH"), "{out}");
+    assert_eq!(sshd_noise(&out), Vec::<&str>::new(), "{out}");
     let s = hvdctl_in(&dir)
         .env("KUBECONFIG", &kc)
         .args(["status", &id, "-o", "json"])

@@ -46,11 +46,24 @@ fn min(v: impl IntoIterator<Item = jiff::Timestamp>) -> jiff::Timestamp {
     v.into_iter().min().expect("at least one time")
 }
 
-/// The earliest line timestamp of a log printed with timestamps (`<RFC 3339> <text>`).
-fn first_stamp(log: &str) -> Option<jiff::Timestamp> {
+/// The time of the training command's first line in a launcher's log printed with
+/// timestamps (`<RFC 3339> <text>`): its earliest line that is not one of the `hvdctl: `
+/// lines hvdctl's launcher script writes while it waits for the workers.
+fn first_training_stamp(log: &str) -> Option<jiff::Timestamp> {
     log.lines()
-        .filter_map(|l| l.split(' ').next()?.parse::<jiff::Timestamp>().ok())
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(_, text)| !text.starts_with("hvdctl: "))
+        .filter_map(|(t, _)| t.parse::<jiff::Timestamp>().ok())
         .min()
+}
+
+/// The latest `hvdctl: worker ... is ready` line of a launcher's log with timestamps.
+fn last_ready_stamp(log: &str) -> Option<jiff::Timestamp> {
+    log.lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(_, text)| text.starts_with("hvdctl: worker ") && text.ends_with(" is ready"))
+        .filter_map(|(t, _)| t.parse::<jiff::Timestamp>().ok())
+        .max()
 }
 
 /// The phase `key` of a row, parsed.
@@ -184,9 +197,16 @@ fn runs_lists_local_mpijob_and_native_runs_with_every_key() {
             String::from_utf8_lossy(&o.stderr)
         )
     };
+    // firstLog is the training command's first line (a rank's), after the launcher's own
+    // waiting lines and never a worker's sshd or hvdctl's line.
+    let launcher_log = docker_log(&names[0]);
     assert_eq!(
         phase(l, "firstLog"),
-        min(names.iter().filter_map(|n| first_stamp(&docker_log(n))))
+        first_training_stamp(&launcher_log).expect("the command wrote")
+    );
+    assert!(
+        phase(l, "firstLog") > last_ready_stamp(&launcher_log).expect("workers were waited for"),
+        "{l}\n{launcher_log}"
     );
     assert!(l["phases"].get("scheduled").is_none(), "{l}");
     for c in &cs {
@@ -252,11 +272,20 @@ fn runs_lists_local_mpijob_and_native_runs_with_every_key() {
             state(launcher[0], "startedAt")
         );
         assert_eq!(phase(row, "finished"), state(launcher[0], "finishedAt"));
-        let first = pods.iter().filter_map(|p| {
+        let log = |p: &Value| {
             let name = p["metadata"]["name"].as_str().unwrap();
-            first_stamp(&cluster.kubectl(&["logs", name, "--timestamps", "--all-containers"])?)
-        });
+            cluster
+                .kubectl(&["logs", name, "--timestamps", "--all-containers"])
+                .unwrap_or_default()
+        };
+        let first = launcher
+            .iter()
+            .filter_map(|p| first_training_stamp(&log(p)));
         assert_eq!(phase(row, "firstLog"), min(first));
+        assert!(
+            phase(row, "firstLog") > phase(row, "workersRunning"),
+            "{row}"
+        );
         // Provenance on every object, never an env value in any annotation.
         let all = get(&[
             "get",
@@ -310,7 +339,13 @@ fn runs_lists_local_mpijob_and_native_runs_with_every_key() {
             sorted_lines(&live.stdout),
             "{id}"
         );
-        assert!(rec.stdout.contains("worker-1 | "), "{}", rec.stdout);
+        // Every worker was recorded. Their sshd logs only errors: the Kubernetes runs'
+        // workers (kept running by cleanPodPolicy None) wrote nothing; a local run's worker
+        // script says when it ends.
+        assert!(!rec.stderr.contains("not recorded"), "{}", rec.stderr);
+        if id == lid {
+            assert!(rec.stdout.contains("worker-1 | "), "{}", rec.stdout);
+        }
     }
 }
 
@@ -670,4 +705,190 @@ fn a_restarted_containers_previous_instance_is_recorded() {
         })
         .collect();
     assert_eq!(o.stdout.lines().collect::<Vec<_>>(), want, "{}", o.stdout);
+}
+
+/// Without RUN, `logs`, `status` and `events` answer for the app's newest run wherever it
+/// is: live on its engine, or — once undeployed — from its flight record, saying
+/// `(recorded; undeployed <age> ago)` (no Kubernetes here: that engine cannot be asked, which
+/// must not hide the record). Commands that need the run live (`cp`) say it was undeployed
+/// and what reads its record; a run id that exists nowhere names the app's newest recorded
+/// run. A later live run is the newest again, and `cp` copies from it once finished.
+#[test]
+fn the_newest_run_answers_live_or_from_its_record() {
+    let Some(docker) = docker() else { return };
+    let image = template_image(&docker, "mpi-hello", &debian_image());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = init_app(tmp.path(), "hello", "mpi-hello");
+    let kc = tmp.path().join("no-kubeconfig");
+    let deploy = |id: &str| {
+        let d = hv(
+            &dir,
+            Some(&kc),
+            &[
+                "deploy",
+                "--backend",
+                "local",
+                "--image",
+                &image,
+                "--run-id",
+                id,
+                "--set",
+                "workers=2",
+                "--wait",
+            ],
+        );
+        assert_eq!(d.code, 0, "deploy {id}: {}", d.stderr);
+        let w = hv(&dir, Some(&kc), &["status", "--wait", id]);
+        assert_eq!(w.code, 0, "status --wait {id}: {}", w.stderr);
+    };
+    let a = run_id("n");
+    deploy(&a);
+    let u = hv(&dir, Some(&kc), &["undeploy"]);
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    // What went, in plurals that read as English.
+    assert!(
+        u.stderr
+            .contains(&format!("Deleted run {a} (hello-{a}) from ")),
+        "{}",
+        u.stderr
+    );
+    assert!(
+        u.stderr
+            .contains("3 containers, 1 network, 1 private directory"),
+        "{}",
+        u.stderr
+    );
+
+    let recorded = format!("run {a} (hello-{a}) (recorded; undeployed ");
+    let l = hv(&dir, Some(&kc), &["logs"]);
+    assert_eq!(l.code, 0, "logs: {}", l.stderr);
+    assert!(l.stderr.contains(&recorded), "{}", l.stderr);
+    assert!(
+        l.stderr.contains(" ago): answering from its flight record"),
+        "{}",
+        l.stderr
+    );
+    assert!(!l.stderr.contains("no runs of app"), "{}", l.stderr);
+    assert!(
+        l.stdout.contains("sum of ranks 0..1 = 1 (expected 1) OK"),
+        "{}",
+        l.stdout
+    );
+    let s = hv(&dir, Some(&kc), &["status"]);
+    assert_eq!(s.code, 0, "status: {}", s.stderr);
+    assert!(s.stderr.contains(&recorded), "{}", s.stderr);
+    assert!(
+        s.stdout
+            .contains(&format!("Run:        {a} (job hello-{a}")),
+        "{}",
+        s.stdout
+    );
+    assert!(s.stdout.contains("State:      Succeeded"), "{}", s.stdout);
+    let e = hv(&dir, Some(&kc), &["events"]);
+    assert_eq!(e.code, 0, "events: {}", e.stderr);
+    assert!(e.stderr.contains(&recorded), "{}", e.stderr);
+    assert!(
+        e.stdout.lines().any(
+            |l| l.contains("Completed") && l.contains(&format!("Container/hello-{a}-launcher"))
+        ),
+        "{}",
+        e.stdout
+    );
+    let e = hv(&dir, Some(&kc), &["events", &a]);
+    assert_eq!(e.code, 0, "events RUN: {}", e.stderr);
+    assert!(
+        e.stdout.contains(&format!("Network/hvdctl-hello-{a}")),
+        "{}",
+        e.stdout
+    );
+
+    // The files went with the containers: say so, and what reads the record.
+    let out = tmp.path().join("copied");
+    let out_s = out.to_str().unwrap();
+    let c = hv(&dir, Some(&kc), &["cp", "launcher:/etc/hostname", out_s]);
+    assert_eq!(c.code, 1, "cp: {}", c.stderr);
+    assert!(
+        c.stderr.contains(&format!(
+            "the newest run of app hello, {a} (hello-{a}), was undeployed "
+        )),
+        "{}",
+        c.stderr
+    );
+    assert!(
+        c.stderr.contains(&format!("hvdctl logs {a}")),
+        "{}",
+        c.stderr
+    );
+    let c = hv(
+        &dir,
+        Some(&kc),
+        &["cp", &a, "launcher:/etc/hostname", out_s],
+    );
+    assert_eq!(c.code, 1, "cp RUN: {}", c.stderr);
+    assert!(
+        c.stderr
+            .contains(&format!("run {a} (hello-{a}) was undeployed ")),
+        "{}",
+        c.stderr
+    );
+    assert!(
+        c.stderr.contains(&format!("hvdctl logs {a}")),
+        "{}",
+        c.stderr
+    );
+    assert!(!out.exists());
+    // A run that exists nowhere: what was found instead.
+    let o = hv(&dir, Some(&kc), &["logs", "zz9zz"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains(&format!(
+            "the newest run of app hello, {a}, was undeployed "
+        )) && o.stderr.contains(&format!("its record: hvdctl logs {a}")),
+        "{}",
+        o.stderr
+    );
+
+    // A later run, live and finished: it is the newest now, and its files can be copied.
+    let b = run_id("n");
+    deploy(&b);
+    let s = hv(&dir, Some(&kc), &["status"]);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    assert!(
+        s.stdout
+            .contains(&format!("Run:        {b} (job hello-{b}")),
+        "{}",
+        s.stdout
+    );
+    assert!(!s.stderr.contains("recorded;"), "{}", s.stderr);
+    let c = hv(&dir, Some(&kc), &["cp", "launcher:/etc/hostname", out_s]);
+    assert_eq!(c.code, 0, "cp from a finished run: {}", c.stderr);
+    assert!(out.is_file());
+    // A run deployed and undeployed after it is the newest, though `b` is still there.
+    let c = run_id("n");
+    deploy(&c);
+    let u = hv(&dir, Some(&kc), &["undeploy", &c]);
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    let l = hv(&dir, Some(&kc), &["logs"]);
+    assert_eq!(l.code, 0, "{}", l.stderr);
+    assert!(
+        l.stderr
+            .contains(&format!("run {c} (hello-{c}) (recorded; undeployed ")),
+        "{}",
+        l.stderr
+    );
+    // So `undeploy` without RUN has nothing to delete, and says why; `b` stays.
+    let u = hv(&dir, Some(&kc), &["undeploy"]);
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    assert!(
+        u.stderr.contains(&format!(
+            "Nothing to delete: the newest run of app hello, {c} (hello-{c}), was undeployed "
+        )),
+        "{}",
+        u.stderr
+    );
+    let s = hv(&dir, Some(&kc), &["status", &b]);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    assert!(!s.stderr.contains("recorded;"), "{}", s.stderr);
+    let u = hv(&dir, Some(&kc), &["undeploy", &b]);
+    assert_eq!(u.code, 0, "{}", u.stderr);
 }
