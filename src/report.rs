@@ -382,6 +382,7 @@ mod tests {
             ready: "0/1".into(),
             restarts: 0,
             node: "local".into(),
+            ip: None,
             created: "2026-01-01T00:00:00Z".into(),
             last_termination: Some("Completed (exit 0)".into()),
             reason: None,
