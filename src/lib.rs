@@ -27,6 +27,8 @@ pub mod render;
 pub mod report;
 pub mod scaffold;
 pub mod state;
+pub mod text;
+pub mod types;
 pub mod ui;
 pub mod yaml;
 

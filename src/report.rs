@@ -142,7 +142,7 @@ where
     let mut last = String::new();
     loop {
         let report = fetch().await?;
-        let text = render(&report, a.output);
+        let text = render(&report, a.output)?;
         let finished = report.state.is_finished() || (a.wait && report.failing);
         let show = if a.watch {
             text != last
@@ -189,6 +189,9 @@ fn provenance_text(p: Option<&crate::provenance::Provenance>) -> String {
         .as_deref()
         .map_or(String::new(), |d| format!(" ({})", short_digest(d)));
     let commit = match (&p.git_commit, &p.git_dirty) {
+        (Some(c), Some(d)) if d == crate::provenance::DIRTY_UNKNOWN => {
+            format!("{c} + uncommitted changes git could not list")
+        }
         (Some(c), Some(d)) => format!("{c} + uncommitted changes {}", short_digest(d)),
         (Some(c), None) => c.clone(),
         _ => "- (not in a git repository)".into(),
@@ -228,10 +231,10 @@ fn phases_text(p: &crate::phases::Phases, latency: Option<f64>) -> String {
     s
 }
 
-pub fn render(r: &StatusReport, format: StatusFormat) -> String {
-    match format {
-        StatusFormat::Json => serde_json::to_string_pretty(r).unwrap_or_default() + "\n",
-        StatusFormat::Yaml => serde_norway::to_string(r).unwrap_or_default(),
+pub fn render(r: &StatusReport, format: StatusFormat) -> crate::Result<String> {
+    Ok(match format {
+        StatusFormat::Json => crate::text::json(r)?,
+        StatusFormat::Yaml => crate::text::yaml(r)?,
         StatusFormat::Text => {
             let place = match (&r.namespace, &r.context) {
                 (Some(ns), Some(ctx)) => format!("Namespace:  {ns} (context {ctx})"),
@@ -265,7 +268,7 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> String {
             }
             if r.pods.is_empty() {
                 s.push_str("Pods:       none yet\n");
-                return s;
+                return Ok(s);
             }
             let w = r
                 .pods
@@ -305,5 +308,5 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> String {
             }
             s
         }
-    }
+    })
 }

@@ -476,16 +476,7 @@ fn type_error(marked: &Marked, file: &str, path: &Path, msg: &str) -> Found {
     }
 }
 
-/// The closest known name to `got`, if it is close enough to be a likely typo.
-pub fn did_you_mean<'a>(got: &str, known: &[&'a str]) -> Option<&'a str> {
-    let lower = got.to_ascii_lowercase();
-    known
-        .iter()
-        .map(|k| (strsim::jaro_winkler(&lower, &k.to_ascii_lowercase()), *k))
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, k)| k)
-}
+pub use crate::text::did_you_mean;
 
 #[cfg(test)]
 mod tests {

@@ -20,7 +20,7 @@ pub fn run(g: &Global, ui: &Ui, a: StatusArgs) -> Result<u8> {
                     return Err(m.into_error());
                 };
                 // A record does not change: shown once, whatever --watch/--wait say.
-                print!("{}", crate::report::render(&rec.report, a.output));
+                print!("{}", crate::report::render(&rec.report, a.output)?);
                 return Ok(if a.wait {
                     rec.report.state.exit_code()
                 } else {
@@ -45,11 +45,8 @@ async fn list_all(env: &Env<'_>, a: &StatusArgs) -> Result<u8> {
         reports.push(r.status().await?);
     }
     match a.output {
-        StatusFormat::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&reports).unwrap_or_default()
-        ),
-        StatusFormat::Yaml => print!("{}", serde_norway::to_string(&reports).unwrap_or_default()),
+        StatusFormat::Json => print!("{}", crate::text::json(&reports)?),
+        StatusFormat::Yaml => print!("{}", crate::text::yaml(&reports)?),
         StatusFormat::Text => {
             if reports.is_empty() {
                 eprintln!("No hvdctl runs in {}", looked.join(" or "));

@@ -66,7 +66,7 @@ pub fn run(g: &Global, ui: &Ui, a: VersionArgs) -> Result<u8> {
         }
     }
     match a.output {
-        ListFormat::Json => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
+        ListFormat::Json => print!("{}", crate::text::json(&v)?),
         ListFormat::Text => {
             println!("Client: hvdctl {} (commit {})", v.client, v.commit);
             if let (Some(s), Some(c)) = (&v.server, &v.context) {

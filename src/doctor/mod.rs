@@ -199,7 +199,7 @@ where
         let ns = s.namespace.as_str();
         let (kinds, rbac, nodes, secrets, istio, quotas) = futures::join!(
             kube::kinds(&c, b),
-            kube::rbac(&c, ns, b.name()),
+            kube::rbac(&c, ns, b),
             kube::nodes(&c),
             kube::pull_secrets(&c, ns, s.app),
             kube::istio(&c, ns, s.app),

@@ -448,8 +448,13 @@ impl<'a> Env<'a> {
 async fn where_(e: &Engine) -> String {
     match e {
         Engine::Kubernetes(k) => match k.namespace_missing().await {
-            Some(ns) => format!("{} (namespace {ns} does not exist)", k.describe()),
-            None => k.describe(),
+            Ok(Some(ns)) => format!("{} (namespace {ns} does not exist)", k.describe()),
+            Ok(None) => k.describe(),
+            Err(e) => format!(
+                "{} (whether the namespace exists is not known: {})",
+                k.describe(),
+                e.message
+            ),
         },
         Engine::Docker(_) => e.describe(),
     }

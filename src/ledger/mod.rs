@@ -134,7 +134,11 @@ pub fn table(rows: &[RunRow], with_app: bool) -> String {
             (Some(c), d) => format!(
                 "{}{}",
                 &c[..c.len().min(7)],
-                if d.is_some() { "+dirty" } else { "" }
+                match d.as_deref() {
+                    Some(crate::provenance::DIRTY_UNKNOWN) => "+?",
+                    Some(_) => "+dirty",
+                    None => "",
+                }
             ),
             _ => "-".into(),
         };

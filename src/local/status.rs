@@ -8,9 +8,10 @@
 //! horovodrun goes on; with fewer live workers than `minWorkers` a condition says so, and
 //! the launcher's failure is then named `BelowMinWorkers`.
 
+use super::worker_index;
 use super::{LABEL_DIR, LocalRef, docker_error, is_not_found};
 use crate::backend::elastic::{self, Bounds};
-use crate::cluster::status::{JobState, worker_index};
+use crate::cluster::status::JobState;
 use crate::error::{Error, Result};
 use crate::image::docker::DockerClient;
 use crate::kinds::{JobCondition, ROLE_LAUNCHER, ROLE_WORKER};

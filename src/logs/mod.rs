@@ -330,7 +330,7 @@ impl<'a> Mux<'a> {
             opts,
             ui,
             source: PodSource::new(Api::namespaced(cluster.client.clone(), &run.namespace)),
-            pods: watch::Pods::new(&run.job, filter),
+            pods: watch::Pods::new(&run.job, run.backend.identity(), filter),
             tails,
             reason: None,
         }

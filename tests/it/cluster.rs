@@ -486,7 +486,7 @@ fn an_unpushed_local_image_is_refused_for_a_remote_cluster() {
 mod jobonly {
     use hvdctl::backend::KubeBackend;
     use hvdctl::cluster::status::JobState;
-    use hvdctl::kinds::{ApiKind, JobCondition};
+    use hvdctl::kinds::{ApiKind, JobCondition, KindDef};
     use k8s_openapi::api::batch::v1::Job;
     use k8s_openapi::api::core::v1::Pod;
 
@@ -518,6 +518,9 @@ spec:
         fn builtin_template(&self) -> std::borrow::Cow<'static, str> {
             TEMPLATE.into()
         }
+        fn kinds(&self) -> Vec<KindDef> {
+            vec![KindDef::of::<Job>()]
+        }
         fn job_object(&self, job: &str) -> (ApiKind, String) {
             (ApiKind::of::<Job>(), job.to_string())
         }
@@ -525,14 +528,11 @@ spec:
             &self,
             job: Option<&serde_json::Value>,
             _pods: &[Pod],
-        ) -> (JobState, Vec<JobCondition>) {
+        ) -> hvdctl::Result<(JobState, Vec<JobCondition>)> {
             let Some(job) = job else {
-                return (JobState::Unknown, vec![]);
+                return Ok((JobState::Unknown, vec![]));
             };
-            let conds: Vec<JobCondition> = job
-                .pointer("/status/conditions")
-                .and_then(|c| serde_json::from_value(c.clone()).ok())
-                .unwrap_or_default();
+            let conds = hvdctl::backend::conditions(job, "the Job")?;
             let is = |t: &str| conds.iter().any(|c| c.type_ == t && c.status == "True");
             let state = if is("Complete") {
                 JobState::Succeeded
@@ -541,7 +541,7 @@ spec:
             } else {
                 JobState::Running
             };
-            (state, conds)
+            Ok((state, conds))
         }
     }
 

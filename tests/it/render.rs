@@ -28,8 +28,9 @@ fn every_template_and_backend_renders_valid_typed_manifests() {
             let o = dry_run(&dir, b, "yaml");
             assert_eq!(o.code, 0, "{t}/{b}: {}", o.stderr);
             // Typed round trip of the printed output: nothing unknown, every kind known.
-            let objects = manifests::parse("dry-run output", &o.stdout)
-                .unwrap_or_else(|e| panic!("{t}/{b}: {e}"));
+            let objects =
+                manifests::parse("dry-run output", &o.stdout, &hvdctl::backend::all_kinds())
+                    .unwrap_or_else(|e| panic!("{t}/{b}: {e}"));
             assert!(!objects.is_empty());
             for obj in &objects {
                 let v = obj.to_value();

@@ -1,0 +1,56 @@
+//! Plain text helpers every layer may use: the closest known name for a typo, and
+//! machine output (`-o json|yaml`) that fails loudly instead of printing an empty document.
+
+use crate::error::{Error, Result};
+use serde::Serialize;
+
+/// The closest known name to `got`, if it is close enough to be a likely typo.
+pub fn did_you_mean<'a>(got: &str, known: &[&'a str]) -> Option<&'a str> {
+    let lower = got.to_ascii_lowercase();
+    known
+        .iter()
+        .map(|k| (strsim::jaro_winkler(&lower, &k.to_ascii_lowercase()), *k))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
+}
+
+/// `v` as pretty JSON ending in a newline (`-o json`).
+pub fn json<T: Serialize + ?Sized>(v: &T) -> Result<String> {
+    let mut s = serde_json::to_string_pretty(v).map_err(|e| {
+        Error::failure(format!("cannot write the output as JSON: {e}")).caused_by(e)
+    })?;
+    s.push('\n');
+    Ok(s)
+}
+
+/// `v` as YAML (`-o yaml`).
+pub fn yaml<T: Serialize + ?Sized>(v: &T) -> Result<String> {
+    serde_norway::to_string(v)
+        .map_err(|e| Error::failure(format!("cannot write the output as YAML: {e}")).caused_by(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn output_that_cannot_be_written_is_an_error() {
+        // JSON object keys must be strings: a map keyed by a list cannot be written.
+        let mut m: BTreeMap<Vec<u8>, u8> = BTreeMap::new();
+        m.insert(vec![1], 1);
+        let e = json(&m).unwrap_err();
+        assert!(
+            e.message.starts_with("cannot write the output as JSON"),
+            "{e}"
+        );
+        assert_eq!(json(&[1]).unwrap(), "[\n  1\n]\n");
+    }
+
+    #[test]
+    fn typos_find_their_name() {
+        assert_eq!(did_you_mean("nativ", &["mpijob", "native"]), Some("native"));
+        assert_eq!(did_you_mean("zzz", &["mpijob", "native"]), None);
+    }
+}
