@@ -29,6 +29,8 @@ mod logs;
 mod ranks;
 // Why a run failed: status, logs -f, deploy --wait/--logs on every backend.
 mod reasons;
+// A backend registered by the tests alone: its custom kind, fake operator, RBAC, scale.
+mod registered;
 // Rendered manifests of every template × backend (insta snapshots).
 mod render;
 // hvdctl runs: provenance and phase times of local, mpijob and native runs (real containers).
