@@ -1,10 +1,10 @@
 //! What `hvdctl status` shows, for every backend: the report (same keys for Kubernetes and
 //! local runs), its text/JSON/YAML forms, and the `--watch`/`--wait` loop.
 
-use crate::cli::{StatusArgs, StatusFormat};
 use crate::cluster::status::JobState;
 use crate::error::Result;
 use crate::kinds::JobCondition;
+use crate::options::{StatusFormat, Watch};
 use crate::ui::Ui;
 use serde::{Deserialize, Serialize};
 use std::future::Future;
@@ -16,7 +16,7 @@ pub struct StatusReport {
     pub run: String,
     pub job: String,
     pub app: String,
-    pub engine: crate::engine::EngineKind,
+    pub engine: crate::types::EngineKind,
     /// Kubernetes only (null for Docker runs).
     pub namespace: Option<String>,
     /// Kubernetes only (null for Docker runs).
@@ -134,7 +134,7 @@ pub struct PodRow {
 
 /// Prints `fetch()`'s report once, or (`--watch`) whenever it changes, or (`--wait`) when the
 /// job has ended; returns the exit code (with `--wait`: 0 succeeded, 1 failed).
-pub async fn show<F, Fut>(a: &StatusArgs, ui: &Ui, mut fetch: F) -> Result<u8>
+pub async fn show<F, Fut>(a: &Watch, ui: &Ui, mut fetch: F) -> Result<u8>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<StatusReport>>,

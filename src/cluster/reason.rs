@@ -4,7 +4,7 @@
 
 use super::Cluster;
 use super::status::{JobState, role_of};
-use crate::doctor::fit;
+use crate::fit;
 use crate::logs::rank::TagForms;
 use crate::reason::{self, Reason};
 use crate::types::{JobCondition, ROLE_LAUNCHER, ROLE_WORKER};
@@ -202,7 +202,7 @@ async fn waiting_for_room(c: &Cluster, facts: &mut [(&Pod, Fact)]) {
     if !facts.iter().any(|(_, f)| f.kind == Kind::Unschedulable) {
         return;
     }
-    let Ok(nodes) = crate::doctor::kube::nodes(c).await else {
+    let Ok(nodes) = super::nodes(c).await else {
         return;
     };
     for (p, f) in facts
@@ -230,7 +230,7 @@ pub async fn of_run(c: &Cluster, run: &super::runs::RunRef) -> crate::error::Res
     let job = super::status::job_object(c, run).await?;
     let pods = super::status::run_pods(c, run).await?;
     let (state, conditions) = super::status::state_of(run, job.as_ref(), &pods)?;
-    let elastic = crate::engine::kubernetes::elastic_bounds(&pods).is_some();
+    let elastic = super::status::elastic_bounds(&pods).is_some();
     Ok(explain(
         c,
         &run.namespace,

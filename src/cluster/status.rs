@@ -104,3 +104,16 @@ pub fn role_of(p: &Pod) -> &str {
 pub fn role(run: &RunRef, p: &Pod) -> crate::types::Role {
     run.backend.identity().role(p.metadata.labels.as_ref())
 }
+
+/// The elastic bounds on the launcher pod's command line, if the run is elastic (and its
+/// launcher exists).
+pub fn elastic_bounds<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Option<crate::types::Bounds> {
+    pods.into_iter()
+        .filter(|p| role_of(p) == crate::types::ROLE_LAUNCHER)
+        .find_map(|p| {
+            let c = p.spec.as_ref()?.containers.first()?;
+            let mut argv = c.command.clone().unwrap_or_default();
+            argv.extend(c.args.clone().unwrap_or_default());
+            crate::types::elastic_bounds(&argv)
+        })
+}

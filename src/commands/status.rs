@@ -28,7 +28,7 @@ pub fn run(g: &Global, ui: &Ui, a: StatusArgs) -> Result<u8> {
                 });
             }
         };
-        let code = crate::report::show(&a, ui, || run.status()).await?;
+        let code = crate::report::show(&a.watch_options(), ui, || run.status()).await?;
         if a.wait {
             env.save_record(&run).await;
         }

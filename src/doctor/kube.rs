@@ -205,15 +205,7 @@ pub async fn rbac(c: &Cluster, namespace: &str, backend: &dyn KubeBackend) -> Ch
     )
 }
 
-/// The cluster's nodes; None when they cannot be listed (not allowed: a warning).
-pub async fn nodes(c: &Cluster) -> Result<Vec<Node>, String> {
-    let api: Api<Node> = Api::all(c.client.clone());
-    let lp = ListParams::default();
-    retry(ATTEMPTS, || api.list(&lp))
-        .await
-        .map(|l| l.items)
-        .map_err(|e| c.error("list nodes", &e).to_string())
-}
+pub use crate::cluster::nodes;
 
 pub fn nodes_check(nodes: Result<Vec<Node>, String>, app: &App) -> Check {
     let nodes = match nodes {

@@ -6,7 +6,8 @@
 //! [`fit`] is the arithmetic (nodes, quotas), [`kube`] the cluster's checks, [`registry`]
 //! the image in its registry, [`host`] the Docker daemon.
 
-pub mod fit;
+/// The arithmetic of fitting a run (shared with `cluster::reason`, contacting nothing).
+pub use crate::fit;
 pub mod host;
 pub mod kube;
 pub mod registry;

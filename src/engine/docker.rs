@@ -4,10 +4,10 @@
 mod remote;
 
 use super::{Env, Place, Plan, Removed, RunInfo};
-use crate::cli::ManifestFormat;
 use crate::error::Result;
 use crate::image::docker::DockerClient;
 use crate::local::{self, LocalRef};
+use crate::options::ManifestFormat;
 use crate::render::manifests::{LABEL_APP, LABEL_MANAGED_BY, LABEL_RUN, MANAGER};
 use crate::report::StatusReport;
 use crate::ui::Ui;

@@ -5,14 +5,14 @@ mod remote;
 
 use super::{DeployOptions, Env, Place, Plan, Removed, RunInfo};
 use crate::backend::{self, KubeBackend, Scaling, SshKeys};
-use crate::cli::ManifestFormat;
 use crate::cluster::events::{self, RunEvent};
 use crate::cluster::runs::{self, Filter, RunRef};
-use crate::cluster::status::{JobState, job_object, observe, role, role_of, run_pods, state_of};
+use crate::cluster::status::{JobState, job_object, observe, role, run_pods, state_of};
 use crate::cluster::{Cluster, apply, scale, undeploy};
 use crate::error::{Error, Result};
 use crate::kinds::Object;
 use crate::kubeconfig;
+use crate::options::ManifestFormat;
 use crate::phases::Phases;
 use crate::provenance::Provenance;
 use crate::render::manifests;
@@ -322,18 +322,7 @@ impl KubeRun {
     }
 }
 
-/// The elastic bounds on the launcher pod's command line, if the run is elastic (and its
-/// launcher exists).
-pub fn elastic_bounds<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Option<crate::types::Bounds> {
-    pods.into_iter()
-        .filter(|p| role_of(p) == crate::types::ROLE_LAUNCHER)
-        .find_map(|p| {
-            let c = p.spec.as_ref()?.containers.first()?;
-            let mut argv = c.command.clone().unwrap_or_default();
-            argv.extend(c.args.clone().unwrap_or_default());
-            crate::types::elastic_bounds(&argv)
-        })
-}
+pub use crate::cluster::status::elastic_bounds;
 
 fn is_finished(p: &Pod) -> bool {
     matches!(

@@ -11,11 +11,11 @@ pub mod kubernetes;
 pub mod resolve;
 
 use crate::app::{App, Backend};
-use crate::cli::ManifestFormat;
 use crate::cluster::events::RunEvent;
 use crate::cluster::status::JobState;
 use crate::error::{Error, Result};
 use crate::logs::{LogOptions, LogsOutcome};
+use crate::options::ManifestFormat;
 use crate::remote::Pick;
 use crate::remote::archive::Copied;
 use crate::remote::path::Copy;

@@ -7,9 +7,9 @@ use super::docker::Docker;
 use super::kubernetes::Kube;
 use super::{Engine, EngineKind, Place, Run};
 use crate::app::App;
-use crate::cli::Global;
 use crate::error::{Error, Result};
 use crate::kubeconfig;
+use crate::options::Global;
 use crate::state::{self, RunRecord};
 use crate::ui::Ui;
 

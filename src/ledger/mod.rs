@@ -3,9 +3,9 @@
 //! annotations, pods/containers), never from `.hvdctl/`.
 
 use crate::cluster::status::JobState;
-use crate::engine::EngineKind;
 use crate::phases::Phases;
 use crate::report::StatusReport;
+use crate::types::EngineKind;
 use serde::{Deserialize, Serialize};
 
 pub mod record;

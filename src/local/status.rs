@@ -481,7 +481,7 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
         run: r.run_id.clone(),
         job: r.job.clone(),
         app: r.app.clone(),
-        engine: crate::engine::EngineKind::Docker,
+        engine: crate::types::EngineKind::Docker,
         namespace: None,
         context: None,
         backend: crate::app::Backend::LOCAL.into(),

@@ -4,8 +4,8 @@
 //! an elastic scale-up, a restarted launcher pod — yields new targets; nothing is yielded twice.
 
 use super::target::{Target, pod_short_name, targets_of};
-use crate::cli::RoleFilter;
 use crate::cluster::status::role_of;
+use crate::options::RoleFilter;
 use crate::types::Identity;
 use futures::Stream;
 use k8s_openapi::api::core::v1::Pod;
