@@ -38,7 +38,7 @@ pub struct StatusReport {
     pub provenance: Option<crate::provenance::Provenance>,
     /// `engine`, or `record` when the engine no longer has the run (the flight recorder's).
     #[serde(default)]
-    pub source: crate::ledger::Source,
+    pub source: crate::types::Source,
     /// Why the run is where it is, in one line (see [`crate::reason`]), or null.
     pub reason: Option<String>,
     /// The reason means the run cannot succeed (`--wait` and `logs -f` stop on it).
@@ -51,13 +51,7 @@ pub fn exit_code(r: &StatusReport) -> u8 {
     if r.failing { 1 } else { r.state.exit_code() }
 }
 
-/// The reason a waiting command stopped with exit 1, on stderr (also under `-q`: it is
-/// why the command failed).
-pub fn print_reason(reason: Option<&str>) {
-    if let Some(r) = reason {
-        eprintln!("Reason: {r}");
-    }
-}
+pub use crate::ui::print_reason;
 
 /// How many rows are running workers.
 pub fn running_workers(pods: &[PodRow]) -> u32 {
@@ -168,7 +162,7 @@ fn age(ts: &str) -> String {
     let Ok(t) = ts.parse::<jiff::Timestamp>() else {
         return "-".into();
     };
-    crate::ledger::human_seconds(jiff::Timestamp::now().as_second() - t.as_second())
+    crate::text::human_seconds(jiff::Timestamp::now().as_second() - t.as_second())
 }
 
 /// `sha256:0123456789ab` of a digest (the first 12 hex digits).

@@ -15,6 +15,16 @@ pub fn did_you_mean<'a>(got: &str, known: &[&'a str]) -> Option<&'a str> {
         .map(|(_, k)| k)
 }
 
+/// A duration in seconds the short way (`42s`, `3m`, `5h`, `2d`).
+pub fn human_seconds(secs: i64) -> String {
+    match secs.max(0) {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
 /// `v` as pretty JSON ending in a newline (`-o json`).
 pub fn json<T: Serialize + ?Sized>(v: &T) -> Result<String> {
     let mut s = serde_json::to_string_pretty(v).map_err(|e| {

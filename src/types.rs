@@ -64,6 +64,17 @@ pub struct JobCondition {
     pub last_transition_time: Option<String>,
 }
 
+/// Where a status report or a row of `runs` was read from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// The engine has the run.
+    #[default]
+    Engine,
+    /// The engine no longer has it: read from the flight recorder.
+    Record,
+}
+
 /// The two engines runs execute on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

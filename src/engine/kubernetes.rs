@@ -164,7 +164,7 @@ impl KubeRun {
             start_latency_seconds: phases.start_latency_seconds(),
             phases,
             provenance,
-            source: crate::ledger::Source::Engine,
+            source: crate::types::Source::Engine,
             failing: why.run.as_ref().is_some_and(|r| r.failing),
             reason: why.run.map(|r| r.text),
         })

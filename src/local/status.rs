@@ -493,7 +493,7 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
         start_latency_seconds: phases.start_latency_seconds(),
         phases,
         provenance: cs.iter().find_map(|c| c.provenance.clone()),
-        source: crate::ledger::Source::Engine,
+        source: crate::types::Source::Engine,
         failing: reason.as_ref().is_some_and(|r| r.failing),
         reason: reason.map(|r| r.text),
     })

@@ -102,7 +102,7 @@ impl LogsOutcome {
     pub fn exit_code(&self) -> u8 {
         let code = self.state.map_or(0, JobState::exit_code);
         if code != 0 {
-            crate::report::print_reason(self.reason.as_deref());
+            crate::ui::print_reason(self.reason.as_deref());
         }
         code
     }

@@ -131,3 +131,11 @@ pub fn confirm(question: &str) -> crate::Result<bool> {
         .map(|a| a.unwrap_or(false))
         .map_err(|e| crate::Error::input(format!("prompt failed: {e}")))
 }
+
+/// The reason a waiting command stopped with exit 1, on stderr (also under `-q`: it is
+/// why the command failed).
+pub fn print_reason(reason: Option<&str>) {
+    if let Some(r) = reason {
+        eprintln!("Reason: {r}");
+    }
+}
