@@ -306,7 +306,10 @@ pub fn default_on_create(def: &ResourceDef, obj: &mut Value, uid: &str) {
             default_pod_spec(&mut obj["spec"]["template"]["spec"]);
             obj["status"] = json!({"replicas": 0, "availableReplicas": 0});
         }
-        "mpijobs" if obj.get("status").is_some() => obj["status"] = json!({}),
+        // A custom resource's status is its operator's (the CRD's status subresource).
+        _ if def.custom && def.status_sub && obj.get("status").is_some() => {
+            obj["status"] = json!({})
+        }
         _ => {}
     }
 }
@@ -450,7 +453,8 @@ fn default_pod_spec(spec: &mut Value) {
 
 /// Does this resource type carry `metadata.generation`?
 pub fn has_generation(def: &ResourceDef) -> bool {
-    matches!(def.plural, "jobs" | "statefulsets" | "mpijobs" | "services")
+    // Custom resources always do (the apiserver sets it for every CRD).
+    def.custom || matches!(def.plural, "jobs" | "statefulsets" | "services")
 }
 
 /// The default propagation policy when a DELETE names none (batch/v1 Jobs orphan, like the real apiserver).
