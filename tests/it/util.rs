@@ -21,7 +21,6 @@ pub const TEMPLATES: &[&str] = &[
     "horovod-elastic",
     "mpi-hello",
 ];
-pub const BACKENDS: &[&str] = &["mpijob", "native"];
 
 // --- Skip unless CI ------------------------------------------------------------------------
 
