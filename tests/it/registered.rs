@@ -216,6 +216,7 @@ mod operator {
 
         /// A launcher pod `<job>-boss`; workers `<job>-r<i>` carrying their index in
         /// [`RANK_LABEL`], added or removed to match `spec.workers`; `Running` once all run.
+        /// A RankJob annotated `test.hvdctl.io/paused` is left alone.
         fn reconcile(&self, ctl: &Controllers, now: i64) {
             let id = resources::register(&RANKJOBS);
             let (ls, fs) = all();
@@ -225,7 +226,9 @@ mod operator {
             }
             let (pods, _) = ctl.store.list(PODS, None, &ls, &fs);
             for rj in jobs {
-                if deleting(&rj) {
+                // Paused (the test writes a status of its own): left as it is.
+                if deleting(&rj) || s(&rj, "/metadata/annotations/test.hvdctl.io~1paused").is_some()
+                {
                     continue;
                 }
                 let (ns, name, uid) = (ns_of(&rj), name_of(&rj), uid_of(&rj));
@@ -492,6 +495,42 @@ fn a_backend_with_its_own_custom_kind_deploys_reports_scales_is_diagnosed_and_un
         "{refused}"
     );
     assert!(bare.ours("hvdctl.io/run=rk2").is_empty());
+
+    // What a backend cannot read is an error naming it, never a guess: conditions that are
+    // not conditions, and a run labelled with a backend this hvdctl does not know.
+    let conditions = e.fc.mutate("rankjobs", "default", "demo-rk1", |o| {
+        o["metadata"]["annotations"]["test.hvdctl.io/paused"] = serde_json::json!("true");
+        o["status"]["conditions"] = serde_json::json!("all good");
+    });
+    assert!(conditions.is_some());
+    e.fc.create(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "demo-zz9-boss", "labels": {
+            "app.kubernetes.io/managed-by": "hvdctl", "hvdctl.io/app": "demo",
+            "hvdctl.io/run": "zz9", "hvdctl.io/backend": "trainjob-v9"}},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }))
+    .unwrap();
+    rt.block_on(async {
+        let run = env.run(Some("demo-rk1")).await.unwrap();
+        let err = run.status().await.unwrap_err();
+        assert!(
+            err.message
+                .contains("the status conditions of the RankJob cannot be read"),
+            "{err}"
+        );
+        let err = env
+            .run(Some("demo-zz9"))
+            .await
+            .err()
+            .expect("an unknown backend");
+        assert!(
+            err.message.contains("run zz9") && err.message.contains("`trainjob-v9`"),
+            "{err}"
+        );
+    });
+    e.fc.delete("pods", "default", "demo-zz9-boss", None)
+        .unwrap();
 
     // undeploy: its custom objects and the pods its operator made, all gone.
     assert_eq!(cmd(&["undeploy", "--kubeconfig", &kc, "rk1"]).unwrap(), 0);
