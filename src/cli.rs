@@ -2,6 +2,9 @@
 //! `commands/` turns these into work.
 
 use crate::app::Backend;
+pub use crate::options::{
+    Global, ListFormat, ManifestFormat, RoleFilter, StatusFormat, TargetRole, Watch,
+};
 use crate::ui::ColorChoice;
 use clap::builder::TypedValueParser as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -118,19 +121,6 @@ pub struct LeadingClusterArgs {
     pub namespace: Option<String>,
     #[arg(long, value_name = "FILE", hide = true)]
     pub kubeconfig: Option<PathBuf>,
-}
-
-/// Every global flag, resolved for one command (cluster flags empty where a command has none).
-#[derive(Debug, Clone)]
-pub struct Global {
-    pub app_dir: PathBuf,
-    pub context: Option<String>,
-    pub namespace: Option<String>,
-    pub kubeconfig: Option<PathBuf>,
-    pub verbose: u8,
-    pub quiet: bool,
-    pub color: ColorChoice,
-    pub no_input: bool,
 }
 
 /// `--backend`: the registered backends' names (see `crate::backend`).
@@ -292,19 +282,6 @@ pub struct TemplatesArgs {
     pub template_dir: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ListFormat {
-    Text,
-    Json,
-    Yaml,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ManifestFormat {
-    Yaml,
-    Json,
-}
-
 /// Flags that pick what a run is made of (shared by deploy and later commands).
 #[derive(Debug, Args, Clone)]
 pub struct AppOverrides {
@@ -365,16 +342,6 @@ impl DeployArgs {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StatusFormat {
-    Text,
-    // The text report with each pod's IP (no doc comment: it would give every value a
-    // description and turn `--help` into the long layout).
-    Wide,
-    Json,
-    Yaml,
-}
-
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// Run id or job name (default: the app's last run)
@@ -397,6 +364,17 @@ pub struct StatusArgs {
     pub all_namespaces: bool,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+}
+
+impl StatusArgs {
+    /// What `report::show` needs of these flags.
+    pub fn watch_options(&self) -> Watch {
+        Watch {
+            output: self.output,
+            watch: self.watch,
+            wait: self.wait,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -481,13 +459,6 @@ pub struct VersionArgs {
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
     pub shell: clap_complete::Shell,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum RoleFilter {
-    Launcher,
-    Worker,
-    All,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -613,13 +584,6 @@ pub struct PushArgs {
 }
 
 // --- exec, cp, port-forward ------------------------------------------------------------------
-
-/// `--role` of exec and port-forward: one pod/container.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TargetRole {
-    Launcher,
-    Worker,
-}
 
 /// Which pod/container of the run (exec, port-forward).
 #[derive(Debug, Args, Clone)]

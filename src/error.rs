@@ -3,6 +3,11 @@
 //! 130 for Ctrl-C); callers tell errors apart by kind, never by message text.
 
 use std::fmt;
+use std::sync::Arc;
+
+/// The error underneath an [`Error`], kept for [`std::error::Error::source`] (shared, so an
+/// [`Error`] stays `Clone`).
+pub type Source = Arc<dyn std::error::Error + Send + Sync + 'static>;
 
 /// What sort of failure this is; decides the process exit code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,12 +22,14 @@ pub enum Kind {
     Interrupted,
 }
 
-/// An error for people: a message (may span lines) plus an optional hint on what to do next.
+/// An error for people: a message (may span lines) plus an optional hint on what to do next,
+/// and the error it came from (its chain through [`std::error::Error::source`]).
 #[derive(Debug, Clone)]
 pub struct Error {
     pub kind: Kind,
     pub message: String,
     pub hint: Option<String>,
+    pub source: Option<Source>,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -33,6 +40,7 @@ impl Error {
             kind: Kind::Input,
             message: message.into(),
             hint: None,
+            source: None,
         }
     }
     pub fn failure(message: impl Into<String>) -> Self {
@@ -40,6 +48,7 @@ impl Error {
             kind: Kind::Failure,
             message: message.into(),
             hint: None,
+            source: None,
         }
     }
     pub fn not_found(message: impl Into<String>) -> Self {
@@ -47,6 +56,7 @@ impl Error {
             kind: Kind::NotFound,
             message: message.into(),
             hint: None,
+            source: None,
         }
     }
     pub fn interrupted() -> Self {
@@ -54,12 +64,33 @@ impl Error {
             kind: Kind::Interrupted,
             message: "interrupted".into(),
             hint: None,
+            source: None,
         }
     }
     /// Adds a "what to do next" line.
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self
+    }
+    /// Keeps `e` as the error this one came from.
+    pub fn caused_by(mut self, e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Arc::new(e));
+        self
+    }
+    /// The HTTP status of the API or registry answer this error came from, if any.
+    pub fn http_status(&self) -> Option<u16> {
+        let mut next: Option<&(dyn std::error::Error + 'static)> =
+            self.source.as_deref().map(|s| s as _);
+        while let Some(e) = next {
+            if let Some(s) = e.downcast_ref::<kube::core::Status>() {
+                return Some(s.code);
+            }
+            if let Some(kube::Error::Api(s)) = e.downcast_ref::<kube::Error>() {
+                return Some(s.code);
+            }
+            next = e.source();
+        }
+        None
     }
     /// Prefixes the message with where/what was being done ("reading hvdctl.yaml: ...").
     pub fn context(mut self, what: impl fmt::Display) -> Self {
@@ -85,19 +116,51 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|s| s as _)
+    }
+}
 
-/// Adds context to any displayable error, turning it into an [`Error`] of the given kind.
+/// Adds context to any error, turning it into an [`Error`] of the given kind that keeps the
+/// original as its source.
 pub trait Context<T> {
     fn fail_with(self, what: impl FnOnce() -> String) -> Result<T>;
     fn input_with(self, what: impl FnOnce() -> String) -> Result<T>;
 }
 
-impl<T, E: fmt::Display> Context<T> for std::result::Result<T, E> {
+impl<T, E: std::error::Error + Send + Sync + 'static> Context<T> for std::result::Result<T, E> {
     fn fail_with(self, what: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|e| Error::failure(format!("{}: {e}", what())))
+        self.map_err(|e| Error::failure(format!("{}: {e}", what())).caused_by(e))
     }
     fn input_with(self, what: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|e| Error::input(format!("{}: {e}", what())))
+        self.map_err(|e| Error::input(format!("{}: {e}", what())).caused_by(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn the_source_chain_is_kept() {
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let e: Result<()> = Err(io).fail_with(|| "reading x".to_string());
+        let e = e.unwrap_err().context("loading the app");
+        assert_eq!(e.message, "loading the app: reading x: denied");
+        let src = e.source().expect("a source");
+        assert_eq!(
+            src.downcast_ref::<std::io::Error>()
+                .map(std::io::Error::kind),
+            Some(std::io::ErrorKind::PermissionDenied)
+        );
+        let status = kube::core::Status {
+            code: 404,
+            ..Default::default()
+        };
+        let api = Error::failure("get x").caused_by(kube::Error::Api(Box::new(status)));
+        assert_eq!(api.http_status(), Some(404));
+        assert_eq!(Error::failure("plain").http_status(), None);
     }
 }

@@ -2,8 +2,8 @@
 //! files, missing ones skipped, else `~/.kube/config`), once per command and without contacting
 //! any server.
 
-use crate::cli::Global;
 use crate::error::{Error, Result};
+use crate::options::Global;
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use std::path::{Path, PathBuf};
 

@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
+use tokio::process::Command;
 
 pub const ANN_IMAGE: &str = "hvdctl.io/image";
 pub const ANN_IMAGE_DIGEST: &str = "hvdctl.io/image-digest";
@@ -33,7 +34,8 @@ pub struct Provenance {
     pub image_digest: Option<String>,
     /// Null outside a git repository.
     pub git_commit: Option<String>,
-    /// `sha256:…` of the uncommitted changes; null when there are none (or outside git).
+    /// `sha256:…` of the uncommitted changes; null when there are none (or outside git);
+    /// [`DIRTY_UNKNOWN`] when git could not tell.
     pub git_dirty: Option<String>,
     pub hvdctl_version: String,
     pub set: Vec<String>,
@@ -41,10 +43,30 @@ pub struct Provenance {
     pub slots_per_worker: u32,
 }
 
+/// `gitDirty` of a run whose uncommitted changes git could not list (never taken for clean).
+pub const DIRTY_UNKNOWN: &str = "unknown";
+
 impl Provenance {
-    /// Everything but the digest (the engine resolves it), read from the app directory.
-    pub fn collect(app: &crate::app::App, dir: &Path, image: &str, sets: &[String]) -> Provenance {
-        let (git_commit, git_dirty) = git(dir);
+    /// Everything but the digest (the engine resolves it), read from the app directory; git
+    /// runs as a child process of the runtime, untracked files are read on its blocking pool.
+    /// What git could not tell is `warn`ed about and recorded as [`DIRTY_UNKNOWN`].
+    pub async fn collect(
+        app: &crate::app::App,
+        dir: &Path,
+        image: &str,
+        sets: &[String],
+        warn: &dyn Fn(String),
+    ) -> Provenance {
+        let (git_commit, git_dirty) = match git(dir).await {
+            Ok(found) => found,
+            Err((commit, why)) => {
+                warn(format!(
+                    "cannot tell whether {} has uncommitted changes ({why}): the run records them as {DIRTY_UNKNOWN}",
+                    dir.display()
+                ));
+                (Some(commit), Some(DIRTY_UNKNOWN.to_string()))
+            }
+        };
         Provenance {
             image: image.to_string(),
             image_digest: None,
@@ -146,47 +168,84 @@ fn repository(image: &str) -> &str {
 
 /// (commit, hash of uncommitted changes) of the git work tree holding `dir`; both `None`
 /// outside one (or without git). Changes are `git diff HEAD` plus untracked files' names and
-/// contents, `.hvdctl/` left out (hvdctl writes there itself).
-fn git(dir: &Path) -> (Option<String>, Option<String>) {
-    let run = |args: &[&str]| -> Option<Vec<u8>> {
+/// contents, `.hvdctl/` left out (hvdctl writes there itself). Inside a work tree, a git
+/// command or a file read that fails is an error (the commit, and why): never "clean".
+async fn git(dir: &Path) -> Result<(Option<String>, Option<String>), (String, String)> {
+    let run = |args: &'static [&'static str]| async move {
         let out = Command::new("git")
             .arg("-C")
             .arg(dir)
             .args(args)
             .stdin(Stdio::null())
-            .stderr(Stdio::null())
             .output()
-            .ok()?;
-        out.status.success().then_some(out.stdout)
+            .await;
+        match out {
+            Ok(o) if o.status.success() => Ok(o.stdout),
+            Ok(o) => Err(format!(
+                "`git {}` failed ({}): {}",
+                args[0],
+                o.status,
+                String::from_utf8_lossy(&o.stderr).trim()
+            )),
+            Err(e) => Err(format!("cannot run git: {e}")),
+        }
     };
-    let Some(commit) = run(&["rev-parse", "--verify", "-q", "HEAD"]) else {
-        return (None, None);
+    // Outside a work tree (or without git) there is nothing to record.
+    let Ok(commit) = run(&["rev-parse", "--verify", "-q", "HEAD"]).await else {
+        return Ok((None, None));
     };
     let commit = String::from_utf8_lossy(&commit).trim().to_string();
-    let exclude = ":(exclude,glob)**/.hvdctl/**";
-    let diff = run(&["diff", "HEAD", "--binary", "--", ".", exclude]).unwrap_or_default();
-    let untracked = run(&[
+    const DIFF: &[&str] = &[
+        "diff",
+        "HEAD",
+        "--binary",
+        "--",
+        ".",
+        ":(exclude,glob)**/.hvdctl/**",
+    ];
+    const UNTRACKED: &[&str] = &[
         "ls-files",
         "--others",
         "--exclude-standard",
         "-z",
         "--",
         ".",
-        exclude,
-    ])
-    .unwrap_or_default();
+        ":(exclude,glob)**/.hvdctl/**",
+    ];
+    let (diff, untracked) = match futures::try_join!(run(DIFF), run(UNTRACKED)) {
+        Ok(both) => both,
+        Err(why) => return Err((commit, why)),
+    };
     if diff.is_empty() && untracked.is_empty() {
-        return (Some(commit), None);
+        return Ok((Some(commit), None));
     }
-    let mut h = Sha256::new();
-    h.update(&diff);
-    for name in untracked.split(|b| *b == 0).filter(|n| !n.is_empty()) {
-        let name = String::from_utf8_lossy(name);
-        h.update(name.as_bytes());
-        h.update([0]);
-        h.update(std::fs::read(dir.join(name.as_ref())).unwrap_or_default());
+    let dir = dir.to_path_buf();
+    let hashed = tokio::task::spawn_blocking(move || -> Result<String, String> {
+        let mut h = Sha256::new();
+        h.update(&diff);
+        for name in untracked.split(|b| *b == 0).filter(|n| !n.is_empty()) {
+            let name = String::from_utf8_lossy(name);
+            h.update(name.as_bytes());
+            h.update([0]);
+            let path = dir.join(name.as_ref());
+            let unreadable = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+            // A symbolic link is its target's name, as git keeps it.
+            if path.symlink_metadata().map_err(unreadable)?.is_symlink() {
+                let target = std::fs::read_link(&path).map_err(unreadable)?;
+                h.update(target.as_os_str().as_encoded_bytes());
+                continue;
+            }
+            let mut f = std::fs::File::open(&path).map_err(unreadable)?;
+            std::io::copy(&mut f, &mut h).map_err(unreadable)?;
+        }
+        Ok(format!("sha256:{:x}", h.finalize()))
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("hashing the changes stopped: {e}")));
+    match hashed {
+        Ok(h) => Ok((Some(commit), Some(h))),
+        Err(why) => Err((commit, why)),
     }
-    (Some(commit), Some(format!("sha256:{:x}", h.finalize())))
 }
 
 #[cfg(test)]
@@ -208,13 +267,21 @@ mod tests {
         assert_eq!(repository("a@sha256:00"), "a");
     }
 
+    fn git(d: &Path) -> (Option<String>, Option<String>) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(super::git(d)).expect("git answers")
+    }
+
     #[test]
     fn git_commit_and_uncommitted_changes() {
         let tmp = tempfile::tempdir().unwrap();
         let d = tmp.path();
         assert_eq!(git(d), (None, None), "outside a repository");
         let g = |args: &[&str]| {
-            let o = Command::new("git")
+            let o = std::process::Command::new("git")
                 .arg("-C")
                 .arg(d)
                 .args(["-c", "user.name=t", "-c", "user.email=t@t"])
@@ -242,7 +309,16 @@ mod tests {
         assert_ne!(untracked, edited, "an untracked file changes the hash");
         std::fs::write(d.join("new.py"), "y").unwrap();
         assert_ne!(git(d).1.unwrap(), untracked, "so does its content");
-        assert_eq!(git(d).0, Some(head));
+        assert_eq!(git(d).0, Some(head.clone()));
+        // A work tree git cannot read is not "clean": the commit, and why.
+        std::fs::write(d.join(".git/index"), "not an index").unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (commit, why) = rt.block_on(super::git(d)).unwrap_err();
+        assert_eq!(commit, head);
+        assert!(why.starts_with("`git "), "{why}");
     }
 
     #[test]

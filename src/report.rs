@@ -1,10 +1,10 @@
 //! What `hvdctl status` shows, for every backend: the report (same keys for Kubernetes and
 //! local runs), its text/JSON/YAML forms, and the `--watch`/`--wait` loop.
 
-use crate::cli::{StatusArgs, StatusFormat};
 use crate::cluster::status::JobState;
 use crate::error::Result;
 use crate::kinds::JobCondition;
+use crate::options::{StatusFormat, Watch};
 use crate::ui::Ui;
 use serde::{Deserialize, Serialize};
 use std::future::Future;
@@ -16,7 +16,7 @@ pub struct StatusReport {
     pub run: String,
     pub job: String,
     pub app: String,
-    pub engine: crate::engine::EngineKind,
+    pub engine: crate::types::EngineKind,
     /// Kubernetes only (null for Docker runs).
     pub namespace: Option<String>,
     /// Kubernetes only (null for Docker runs).
@@ -39,7 +39,7 @@ pub struct StatusReport {
     pub provenance: Option<crate::provenance::Provenance>,
     /// `engine`, or `record` when the engine no longer has the run (the flight recorder's).
     #[serde(default)]
-    pub source: crate::ledger::Source,
+    pub source: crate::types::Source,
     /// Why the run is where it is, in one line (see [`crate::reason`]), or null.
     pub reason: Option<String>,
     /// The reason means the run cannot succeed (`--wait` and `logs -f` stop on it).
@@ -52,13 +52,7 @@ pub fn exit_code(r: &StatusReport) -> u8 {
     if r.failing { 1 } else { r.state.exit_code() }
 }
 
-/// The reason a waiting command stopped with exit 1, on stderr (also under `-q`: it is
-/// why the command failed).
-pub fn print_reason(reason: Option<&str>) {
-    if let Some(r) = reason {
-        eprintln!("Reason: {r}");
-    }
-}
+pub use crate::ui::print_reason;
 
 /// How many rows are running workers.
 pub fn running_workers(pods: &[PodRow]) -> u32 {
@@ -138,7 +132,7 @@ pub struct PodRow {
 
 /// Prints `fetch()`'s report once, or (`--watch`) whenever it changes, or (`--wait`) when the
 /// job has ended; returns the exit code (with `--wait`: 0 succeeded, 1 failed).
-pub async fn show<F, Fut>(a: &StatusArgs, ui: &Ui, mut fetch: F) -> Result<u8>
+pub async fn show<F, Fut>(a: &Watch, ui: &Ui, mut fetch: F) -> Result<u8>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<StatusReport>>,
@@ -146,7 +140,7 @@ where
     let mut last = String::new();
     loop {
         let report = fetch().await?;
-        let text = render(&report, a.output);
+        let text = render(&report, a.output)?;
         let finished = report.state.is_finished() || (a.wait && report.failing);
         let show = if a.watch {
             text != last
@@ -175,7 +169,7 @@ fn age(ts: &str) -> String {
     let Ok(t) = ts.parse::<jiff::Timestamp>() else {
         return "-".into();
     };
-    crate::ledger::human_seconds(jiff::Timestamp::now().as_second() - t.as_second())
+    crate::text::human_seconds(jiff::Timestamp::now().as_second() - t.as_second())
 }
 
 /// `sha256:0123456789ab` of a digest (the first 12 hex digits).
@@ -196,6 +190,9 @@ fn provenance_text(p: Option<&crate::provenance::Provenance>) -> String {
         .as_deref()
         .map_or(String::new(), |d| format!(" ({})", short_digest(d)));
     let commit = match (&p.git_commit, &p.git_dirty) {
+        (Some(c), Some(d)) if d == crate::provenance::DIRTY_UNKNOWN => {
+            format!("{c} + uncommitted changes git could not list")
+        }
         (Some(c), Some(d)) => format!("{c} + uncommitted changes {}", short_digest(d)),
         (Some(c), None) => c.clone(),
         _ => "- (not in a git repository)".into(),
@@ -235,10 +232,10 @@ fn phases_text(p: &crate::phases::Phases, latency: Option<f64>) -> String {
     s
 }
 
-pub fn render(r: &StatusReport, format: StatusFormat) -> String {
-    match format {
-        StatusFormat::Json => serde_json::to_string_pretty(r).unwrap_or_default() + "\n",
-        StatusFormat::Yaml => serde_norway::to_string(r).unwrap_or_default(),
+pub fn render(r: &StatusReport, format: StatusFormat) -> crate::Result<String> {
+    Ok(match format {
+        StatusFormat::Json => crate::text::json(r)?,
+        StatusFormat::Yaml => crate::text::yaml(r)?,
         StatusFormat::Text | StatusFormat::Wide => {
             let wide = format == StatusFormat::Wide;
             let place = match (&r.namespace, &r.context) {
@@ -283,7 +280,7 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> String {
                     "none yet"
                 };
                 s.push_str(&format!("{what}: {none}\n"));
-                return s;
+                return Ok(s);
             }
             let w = r
                 .pods
@@ -332,7 +329,7 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> String {
             }
             s
         }
-    }
+    })
 }
 
 #[cfg(test)]
@@ -364,7 +361,7 @@ mod tests {
 
     #[test]
     fn no_table_header_without_rows() {
-        let text = |r: &StatusReport| render(r, StatusFormat::Text);
+        let text = |r: &StatusReport| render(r, StatusFormat::Text).unwrap();
         let ended = text(&report(JobState::Succeeded, vec![]));
         assert!(!ended.contains("NAME"), "{ended}");
         assert!(

@@ -21,7 +21,7 @@ pub struct RunRecord {
     pub job: String,
     /// Absent in records written before engines were recorded: derived from `backend`.
     #[serde(default)]
-    pub engine: Option<crate::engine::EngineKind>,
+    pub engine: Option<crate::types::EngineKind>,
     /// Kubernetes only.
     #[serde(default)]
     pub context: Option<String>,
@@ -36,8 +36,8 @@ pub struct RunRecord {
 
 impl RunRecord {
     /// The engine the run was deployed to.
-    pub fn engine(&self) -> crate::engine::EngineKind {
-        use crate::engine::EngineKind;
+    pub fn engine(&self) -> crate::types::EngineKind {
+        use crate::types::EngineKind;
         self.engine
             .unwrap_or(if self.backend == crate::app::Backend::LOCAL {
                 EngineKind::Docker
@@ -165,7 +165,7 @@ mod tests {
         )
         .unwrap();
         let r = runs_quiet(d.path());
-        assert_eq!(r[0].engine(), crate::engine::EngineKind::Docker);
+        assert_eq!(r[0].engine(), crate::types::EngineKind::Docker);
     }
 
     use super::*;

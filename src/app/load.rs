@@ -649,16 +649,7 @@ fn out_of_range(marked: &Marked, path: &Path, msg: &str) -> Option<String> {
     None
 }
 
-/// The closest known name to `got`, if it is close enough to be a likely typo.
-pub fn did_you_mean<'a>(got: &str, known: &[&'a str]) -> Option<&'a str> {
-    let lower = got.to_ascii_lowercase();
-    known
-        .iter()
-        .map(|k| (strsim::jaro_winkler(&lower, &k.to_ascii_lowercase()), *k))
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, k)| k)
-}
+pub use crate::text::did_you_mean;
 
 #[cfg(test)]
 mod tests {

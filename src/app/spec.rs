@@ -28,7 +28,7 @@ pub trait ClosedSet: Copy + Sized + 'static {
         }
         let names: Vec<&str> = Self::ALL.iter().map(|v| v.as_str()).collect();
         let mut msg = format!("`{s}` is not one of {}", Self::one_of());
-        if let Some(m) = super::load::did_you_mean(s, &names) {
+        if let Some(m) = crate::text::did_you_mean(s, &names) {
             msg.push_str(&format!(" (did you mean `{m}`?)"));
         }
         Err(msg)
@@ -152,10 +152,13 @@ impl Backend {
         }
     }
 
-    /// Whether an operator starts sshd and writes the hostfile (see
-    /// [`crate::backend::KubeBackend::operator_launch`]).
-    pub fn operator_launch(self) -> bool {
-        matches!(self, Backend::Kubernetes(b) if b.operator_launch())
+    /// Who starts sshd and writes the hostfile (see [`crate::backend::KubeBackend::launch`];
+    /// the local backend's scripts do).
+    pub fn launch(self) -> crate::backend::Launch {
+        match self {
+            Backend::Kubernetes(b) => b.launch(),
+            Backend::Local => crate::backend::Launch::Scripts,
+        }
     }
 }
 
@@ -165,7 +168,7 @@ impl std::str::FromStr for Backend {
         crate::backend::lookup(s).ok_or_else(|| {
             let names = crate::backend::names();
             let mut msg = format!("`{s}` is not one of {}", names.join(", "));
-            if let Some(m) = super::load::did_you_mean(s, &names) {
+            if let Some(m) = crate::text::did_you_mean(s, &names) {
                 msg.push_str(&format!(" (did you mean `{m}`?)"));
             }
             msg

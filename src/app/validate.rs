@@ -144,6 +144,16 @@ pub fn int_bounds(path: &Path) -> (Option<i64>, Option<i64>) {
 const MAX_WORKERS: i64 = 10_000;
 const MAX_GPUS: i64 = 64;
 
+/// [`max_name_len`] for the pod names `backend` makes (its own suffix after `<name>-<run id>`).
+fn max_name_len_for(backend: super::Backend, max_worker_index: u32) -> usize {
+    match backend {
+        super::Backend::Kubernetes(b) => {
+            MAX_LABEL.saturating_sub(1 + RUN_ID_LEN + b.pod_name_suffix(max_worker_index))
+        }
+        super::Backend::Local => max_name_len(max_worker_index),
+    }
+}
+
 struct Checker {
     problems: Vec<Problem>,
 }
@@ -192,7 +202,7 @@ pub fn check(app: &App) -> Vec<Problem> {
         .elastic
         .as_ref()
         .map_or(app.workers, |e| e.max_workers.max(app.workers));
-    let limit = max_name_len(max_workers.saturating_sub(1));
+    let limit = max_name_len_for(app.backend, max_workers.saturating_sub(1));
     if !DNS1035_LABEL.is_match(&app.name) {
         c.at(&["name"], format!("`{}` is not a valid app name: use lowercase letters, digits and `-`, starting with a letter and ending alphanumeric (e.g. `mnist-demo`)", app.name));
     } else if app.name.len() > limit {

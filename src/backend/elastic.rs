@@ -5,32 +5,13 @@
 //! deployed from another machine (or another hvdctl.yaml) answers the same.
 
 use crate::error::{Error, Result};
-use serde::Serialize;
 
-/// Elastic bounds of a run, in workers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Bounds {
-    pub min_workers: u32,
-    pub max_workers: u32,
-}
+pub use crate::types::Bounds;
 
 /// The bounds in a launcher's argv (`horovodrun ... --min-np A --max-np B --slots-per-host S`),
 /// or `None` for a run that is not elastic.
 pub fn bounds(argv: &[String]) -> Option<Bounds> {
-    let value = |flag: &str| -> Option<u32> {
-        argv.windows(2)
-            .find(|w| w[0] == flag)
-            .and_then(|w| w[1].parse().ok())
-    };
-    if !argv.iter().any(|a| a == "horovodrun") {
-        return None;
-    }
-    let slots = value("--slots-per-host").unwrap_or(1).max(1);
-    Some(Bounds {
-        min_workers: value("--min-np")? / slots,
-        max_workers: value("--max-np")? / slots,
-    })
+    crate::types::elastic_bounds(argv)
 }
 
 /// `workers` for the run `job` with `bounds`: an input error (exit 2) when the run is not

@@ -1,8 +1,10 @@
 //! Backends turn a validated [`App`] and a run identity into what gets created: the template
 //! values, the launcher command line, and (for Kubernetes) the typed objects of the run.
 //!
-//! Kubernetes backends are one module each, answering the questions of [`KubeBackend`], and
-//! one line in [`BUILTIN`]:
+//! Kubernetes backends are one module each, answering the questions of [`KubeBackend`] — the
+//! kinds they are made of and need served, their RBAC, how their objects are rendered, how
+//! their state is read, which labels say a pod's role and index, how they scale, who
+//! launches —, and one line in [`BUILTIN`] (or a [`register`] call):
 //! - [`mpijob`]: one MPIJob; the MPI Operator makes the launcher Job, workers, ssh Secret, hostfile.
 //! - [`native`]: hvdctl makes them itself (see `templates/k8s/native.yaml.hbs`).
 //!
@@ -12,21 +14,23 @@
 pub mod elastic;
 pub mod mpijob;
 pub mod native;
+pub mod rbac;
 pub mod ssh;
 pub mod values;
 
-use crate::cluster::status::JobState;
-use crate::kinds::{ApiKind, JobCondition};
+use crate::kinds::{ApiKind, JobCondition, KindDef};
+use crate::types::{Identity, JobState};
 use k8s_openapi::api::core::v1::Pod;
 use std::sync::RwLock;
 
 use crate::app::{App, Backend};
-use crate::error::{Context, Result};
+use crate::error::{Context, Error, Result};
 use crate::kinds::Object;
 use crate::render::{self, manifests};
 use rand::Rng;
 use std::path::Path;
 
+pub use rbac::Permission;
 pub use ssh::SshKeys;
 
 /// An API the cluster must serve for a backend (an operator's custom resource).
@@ -39,24 +43,60 @@ pub struct Requirement {
     pub hint: &'static str,
 }
 
-/// A Kubernetes job backend: everything the Kubernetes engine needs to know about it.
+/// Who starts the workers' sshd and writes the hostfile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Launch {
+    /// hvdctl's launcher/worker scripts (`templates/scripts/`), mounted from the run's
+    /// ConfigMap: they set up ssh, wait for the workers and run the launch command.
+    Scripts,
+    /// An operator did it: the launcher runs the launch command directly.
+    Operator {
+        /// Where the operator writes the hostfile.
+        hostfile: &'static str,
+        /// The workers' command (the operator's images expect sshd in the foreground).
+        worker_command: &'static [&'static str],
+    },
+}
+
+/// How `hvdctl scale` changes the number of workers of a running (elastic) run.
+#[derive(Debug, Clone, Copy)]
+pub enum Scaling {
+    /// A merge patch of the job object (the operator adds or removes worker pods), from
+    /// the number of workers.
+    Patch(fn(u32) -> serde_json::Value),
+    /// hvdctl's own worker pods: a new worker is a copy of a live one named `name(job,
+    /// index)`; scaling down deletes the newest.
+    WorkerPods { name: fn(&str, u32) -> String },
+    /// The backend's runs cannot be scaled in place.
+    Unsupported,
+}
+
+/// A Kubernetes job backend: everything the Kubernetes engine needs to know about it. Nothing
+/// outside this trait's implementations matches on a backend's name.
 pub trait KubeBackend: Send + Sync + 'static {
     /// The name in `hvdctl.yaml`'s `backend`, `--backend` and the `hvdctl.io/backend` label.
     fn name(&self) -> &'static str;
     /// One line for `--help`.
     fn about(&self) -> &'static str;
-    /// The kind the cluster must serve (checked by discovery before a deploy).
-    fn requires(&self) -> Option<Requirement> {
-        None
+    /// The kinds its runs are made of (its template may also use [`crate::kinds::BUILTIN`]):
+    /// the rendered objects are typed with them, undeploy deletes them, RBAC asks for them.
+    fn kinds(&self) -> Vec<KindDef>;
+    /// The kinds the cluster must serve (checked by discovery before a deploy, and by doctor).
+    fn requires(&self) -> Vec<Requirement> {
+        Vec::new()
+    }
+    /// Every permission hvdctl uses for runs of this backend (doctor's RBAC check and
+    /// `--print-role`): by default what every backend needs plus its [`Self::kinds`].
+    fn permissions(&self) -> Vec<Permission> {
+        rbac::permissions_for(&self.kinds())
     }
     /// Whether the run needs a fresh ssh key pair (rendered into its Secret).
     fn needs_ssh_keys(&self) -> bool {
         false
     }
-    /// Whether an operator starts sshd and writes the hostfile (then the launcher runs the
-    /// launch command directly); otherwise hvdctl's launcher/worker scripts do it.
-    fn operator_launch(&self) -> bool {
-        false
+    /// Who starts sshd and writes the hostfile.
+    fn launch(&self) -> Launch {
+        Launch::Scripts
     }
     /// The built-in manifest template (an app's own `k8s/<name>.yaml.hbs` wins over it).
     fn builtin_template(&self) -> std::borrow::Cow<'static, str> {
@@ -81,9 +121,41 @@ pub trait KubeBackend: Send + Sync + 'static {
     }
     /// The object whose status decides the run's state, for job `job`.
     fn job_object(&self, job: &str) -> (ApiKind, String);
-    /// The run's state from that object (`None`: it does not exist) and the run's pods.
-    fn state(&self, job: Option<&serde_json::Value>, pods: &[Pod])
-    -> (JobState, Vec<JobCondition>);
+    /// The run's state from that object (`None`: it does not exist) and the run's pods; an
+    /// error when the object's status cannot be read (never a guess).
+    fn state(
+        &self,
+        job: Option<&serde_json::Value>,
+        pods: &[Pod],
+    ) -> Result<(JobState, Vec<JobCondition>)>;
+    /// Which labels of its pods say their role and worker index (never their names).
+    fn identity(&self) -> Identity {
+        Identity::HVDCTL
+    }
+    /// How `scale` changes the number of workers.
+    fn scaling(&self) -> Scaling {
+        Scaling::Unsupported
+    }
+    /// Characters its pod names add to the job name `<app>-<run id>` for worker index
+    /// `max_index` (the longest name must fit 63 characters).
+    fn pod_name_suffix(&self, max_index: u32) -> usize {
+        "-worker-".len() + max_index.to_string().len()
+    }
+}
+
+/// The conditions in `job`'s `/status/conditions` (none when it has no status yet); an error
+/// naming `what` when they are there but cannot be read.
+pub fn conditions(job: &serde_json::Value, what: &str) -> Result<Vec<JobCondition>> {
+    match job.pointer("/status/conditions") {
+        None | Some(serde_json::Value::Null) => Ok(Vec::new()),
+        Some(c) => serde_json::from_value(c.clone())
+            .fail_with(|| format!("the status conditions of {what} cannot be read")),
+    }
+}
+
+/// Whether condition `t` is `True`.
+pub fn is_true(conds: &[JobCondition], t: &str) -> bool {
+    conds.iter().any(|c| c.type_ == t && c.status == "True")
 }
 
 impl std::fmt::Debug for dyn KubeBackend {
@@ -110,15 +182,33 @@ pub fn register(b: &'static dyn KubeBackend) -> std::result::Result<(), String> 
     if lookup(b.name()).is_some() {
         return Err(format!("backend `{}` is already registered", b.name()));
     }
-    REGISTERED.write().expect("backend registry").push(b);
+    REGISTERED
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(b);
     Ok(())
 }
 
 /// Every Kubernetes backend: built-in, then registered.
 pub fn kube_backends() -> Vec<&'static dyn KubeBackend> {
     let mut all = BUILTIN.to_vec();
-    all.extend(REGISTERED.read().expect("backend registry").iter());
+    all.extend(REGISTERED.read().unwrap_or_else(|p| p.into_inner()).iter());
     all
+}
+
+/// Every kind a run may be made of — the built-in ones and every backend's — once each,
+/// owners first (the order deletion uses).
+pub fn all_kinds() -> Vec<KindDef> {
+    let mut out: Vec<KindDef> = crate::kinds::BUILTIN.to_vec();
+    for b in kube_backends() {
+        for k in b.kinds() {
+            if !out.contains(&k) {
+                out.push(k);
+            }
+        }
+    }
+    out.sort_by_key(|k| std::cmp::Reverse(k.order));
+    out
 }
 
 /// The backend called `name`.
@@ -211,11 +301,15 @@ pub fn manifest_template(app_dir: &Path, backend: Backend) -> Result<(String, St
 pub fn objects(run: &Run, app_dir: &Path, ssh: Option<&SshKeys>) -> Result<Vec<Object>> {
     let (name, template) = manifest_template(app_dir, run.backend)?;
     let Backend::Kubernetes(kb) = run.backend else {
-        unreachable!("manifest_template refuses the local backend")
+        return Err(Error::input(
+            "the local backend has no Kubernetes manifests",
+        ));
     };
     let values = values::values(run, ssh);
     let text = render::render(&name, &template, &values)?;
-    let mut objs = kb.finish(manifests::parse(&name, &text)?, run.app);
+    let mut kinds = crate::kinds::BUILTIN.to_vec();
+    kinds.extend(kb.kinds());
+    let mut objs = kb.finish(manifests::parse(&name, &text, &kinds)?, run.app);
     manifests::stamp(
         &mut objs,
         &manifests::Stamp {

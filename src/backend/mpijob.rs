@@ -1,12 +1,22 @@
 //! The `mpijob` backend: one `kubeflow.org/v2beta1` MPIJob; the MPI Operator makes the
-//! launcher Job, the worker pods, the ssh Secret and the hostfile.
+//! launcher Job, the worker pods, the ssh Secret and the hostfile. Its kind ([`MpiJob`]) is
+//! defined here, with the backend.
 
-use super::{KubeBackend, Requirement};
-use crate::cluster::status::JobState;
-use crate::kinds::{ApiKind, JobCondition, MpiJob};
-use k8s_openapi::api::core::v1::Pod;
+use super::{KubeBackend, Launch, Requirement, Scaling, conditions, is_true};
+use crate::error::Result;
+use crate::kinds::{ApiKind, JobCondition, Kind, KindDef, ROLE_LAUNCHER, ROLE_WORKER};
+use crate::types::{Identity, JobState, LABEL_ROLE};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
 
 pub struct MpiJobBackend;
+
+/// Where the operator writes the hostfile (and hvdctl's scripts write theirs).
+const HOSTFILE: &str = "/etc/mpi/hostfile";
 
 impl KubeBackend for MpiJobBackend {
     fn name(&self) -> &'static str {
@@ -17,16 +27,24 @@ impl KubeBackend for MpiJobBackend {
         "kubeflow.org/v2beta1 MPIJob for the MPI Operator"
     }
 
-    fn requires(&self) -> Option<Requirement> {
-        Some(Requirement {
+    fn kinds(&self) -> Vec<KindDef> {
+        vec![KindDef::of::<MpiJob>()]
+    }
+
+    fn requires(&self) -> Vec<Requirement> {
+        vec![Requirement {
             kind: ApiKind::of::<MpiJob>(),
             provider: "the MPI Operator",
             hint: "install the MPI Operator (v0.4 or later, https://github.com/kubeflow/mpi-operator), or deploy without it: `hvdctl deploy --backend native`",
-        })
+        }]
     }
 
-    fn operator_launch(&self) -> bool {
-        true
+    fn launch(&self) -> Launch {
+        Launch::Operator {
+            hostfile: HOSTFILE,
+            // sshd quiet but for errors, as worker.sh runs it on the other backends.
+            worker_command: &["/usr/sbin/sshd", "-De", "-o", "LogLevel=ERROR"],
+        }
     }
 
     fn operator_selector(&self, job: &str) -> Option<String> {
@@ -38,18 +56,11 @@ impl KubeBackend for MpiJobBackend {
         (ApiKind::of::<MpiJob>(), job.to_string())
     }
 
-    fn state(
-        &self,
-        job: Option<&serde_json::Value>,
-        _pods: &[Pod],
-    ) -> (JobState, Vec<JobCondition>) {
+    fn state(&self, job: Option<&Value>, _pods: &[Pod]) -> Result<(JobState, Vec<JobCondition>)> {
         let Some(job) = job else {
-            return (JobState::Unknown, vec![]);
+            return Ok((JobState::Unknown, vec![]));
         };
-        let conds: Vec<JobCondition> = job
-            .pointer("/status/conditions")
-            .and_then(|c| serde_json::from_value(c.clone()).ok())
-            .unwrap_or_default();
+        let conds = conditions(job, "the MPIJob")?;
         let state = if is_true(&conds, "Succeeded") {
             JobState::Succeeded
         } else if is_true(&conds, "Failed") {
@@ -59,11 +70,155 @@ impl KubeBackend for MpiJobBackend {
         } else {
             JobState::Pending
         };
-        (state, conds)
+        Ok((state, conds))
+    }
+
+    /// The operator labels each worker pod with its index
+    /// (`training.kubeflow.org/replica-index`, mpi-operator's `newWorker` in
+    /// `pkg/controller/mpi_job_controller.go`); hvdctl's role label is on the templates.
+    /// hvdctl never sets `runLauncherAsWorker`, so the index is the worker's.
+    fn identity(&self) -> Identity {
+        Identity {
+            role_label: LABEL_ROLE,
+            index_label: REPLICA_INDEX_LABEL,
+            index_offset: 0,
+        }
+    }
+
+    fn scaling(&self) -> Scaling {
+        Scaling::Patch(
+            |workers| serde_json::json!({"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": workers}}}}),
+        )
     }
 }
 
-/// Whether condition `t` is `True`.
-pub fn is_true(conds: &[JobCondition], t: &str) -> bool {
-    conds.iter().any(|c| c.type_ == t && c.status == "True")
+/// The MPI Operator's worker index label.
+pub const REPLICA_INDEX_LABEL: &str = "training.kubeflow.org/replica-index";
+
+impl Kind for MpiJob {
+    const ORDER: u8 = 6;
+    fn pod_templates(&mut self) -> Vec<(&'static str, &mut ObjectMeta)> {
+        self.spec
+            .mpi_replica_specs
+            .iter_mut()
+            .map(|(replica, spec)| {
+                let role = if replica == "Launcher" {
+                    ROLE_LAUNCHER
+                } else {
+                    ROLE_WORKER
+                };
+                (
+                    role,
+                    spec.template.metadata.get_or_insert_with(Default::default),
+                )
+            })
+            .collect()
+    }
+}
+
+/// `kubeflow.org/v2beta1` MPIJob (MPI Operator v0.4+), fields as in the operator's CRD.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MpiJob {
+    pub metadata: ObjectMeta,
+    pub spec: MpiJobSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<MpiJobStatus>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MpiJobSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots_per_worker: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_launcher_as_worker: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_policy: Option<RunPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_auth_mount_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher_creation_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpi_implementation: Option<String>,
+    pub mpi_replica_specs: BTreeMap<String, ReplicaSpec>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clean_pod_policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds_after_finished: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_deadline_seconds: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_limit: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling_policy: Option<SchedulingPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed_by: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SchedulingPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_available: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_resources:
+        Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_timeout_seconds: Option<i32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicaSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_policy: Option<String>,
+    #[serde(default)]
+    pub template: PodTemplateSpec,
+}
+
+/// What hvdctl reads of an MPIJob's status.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MpiJobStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<JobCondition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_statuses: Option<BTreeMap<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<String>,
+}
+
+impl k8s_openapi::Resource for MpiJob {
+    const API_VERSION: &'static str = "kubeflow.org/v2beta1";
+    const GROUP: &'static str = "kubeflow.org";
+    const KIND: &'static str = "MPIJob";
+    const VERSION: &'static str = "v2beta1";
+    const URL_PATH_SEGMENT: &'static str = "mpijobs";
+    type Scope = NamespaceResourceScope;
+}
+
+impl k8s_openapi::Metadata for MpiJob {
+    type Ty = ObjectMeta;
+    fn metadata(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
 }

@@ -1,8 +1,8 @@
 //! The values a manifest template sees (documented in docs/config.md, "Template values").
 //! Everything structured is built here as data; templates only place it.
 
-use super::Run;
 use super::ssh::{REDACTED, SshKeys};
+use super::{Launch, Run};
 use crate::app::App;
 use crate::app::spec::{CleanPodPolicy, Launcher, MpiImplementation};
 use crate::app::validate::param_env_name;
@@ -294,8 +294,8 @@ fn pod_values(app: &App) -> Value {
 /// DNS name of worker `i` of a native run (headless Service `<job>` in the namespace).
 pub fn worker_host(run: &Run, i: u32) -> String {
     format!(
-        "{}-worker-{i}.{}.{}.svc",
-        run.job_name(),
+        "{}.{}.{}.svc",
+        super::native::worker_name(&run.job_name(), i),
         run.job_name(),
         run.namespace
     )
@@ -456,8 +456,11 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
     if let Some(rp) = v["runPolicy"].as_object_mut() {
         rp.retain(|_, x| !x.is_null());
     }
-    match run.backend.operator_launch() {
-        true => {
+    match run.backend.launch() {
+        Launch::Operator {
+            hostfile,
+            worker_command,
+        } => {
             // The operator writes the hostfile at the same path; horovodrun must be told it
             // (mpirun also finds it through the operator's environment). mpirun forwards
             // LD_LIBRARY_PATH (-x), so it is defined (empty when the image sets none) for
@@ -470,15 +473,14 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
             ]
             .map(String::from)
             .to_vec();
-            cmd.extend(launch_argv(run, Some(HOSTFILE)));
+            cmd.extend(launch_argv(run, Some(hostfile)));
             if app.warm {
                 cmd = ["/bin/sh", "-c", WARM_HOLD].map(String::from).to_vec();
             }
             v["launcher"]["command"] = json!(cmd);
-            // sshd quiet but for errors, as worker.sh runs it (see there).
-            v["worker"]["command"] = json!(["/usr/sbin/sshd", "-De", "-o", "LogLevel=ERROR"]);
+            v["worker"]["command"] = json!(worker_command);
         }
-        false => {
+        Launch::Scripts => {
             let launcher_sh = format!("{SCRIPTS_DIR}/launcher.sh");
             let mut cmd = vec!["/bin/bash".to_string(), launcher_sh];
             cmd.extend(launch_argv(run, Some(HOSTFILE)));
@@ -511,7 +513,7 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
                 None => (REDACTED.to_string(), REDACTED.to_string()),
             };
             v["native"] = json!({
-                "workerSelector": {LABEL_RUN: run.run_id, LABEL_ROLE: crate::kinds::ROLE_WORKER},
+                "workerSelector": {LABEL_RUN: run.run_id, LABEL_ROLE: crate::types::ROLE_WORKER},
                 "sshSecretName": secret,
                 "configMapName": config,
                 "launcherName": format!("{job}-launcher"),

@@ -133,13 +133,13 @@ impl Cluster {
                 err = match s.code {
                     401 => err.hint(format!("your credentials for context `{}` were rejected; log in again", self.context)),
                     403 => err.hint("your account lacks the permission named above; ask a cluster admin for an RBAC Role granting it"),
-                    404 if s.message.contains("namespaces") => {
+                    404 if s.details.as_ref().is_some_and(|d| d.kind == "namespaces") => {
                         err.hint("create the namespace (`hvdctl deploy --create-namespace`) or pick another with -n")
                     }
                     429 | 500..=599 => err.hint("the API server is overloaded or failing; try again shortly"),
                     _ => err,
                 };
-                err
+                err.caused_by(kube::core::Status::clone(s))
             }
             other => Error::failure(format!(
                 "{what}: cannot reach the API server at {} (context `{}`): {}",

@@ -4,10 +4,10 @@
 
 use super::Cluster;
 use super::status::{JobState, role_of};
-use crate::doctor::fit;
-use crate::kinds::{JobCondition, ROLE_LAUNCHER, ROLE_WORKER};
+use crate::fit;
 use crate::logs::rank::TagForms;
 use crate::reason::{self, Reason};
+use crate::types::{JobCondition, ROLE_LAUNCHER, ROLE_WORKER};
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
 use kube::api::{Api, LogParams};
@@ -202,7 +202,7 @@ async fn waiting_for_room(c: &Cluster, facts: &mut [(&Pod, Fact)]) {
     if !facts.iter().any(|(_, f)| f.kind == Kind::Unschedulable) {
         return;
     }
-    let Ok(nodes) = crate::doctor::kube::nodes(c).await else {
+    let Ok(nodes) = super::nodes(c).await else {
         return;
     };
     for (p, f) in facts
@@ -229,8 +229,8 @@ pub const RANK_LOG_LINES: i64 = 200;
 pub async fn of_run(c: &Cluster, run: &super::runs::RunRef) -> crate::error::Result<Explained> {
     let job = super::status::job_object(c, run).await?;
     let pods = super::status::run_pods(c, run).await?;
-    let (state, conditions) = super::status::state_of(run, job.as_ref(), &pods);
-    let elastic = crate::engine::kubernetes::elastic_bounds(&pods).is_some();
+    let (state, conditions) = super::status::state_of(run, job.as_ref(), &pods)?;
+    let elastic = super::status::elastic_bounds(&pods).is_some();
     Ok(explain(
         c,
         &run.namespace,
@@ -316,8 +316,8 @@ pub async fn explain(
         };
         let first =
             reason::first_failed(rank, first.as_ref().map(|(n, t)| (n.as_str(), t.as_str())));
-        // The launcher's pod may be gone with its failed Job: the Job's name then.
-        let lname = launcher.map_or_else(|| format!("{job}-launcher"), pod_name);
+        // The launcher's pod may be gone with its failed Job: the run's job then.
+        let lname = launcher.map_or_else(|| format!("of {job}"), pod_name);
         let own = launcher_fact.map(|(_, _, t)| t.clone()).unwrap_or_else(|| {
             conditions
                 .iter()

@@ -4,7 +4,7 @@
 
 use super::client::{ATTEMPTS, Cluster, retry};
 use crate::backend::{KubeBackend, job_name, kube_backends};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::kinds::ApiKind;
 use crate::render::manifests::{LABEL_APP, LABEL_BACKEND, LABEL_MANAGED_BY, LABEL_RUN, MANAGER};
 use k8s_openapi::api::core::v1::Pod;
@@ -79,11 +79,12 @@ async fn run_kinds(c: &Cluster) -> Result<Vec<(ApiKind, Option<&'static dyn Kube
     Ok(out)
 }
 
-/// Every hvdctl run matching `f`, from labels, oldest first.
+/// Every hvdctl run matching `f`, from labels, oldest first. A run whose backend this hvdctl
+/// does not know (labelled by a newer one, or unlabelled and of no backend's kind) is an
+/// error naming it: its objects cannot be read as some other backend's.
 pub async fn list(c: &Cluster, f: &Filter<'_>) -> Result<Vec<Seen>> {
     let lp = ListParams::default().labels(&f.selector());
-    let mut runs: BTreeMap<(String, String), Seen> = BTreeMap::new();
-    let fallback = crate::backend::BUILTIN[0];
+    let mut runs: BTreeMap<(String, String), (Option<Seen>, Option<String>)> = BTreeMap::new();
     for (kind, kind_backend) in run_kinds(c).await? {
         let api: Api<DynamicObject> = match f.namespace {
             Some(ns) => super::apply::dynamic_api(c, ns, kind),
@@ -102,24 +103,26 @@ pub async fn list(c: &Cluster, f: &Filter<'_>) -> Result<Vec<Seen>> {
                 continue;
             };
             let ns = m.namespace.clone().unwrap_or_default();
-            let labelled = l
-                .get(LABEL_BACKEND)
-                .and_then(|n| kube_backends().into_iter().find(|b| b.name() == n));
-            let e = runs
-                .entry((ns.clone(), id.clone()))
-                .or_insert_with(|| Seen {
-                    run: RunRef {
-                        run_id: id.clone(),
-                        app: app.clone(),
-                        job: job_name(app, id),
-                        namespace: ns,
-                        backend: labelled.or(kind_backend).unwrap_or(fallback),
-                    },
-                    created: String::new(),
-                });
-            if let Some(b) = labelled.or(kind_backend) {
-                e.run.backend = b;
+            let label = l.get(LABEL_BACKEND);
+            let labelled = label.and_then(|n| kube_backends().into_iter().find(|b| b.name() == n));
+            let (seen, unknown) = runs.entry((ns.clone(), id.clone())).or_default();
+            if let (Some(n), None) = (label, labelled) {
+                *unknown = Some(n.clone());
             }
+            let Some(b) = labelled.or(kind_backend) else {
+                continue;
+            };
+            let e = seen.get_or_insert_with(|| Seen {
+                run: RunRef {
+                    run_id: id.clone(),
+                    app: app.clone(),
+                    job: job_name(app, id),
+                    namespace: ns,
+                    backend: b,
+                },
+                created: String::new(),
+            });
+            e.run.backend = b;
             if let Some(t) = m.creation_timestamp.as_ref().map(|t| t.0.to_string())
                 && t > e.created
             {
@@ -127,7 +130,25 @@ pub async fn list(c: &Cluster, f: &Filter<'_>) -> Result<Vec<Seen>> {
             }
         }
     }
-    let mut out: Vec<Seen> = runs.into_values().collect();
+    let mut out: Vec<Seen> = Vec::with_capacity(runs.len());
+    for ((ns, id), (seen, unknown)) in runs {
+        match (seen, unknown) {
+            (Some(s), _) => out.push(s),
+            (None, Some(name)) => {
+                return Err(Error::failure(format!(
+                    "run {id} in namespace {ns} is of backend `{name}` ({LABEL_BACKEND}), which this hvdctl does not know (it knows {})",
+                    crate::backend::names().join(", ")
+                ))
+                .hint("use the hvdctl that deployed it (its hvdctl.io/version annotation says which version)"));
+            }
+            (None, None) => {
+                return Err(Error::failure(format!(
+                    "run {id} in namespace {ns} has no {LABEL_BACKEND} label and none of its objects is a backend's job kind: its backend is not known"
+                ))
+                .hint(format!("remove it with `kubectl delete all -n {ns} -l {LABEL_RUN}={id}`")));
+            }
+        }
+    }
     out.sort_by(|a, b| a.created.cmp(&b.created));
     Ok(out)
 }

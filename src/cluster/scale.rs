@@ -1,28 +1,31 @@
-//! `scale` on Kubernetes: the workers of a running elastic run, in place (same run id).
+//! `scale` on Kubernetes: the workers of a running elastic run, in place (same run id), the
+//! way its backend says ([`crate::backend::Scaling`]):
 //!
-//! - `mpijob`: the MPIJob's Worker replicas; the MPI Operator adds or removes worker pods
-//!   and keeps its `discover_hosts.sh` up to date.
-//! - `native`: hvdctl's own worker pods. A new worker is a copy of a live worker's pod
+//! - a patch of the job object (`mpijob`: the MPIJob's Worker replicas; the MPI Operator
+//!   adds or removes worker pods and keeps its `discover_hosts.sh` up to date);
+//! - hvdctl's own worker pods (`native`). A new worker is a copy of a live worker's pod
 //!   (spec, labels, annotations, ownerReferences to the launcher Job) under the lowest
 //!   worker index no pod holds: `discover_hosts.sh` probes the names of indices 0 to
 //!   maxWorkers - 1, so a new worker is found once its sshd answers. Scaling down deletes
 //!   the newest (highest index) live workers; Horovod lets go of hosts it no longer finds.
+//!
+//! Indices are read from the pods' labels ([`super::status::role`]), never their names.
 
 use super::apply::{apply_one, dynamic_api};
 use super::client::{ATTEMPTS, Cluster, retry, status_code};
 use super::runs::RunRef;
-use super::status::worker_index;
+use super::status::role;
 use crate::error::{Error, Result};
 use crate::kinds::Object;
+use crate::types::LABEL_INDEX;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 
-/// Sets the MPIJob's Worker replicas to `workers`.
-pub async fn replicas(c: &Cluster, run: &RunRef, workers: u32) -> Result<()> {
+/// Applies `patch` (a merge patch) to the run's job object.
+pub async fn patch(c: &Cluster, run: &RunRef, patch: serde_json::Value) -> Result<()> {
     let (kind, name) = run.backend.job_object(&run.job);
     let api = dynamic_api(c, &run.namespace, kind);
-    let patch = serde_json::json!({"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": workers}}}});
     api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|e| c.error(&format!("scaling {} {name}", kind.kind), &e))?;
@@ -30,7 +33,8 @@ pub async fn replicas(c: &Cluster, run: &RunRef, workers: u32) -> Result<()> {
 }
 
 /// Creates or deletes worker pods until `live` (the run's running or pending workers)
-/// become `workers`; `pods` are all the run's pods (a finished worker's name stays taken).
+/// become `workers`; `pods` are all the run's pods (a finished worker's index stays taken).
+/// A new worker `i` is named `name(job, i)`.
 pub async fn pods(
     c: &Cluster,
     run: &RunRef,
@@ -38,6 +42,7 @@ pub async fn pods(
     live: &[&Pod],
     workers: u32,
     max_workers: u32,
+    name: fn(&str, u32) -> String,
 ) -> Result<()> {
     let before = live.len() as u32;
     let api: Api<Pod> = Api::namespaced(c.client.clone(), &run.namespace);
@@ -46,10 +51,7 @@ pub async fn pods(
         let template = live
             .first()
             .ok_or_else(|| Error::failure(format!("{} has no live worker to copy", run.job)))?;
-        let taken: Vec<u32> = pods
-            .iter()
-            .filter_map(|p| worker_index(p.metadata.name.as_deref()?))
-            .collect();
+        let taken: Vec<u32> = pods.iter().filter_map(|p| role(run, p).index).collect();
         let free: Vec<u32> = (0..max_workers)
             .filter(|i| !taken.contains(i))
             .take((workers - before) as usize)
@@ -59,15 +61,19 @@ pub async fn pods(
                 "{} has no free worker index below maxWorkers {max_workers}: finished worker pods hold them",
                 run.job
             ))
-            .hint("delete the lost workers' pods (`kubectl delete pod <job>-worker-<i>`), then scale again"));
+            .hint(format!("delete the lost workers' pods (`kubectl delete pod -l {LABEL_INDEX}=<i>,{}`), then scale again", run.selector())));
         }
         for i in free {
-            apply_one(c, &Object::Pod(copy(template, &run.job, i)), false).await?;
+            apply_one(
+                c,
+                &Object::new(copy(template, &name(&run.job, i), i)),
+                false,
+            )
+            .await?;
         }
     } else {
         let mut newest: Vec<&&Pod> = live.iter().collect();
-        newest
-            .sort_by_key(|p| std::cmp::Reverse(p.metadata.name.as_deref().and_then(worker_index)));
+        newest.sort_by_key(|p| std::cmp::Reverse(role(run, p).index));
         for p in newest.into_iter().take((before - workers) as usize) {
             let name = p.metadata.name.clone().unwrap_or_default();
             match retry(ATTEMPTS, || api.delete(&name, &dp)).await {
@@ -85,19 +91,21 @@ pub async fn pods(
     Ok(())
 }
 
-/// Worker `index` of job `job` as a copy of the pod `from`: its spec with the new name as
-/// hostname (and no node yet), its labels, annotations and owners; nothing the cluster set.
-fn copy(from: &Pod, job: &str, index: u32) -> Pod {
-    let name = format!("{job}-worker-{index}");
+/// Worker `index`, named `name`, as a copy of the pod `from`: its spec with the new name as
+/// hostname (and no node yet), its labels (the index its own), annotations and owners;
+/// nothing the cluster set.
+fn copy(from: &Pod, name: &str, index: u32) -> Pod {
     let m = &from.metadata;
     let mut spec = from.spec.clone().unwrap_or_default();
-    spec.hostname = Some(name.clone());
+    spec.hostname = Some(name.to_string());
     spec.node_name = None;
+    let mut labels = m.labels.clone().unwrap_or_default();
+    labels.insert(LABEL_INDEX.into(), index.to_string());
     Pod {
         metadata: ObjectMeta {
-            name: Some(name),
+            name: Some(name.to_string()),
             namespace: m.namespace.clone(),
-            labels: m.labels.clone(),
+            labels: Some(labels),
             annotations: m.annotations.clone(),
             owner_references: m.owner_references.clone(),
             ..Default::default()
@@ -121,7 +129,13 @@ mod tests {
                 namespace: Some("ns".into()),
                 uid: Some("u0".into()),
                 resource_version: Some("7".into()),
-                labels: Some([("hvdctl.io/run".to_string(), "r".to_string())].into()),
+                labels: Some(
+                    [
+                        ("hvdctl.io/run".to_string(), "r".to_string()),
+                        (LABEL_INDEX.to_string(), "0".to_string()),
+                    ]
+                    .into(),
+                ),
                 owner_references: Some(vec![OwnerReference {
                     name: "j-launcher".into(),
                     uid: "l".into(),
@@ -137,10 +151,12 @@ mod tests {
             }),
             status: Some(Default::default()),
         };
-        let p = copy(&from, "j", 2);
+        let p = copy(&from, "j-worker-2", 2);
         assert_eq!(p.metadata.name.as_deref(), Some("j-worker-2"));
         assert_eq!(p.metadata.namespace.as_deref(), Some("ns"));
-        assert_eq!(p.metadata.labels, from.metadata.labels);
+        let labels = p.metadata.labels.as_ref().unwrap();
+        assert_eq!(labels["hvdctl.io/run"], "r");
+        assert_eq!(labels[LABEL_INDEX], "2", "the copy's own index");
         assert_eq!(p.metadata.owner_references, from.metadata.owner_references);
         assert_eq!(p.metadata.uid, None);
         assert_eq!(p.metadata.resource_version, None);

@@ -7,41 +7,15 @@ use crate::kinds::JobCondition;
 use crate::render::manifests::LABEL_ROLE;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams};
-use serde::Serialize;
 
-/// The overall state of a run's job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub enum JobState {
-    Pending,
-    Running,
-    Succeeded,
-    Failed,
-    /// The job object is gone, or the engine cannot tell.
-    Unknown,
-}
-
-impl JobState {
-    pub fn is_finished(self) -> bool {
-        matches!(self, JobState::Succeeded | JobState::Failed)
-    }
-    /// Exit code for commands that wait for the end (0 succeeded, 1 failed).
-    pub fn exit_code(self) -> u8 {
-        if self == JobState::Failed { 1 } else { 0 }
-    }
-}
-
-impl std::fmt::Display for JobState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(self, f)
-    }
-}
+pub use crate::types::JobState;
 
 /// The run's state and conditions, as its backend reads them from its job object and pods;
 /// `JobState::Unknown` when the job object is gone (half undeployed).
 pub async fn observe(c: &Cluster, run: &RunRef) -> Result<(JobState, Vec<JobCondition>)> {
     let job = job_object(c, run).await?;
     let pods = run_pods(c, run).await?;
-    Ok(state_of(run, job.as_ref(), &pods))
+    state_of(run, job.as_ref(), &pods)
 }
 
 /// The run's job object (the backend's), or `None` when it is gone.
@@ -63,8 +37,16 @@ pub fn state_of(
     run: &RunRef,
     job: Option<&DynamicObject>,
     pods: &[Pod],
-) -> (JobState, Vec<JobCondition>) {
-    let job = job.map(|j| serde_json::to_value(j).unwrap_or_default());
+) -> Result<(JobState, Vec<JobCondition>)> {
+    let job = match job.map(serde_json::to_value).transpose() {
+        Ok(j) => j,
+        Err(e) => {
+            return Err(Error::failure(format!(
+                "the job object of {} cannot be read: {e}",
+                run.job
+            )));
+        }
+    };
     run.backend.state(job.as_ref(), pods)
 }
 
@@ -95,11 +77,21 @@ pub async fn run_pods(c: &Cluster, run: &RunRef) -> Result<Vec<Pod>> {
         .await
         .map_err(|e| c.error(&what, &e))?
         .items;
-    pods.sort_by_key(pod_sort_key);
+    let id = run.backend.identity();
+    pods.sort_by_cached_key(|p| {
+        let r = id.role(p.metadata.labels.as_ref());
+        let name = p.metadata.name.clone().unwrap_or_default();
+        (
+            u8::from(!r.is_launcher()),
+            r.index.unwrap_or(u32::MAX),
+            name,
+        )
+    });
     Ok(pods)
 }
 
-/// `launcher` or `worker`.
+/// `launcher` or `worker`: hvdctl's role label, stamped on every pod template (so on pods
+/// operators make too). The worker index is the backend's to read: [`role`].
 pub fn role_of(p: &Pod) -> &str {
     p.metadata
         .labels
@@ -108,14 +100,20 @@ pub fn role_of(p: &Pod) -> &str {
         .map_or("", String::as_str)
 }
 
-/// A worker's index from its name (`<job>-worker-<i>`), if it has one.
-pub fn worker_index(name: &str) -> Option<u32> {
-    name.rsplit_once("-worker-")
-        .and_then(|(_, i)| i.parse().ok())
+/// The pod's role and worker index, read from its labels as the run's backend says.
+pub fn role(run: &RunRef, p: &Pod) -> crate::types::Role {
+    run.backend.identity().role(p.metadata.labels.as_ref())
 }
 
-fn pod_sort_key(p: &Pod) -> (u8, u32, String) {
-    let name = p.metadata.name.clone().unwrap_or_default();
-    let role = if role_of(p) == "launcher" { 0 } else { 1 };
-    (role, worker_index(&name).unwrap_or(u32::MAX), name)
+/// The elastic bounds on the launcher pod's command line, if the run is elastic (and its
+/// launcher exists).
+pub fn elastic_bounds<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Option<crate::types::Bounds> {
+    pods.into_iter()
+        .filter(|p| role_of(p) == crate::types::ROLE_LAUNCHER)
+        .find_map(|p| {
+            let c = p.spec.as_ref()?.containers.first()?;
+            let mut argv = c.command.clone().unwrap_or_default();
+            argv.extend(c.args.clone().unwrap_or_default());
+            crate::types::elastic_bounds(&argv)
+        })
 }

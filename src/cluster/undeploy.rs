@@ -4,7 +4,7 @@
 use super::apply::dynamic_api;
 use super::client::{ATTEMPTS, Cluster, retry, status_code};
 use crate::error::{Error, Result};
-use crate::kinds::{ApiKind, KINDS};
+use crate::kinds::ApiKind;
 use futures::{StreamExt, TryStreamExt, stream};
 use kube::api::{DeleteParams, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -16,14 +16,18 @@ use std::time::Duration;
 pub struct Deleted {
     pub kind: &'static str,
     pub name: String,
+    /// The kind as the API serves it.
+    pub api: ApiKind,
 }
 
-/// The kinds a run may own that this cluster serves, owners first.
+/// The kinds a run may be made of (the built-in ones and every registered backend's) that
+/// this cluster serves, owners first.
 async fn kinds(c: &Cluster) -> Result<Vec<ApiKind>> {
-    let mut out = Vec::with_capacity(KINDS.len());
-    for k in KINDS {
-        if c.serves(*k).await? {
-            out.push(*k);
+    let all = crate::backend::all_kinds();
+    let mut out = Vec::with_capacity(all.len());
+    for k in all {
+        if c.serves(k.api).await? {
+            out.push(k.api);
         }
     }
     Ok(out)
@@ -43,6 +47,7 @@ pub async fn find(c: &Cluster, namespace: &str, selector: &str) -> Result<Vec<De
             out.push(Deleted {
                 kind: k.kind,
                 name: o.metadata.name.unwrap_or_default(),
+                api: k,
             });
         }
     }
@@ -56,11 +61,7 @@ pub async fn delete(c: &Cluster, namespace: &str, selector: &str) -> Result<Vec<
     let dp = DeleteParams::foreground();
     stream::iter(found.iter())
         .map(|d| {
-            let k = *KINDS
-                .iter()
-                .find(|k| k.kind == d.kind)
-                .expect("found kinds are known");
-            let api = dynamic_api(c, namespace, k);
+            let api = dynamic_api(c, namespace, d.api);
             let dp = dp.clone();
             async move {
                 match retry(ATTEMPTS, || api.delete(&d.name, &dp)).await {

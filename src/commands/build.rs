@@ -4,10 +4,9 @@ use super::block_on;
 use crate::app;
 use crate::cli::{BuildArgs, Global, ProgressChoice, PushArgs};
 use crate::error::{Error, Result};
-use crate::image::{self, BuildContext, BuildRequest, DockerClient, ProgressMode};
+use crate::image::{self, DockerClient, ProgressMode};
 use crate::state::{self, ImageRecord};
 use crate::ui::Ui;
-use std::collections::BTreeMap;
 
 fn progress(p: ProgressChoice) -> ProgressMode {
     match p {
@@ -18,74 +17,20 @@ fn progress(p: ProgressChoice) -> ProgressMode {
 
 pub fn run(g: &Global, ui: &Ui, a: BuildArgs) -> Result<u8> {
     let loaded = app::load(&g.app_dir, &a.set)?;
-    block_on(build(&loaded, &a, ui))?;
+    block_on(image::build_app(&loaded, &options(&a), ui))?;
     Ok(0)
 }
 
-/// Builds the app's image as `a` says, records it in `.hvdctl/` (pushed with `--push`);
-/// the image reference. Shared by `build` and `dev`'s rebuilds.
-pub(crate) async fn build(loaded: &app::Loaded, a: &BuildArgs, ui: &Ui) -> Result<String> {
-    let app = &loaded.app;
-    let mut build_args: BTreeMap<String, String> = app.build.args.clone();
-    for kv in &a.build_arg {
-        let (k, v) = kv
-            .split_once('=')
-            .ok_or_else(|| Error::input(format!("--build-arg {kv}: expected KEY=VALUE")))?;
-        if k.is_empty() {
-            return Err(Error::input(format!("--build-arg {kv}: the key is empty")));
-        }
-        build_args.insert(k.to_string(), v.to_string());
+/// `hvdctl build`'s flags as the image module's options.
+fn options(a: &BuildArgs) -> image::AppBuild {
+    image::AppBuild {
+        push: a.push,
+        tag: a.tag.clone(),
+        build_args: a.build_arg.clone(),
+        no_cache: a.no_cache,
+        pull: a.pull,
+        progress: progress(a.progress),
     }
-    let context_dir = loaded.dir.join(&app.build.context);
-    let (repo, image_tag) = image::tag::split_reference(&app.image);
-    let tag = match a.tag.clone().or(image_tag.map(str::to_owned)) {
-        Some(t) => {
-            image::tag::validate_tag(&t)?;
-            t
-        }
-        None => image::tag::default_tag(&BuildContext::open(&context_dir, &app.build.dockerfile)?)?,
-    };
-    let mut req = BuildRequest::new(&context_dir, repo, &tag);
-    req.dockerfile = app.build.dockerfile.clone();
-    req.build_args = build_args;
-    req.no_cache = a.no_cache;
-    req.pull = a.pull;
-    req.progress = progress(a.progress);
-    req.labels.insert("hvdctl.io/app".into(), app.name.clone());
-    {
-        let docker = DockerClient::connect().await?;
-        let built = image::build(&docker, &req, &mut std::io::stderr()).await?;
-        state::record_image(
-            &loaded.dir,
-            &ImageRecord {
-                image: built.reference.clone(),
-                pushed: false,
-                built: state::now(),
-            },
-        )?;
-        ui.note(format!(
-            "Built {} ({})",
-            built.reference,
-            short_id(&built.id)
-        ));
-        if a.push {
-            image::push_reference(&docker, &built.reference, req.progress, ui).await?;
-            state::record_image(
-                &loaded.dir,
-                &ImageRecord {
-                    image: built.reference.clone(),
-                    pushed: true,
-                    built: state::now(),
-                },
-            )?;
-        }
-        Ok(built.reference)
-    }
-}
-
-fn short_id(id: &str) -> &str {
-    let hex = id.strip_prefix("sha256:").unwrap_or(id);
-    &hex[..hex.len().min(12)]
 }
 
 /// Pushes `reference` with the credentials Docker would use for its registry.

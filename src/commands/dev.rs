@@ -1,7 +1,7 @@
 //! `hvdctl dev`: flags + hvdctl.yaml → a warm deploy and the edit loop of [`crate::dev`].
 
 use crate::app;
-use crate::cli::{DevArgs, Global, LogFormat, ProgressChoice};
+use crate::cli::{DevArgs, Global, LogFormat};
 use crate::dev::{self, Options};
 use crate::engine::{DeployOptions, Env};
 use crate::error::{Error, Result};
@@ -53,18 +53,4 @@ pub fn run(g: &Global, ui: &Ui, a: DevArgs) -> Result<u8> {
     let env = Env::with_app(g, ui, Some(loaded.app.clone()));
     // Ctrl-C and SIGTERM are handled inside: the run is undeployed before exiting (130).
     super::runtime(true)?.block_on(dev::run(&env, &loaded, opts))
-}
-
-/// `hvdctl build` as `dev` rebuilds: the app's defaults, plain progress lines.
-pub(crate) async fn rebuild(loaded: &app::Loaded, ui: &Ui) -> Result<String> {
-    let a = crate::cli::BuildArgs {
-        push: false,
-        tag: None,
-        build_arg: Vec::new(),
-        no_cache: false,
-        pull: false,
-        progress: ProgressChoice::Plain,
-        set: Vec::new(),
-    };
-    super::build::build(loaded, &a, ui).await
 }

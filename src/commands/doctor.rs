@@ -20,7 +20,13 @@ pub fn run(g: &Global, ui: &Ui, a: DoctorArgs) -> Result<u8> {
         String::new()
     };
     if a.print_role {
-        print!("{}", doctor::kube::role_yaml(backend.as_str(), &namespace));
+        let app::Backend::Kubernetes(kb) = backend else {
+            return Err(crate::Error::input(
+                "--print-role: the local backend runs Docker containers and needs no Kubernetes role",
+            )
+            .hint("pass --backend with a Kubernetes backend (e.g. --backend native)"));
+        };
+        print!("{}", doctor::kube::role_yaml(kb, &namespace));
         return Ok(0);
     }
     let (image, _) = super::deploy::image(&loaded, a.image.as_deref())?;
@@ -36,11 +42,8 @@ pub fn run(g: &Global, ui: &Ui, a: DoctorArgs) -> Result<u8> {
     })?;
     match a.output {
         ListFormat::Text => print!("{}", doctor::render_text(&checks)),
-        ListFormat::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&checks).unwrap_or_default()
-        ),
-        ListFormat::Yaml => print!("{}", serde_norway::to_string(&checks).unwrap_or_default()),
+        ListFormat::Json => print!("{}", crate::text::json(&checks)?),
+        ListFormat::Yaml => print!("{}", crate::text::yaml(&checks)?),
     }
     Ok(doctor::exit_code(&checks))
 }

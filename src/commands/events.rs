@@ -5,7 +5,7 @@ use super::block_on;
 use crate::cli::{EventsArgs, Global, ListFormat};
 use crate::cluster::events::RunEvent;
 use crate::engine::{Answer, Env};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ui::Ui;
 
 pub fn run(g: &Global, ui: &Ui, a: EventsArgs) -> Result<u8> {
@@ -17,25 +17,37 @@ pub fn run(g: &Global, ui: &Ui, a: EventsArgs) -> Result<u8> {
                     header();
                     run.events(a.follow, &mut print_event).await?;
                 }
-                // Followed: each event as it comes, one JSON object a line or one YAML document.
-                (ListFormat::Json, true) => {
+                // Followed: each event as it comes, one JSON object a line or one YAML document;
+                // the first that cannot be written ends the command with that error.
+                (format, true) => {
+                    let mut failed = None;
                     run.events(true, &mut |e: &RunEvent| {
-                        println!("{}", serde_json::to_string(e).unwrap_or_default())
+                        let one = match format {
+                            ListFormat::Json => serde_json::to_string(e).map_err(|err| {
+                                Error::failure(format!("cannot write an event as JSON: {err}"))
+                                    .caused_by(err)
+                            }),
+                            _ => crate::text::yaml(e).map(|y| format!("---\n{}", y.trim_end())),
+                        };
+                        match one {
+                            Ok(line) if failed.is_none() => println!("{line}"),
+                            Ok(_) => {}
+                            Err(err) => {
+                                failed.get_or_insert(err);
+                            }
+                        }
                     })
-                    .await?
-                }
-                (ListFormat::Yaml, true) => {
-                    run.events(true, &mut |e: &RunEvent| {
-                        print!("---\n{}", serde_norway::to_string(e).unwrap_or_default())
-                    })
-                    .await?
+                    .await?;
+                    if let Some(e) = failed {
+                        return Err(e);
+                    }
                 }
                 // Listed: one array.
                 (format, false) => {
                     let mut all = Vec::new();
                     run.events(false, &mut |e: &RunEvent| all.push(e.clone()))
                         .await?;
-                    print_all(format, &all);
+                    print_all(format, &all)?;
                 }
             },
             // A record does not change: its events once, with -f too.
@@ -49,7 +61,7 @@ pub fn run(g: &Global, ui: &Ui, a: EventsArgs) -> Result<u8> {
                         header();
                         events.iter().for_each(print_event);
                     }
-                    format => print_all(format, &events),
+                    format => print_all(format, &events)?,
                 }
             }
         }
@@ -64,12 +76,13 @@ fn header() {
     )
 }
 
-fn print_all(format: ListFormat, all: &[RunEvent]) {
+fn print_all(format: ListFormat, all: &[RunEvent]) -> Result<()> {
     if format == ListFormat::Json {
-        println!("{}", serde_json::to_string_pretty(all).unwrap_or_default());
+        print!("{}", crate::text::json(all)?);
     } else {
-        print!("{}", serde_norway::to_string(all).unwrap_or_default());
+        print!("{}", crate::text::yaml(all)?);
     }
+    Ok(())
 }
 
 fn print_event(e: &RunEvent) {

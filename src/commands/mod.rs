@@ -91,11 +91,3 @@ pub(crate) fn runtime(multi: bool) -> Result<tokio::runtime::Runtime> {
         .build()
         .map_err(|e| crate::Error::failure(format!("cannot start the async runtime: {e}")))
 }
-
-/// `undeploy` of a run `dev` made (shared with `crate::dev`).
-pub(crate) async fn dev_remove(
-    env: &crate::engine::Env<'_>,
-    run: &crate::engine::Run,
-) -> Result<()> {
-    undeploy::remove(env, run, true).await.map(|_| ())
-}

@@ -33,8 +33,8 @@ pub fn run(g: &Global, ui: &Ui, a: RunsArgs) -> Result<u8> {
         loop {
             let (rows, looked) = rows(&env, &a, app.as_deref()).await?;
             let text = match a.output {
-                ListFormat::Json => serde_json::to_string_pretty(&rows).unwrap_or_default() + "\n",
-                ListFormat::Yaml => serde_norway::to_string(&rows).unwrap_or_default(),
+                ListFormat::Json => crate::text::json(&rows)?,
+                ListFormat::Yaml => crate::text::yaml(&rows)?,
                 ListFormat::Text if rows.is_empty() => {
                     let whose = app
                         .as_deref()

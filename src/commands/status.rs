@@ -17,7 +17,7 @@ pub fn run(g: &Global, ui: &Ui, a: StatusArgs) -> Result<u8> {
             Answer::Live(run) => run,
             Answer::Record(rec) => {
                 // A record does not change: shown once, whatever --watch/--wait say.
-                print!("{}", crate::report::render(&rec.report, a.output));
+                print!("{}", crate::report::render(&rec.report, a.output)?);
                 return Ok(if a.wait {
                     rec.report.state.exit_code()
                 } else {
@@ -25,7 +25,7 @@ pub fn run(g: &Global, ui: &Ui, a: StatusArgs) -> Result<u8> {
                 });
             }
         };
-        let code = crate::report::show(&a, ui, || run.status()).await?;
+        let code = crate::report::show(&a.watch_options(), ui, || run.status()).await?;
         if a.wait {
             env.save_record(&run).await;
         }
@@ -42,11 +42,8 @@ async fn list_all(env: &Env<'_>, a: &StatusArgs) -> Result<u8> {
         reports.push(r.status().await?);
     }
     match a.output {
-        StatusFormat::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&reports).unwrap_or_default()
-        ),
-        StatusFormat::Yaml => print!("{}", serde_norway::to_string(&reports).unwrap_or_default()),
+        StatusFormat::Json => print!("{}", crate::text::json(&reports)?),
+        StatusFormat::Yaml => print!("{}", crate::text::yaml(&reports)?),
         StatusFormat::Text | StatusFormat::Wide => {
             if reports.is_empty() {
                 eprintln!("No hvdctl runs in {}", looked.join(" or "));

@@ -6,11 +6,8 @@ use crate::ui::Ui;
 pub fn run(_ui: &Ui, a: TemplatesArgs) -> Result<u8> {
     let list = Catalog::new(a.template_dir.as_deref()).list()?;
     match a.output {
-        ListFormat::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&list).unwrap_or_default()
-        ),
-        ListFormat::Yaml => print!("{}", serde_norway::to_string(&list).unwrap_or_default()),
+        ListFormat::Json => print!("{}", crate::text::json(&list)?),
+        ListFormat::Yaml => print!("{}", crate::text::yaml(&list)?),
         ListFormat::Text => {
             let width = list.iter().map(|t| t.name.len()).max().unwrap_or(0);
             let default = crate::scaffold::catalog::DEFAULT_TEMPLATE;

@@ -3,7 +3,7 @@
 
 use super::block_on;
 use crate::cli::{Global, UndeployArgs};
-use crate::engine::{Env, Lookup, Removed, Run};
+use crate::engine::{Env, Lookup, Run};
 use crate::error::{Error, Result};
 use crate::state;
 use crate::ui::Ui;
@@ -24,7 +24,7 @@ pub fn run(g: &Global, ui: &Ui, a: UndeployArgs) -> Result<u8> {
     block_on(async {
         match env.locate(a.run.as_deref()).await? {
             Lookup::Found(run) => {
-                remove(&env, &run, wait).await?;
+                crate::engine::remove(&env, &run, wait).await?;
                 Ok(0)
             }
             // Idempotent, but only when every engine that could hold the run was asked:
@@ -53,39 +53,6 @@ pub fn run(g: &Global, ui: &Ui, a: UndeployArgs) -> Result<u8> {
             Lookup::Missing(m) => Err(m.into_error()),
         }
     })
-}
-
-/// Deletes `run` (waiting until it is gone with `wait`), says what went, forgets its record.
-pub(crate) async fn remove(env: &Env<'_>, run: &Run, wait: bool) -> Result<Removed> {
-    let info = run.info();
-    // What the engine is about to forget stays in the flight record.
-    env.save_record(run).await;
-    let removed = run.undeploy(wait, env.ui).await?;
-    if let Err(e) = crate::ledger::record::mark_undeployed(&env.g.app_dir, &info.run_id) {
-        env.ui.note(format!("warning: {}", e.message));
-    }
-    if removed.is_empty() {
-        env.ui.note(format!(
-            "Nothing left of run {} ({}) in {}",
-            info.run_id, info.job, info.place
-        ));
-    } else {
-        env.ui.note(format!(
-            "Deleted run {} ({}) from {}: {}",
-            info.run_id,
-            info.job,
-            info.place,
-            removed.summary()
-        ));
-        for (kind, name) in &removed.items {
-            env.ui.debug(format!("  {kind} {name}"));
-        }
-        if wait {
-            env.ui.note("All gone.");
-        }
-    }
-    state::forget_run(&env.g.app_dir, &info.run_id)?;
-    Ok(removed)
 }
 
 /// `--all`: every run of the app on every engine, after a confirmation (a prompt on a
@@ -141,7 +108,7 @@ async fn all(env: &Env<'_>, a: &UndeployArgs, wait: bool) -> Result<u8> {
         }
     }
     for r in &runs {
-        remove(env, r, wait).await?;
+        crate::engine::remove(env, r, wait).await?;
     }
     if let Some((name, e)) = unreached.into_iter().next() {
         return Err(Error::failure(format!(

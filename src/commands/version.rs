@@ -66,8 +66,8 @@ pub fn run(g: &Global, ui: &Ui, a: VersionArgs) -> Result<u8> {
         }
     }
     match a.output {
-        ListFormat::Json => println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
-        ListFormat::Yaml => print!("{}", serde_norway::to_string(&v).unwrap_or_default()),
+        ListFormat::Json => print!("{}", crate::text::json(&v)?),
+        ListFormat::Yaml => print!("{}", crate::text::yaml(&v)?),
         ListFormat::Text => {
             println!("Client: hvdctl {} (commit {})", v.client, v.commit);
             if let (Some(s), Some(c)) = (&v.server, &v.context) {

@@ -101,10 +101,13 @@ impl Live {
         };
         match live_or_err {
             Ok(live) => Ok(live),
-            Err((e, run)) => {
-                let _ = crate::commands::dev_remove(env, &run).await;
-                Err(e)
-            }
+            Err((e, run)) => match crate::engine::remove(env, &run, true).await {
+                Ok(_) => Err(e),
+                Err(ce) => Err(e.context(format!(
+                    "removing the run after this failure also failed ({ce}); run `hvdctl undeploy {}` to finish it",
+                    run.info().run_id
+                ))),
+            },
         }
     }
 
@@ -278,7 +281,7 @@ pub async fn run(env: &Env<'_>, loaded: &Loaded, o: Options) -> Result<u8> {
                         let mut unpushed = None;
                         if rebuild {
                             ui.note(format!("{why} changed: building a new image and deploying it"));
-                            let Some(built) = or_interrupt(crate::commands::dev::rebuild(&next, ui)).await else {
+                            let Some(built) = or_interrupt(crate::image::build_app(&next, &crate::image::AppBuild::default(), ui)).await else {
                                 break Err(Error::interrupted());
                             };
                             match built {
@@ -294,7 +297,11 @@ pub async fn run(env: &Env<'_>, loaded: &Loaded, o: Options) -> Result<u8> {
                             ui.note(format!("{why} changed: deploying the run again with it"));
                         }
                         loaded = next;
-                        let _ = crate::commands::dev_remove(env, &live.run).await;
+                        // Deploying again under the same run id over what is left would mix
+                        // two runs: a failed removal ends dev.
+                        if let Err(e) = crate::engine::remove(env, &live.run, true).await {
+                            break Err(e.context("removing the run before deploying it again"));
+                        }
                         live = match Live::start(env, &loaded, &o, &image, unpushed).await {
                             Ok(l) => l,
                             Err(e) => break Err(e),
@@ -327,6 +334,6 @@ pub async fn run(env: &Env<'_>, loaded: &Loaded, o: Options) -> Result<u8> {
     if let Some(r) = running.take() {
         r.task.abort();
     }
-    crate::commands::dev_remove(env, &live.run).await?;
+    crate::engine::remove(env, &live.run, true).await?;
     outcome.map(|_| 0)
 }

@@ -5,6 +5,7 @@
 
 use super::{Check, fit};
 use crate::app::App;
+use crate::backend::KubeBackend;
 use crate::cluster::Cluster;
 use crate::cluster::client::{ATTEMPTS, retry, status_code};
 use futures::future::join_all;
@@ -14,116 +15,14 @@ use k8s_openapi::api::authorization::v1::{
 use k8s_openapi::api::core::v1::{Namespace, Node, ResourceQuota, Secret};
 use kube::api::{Api, ListParams, PostParams};
 
-/// One permission hvdctl uses: verb, API group, resource (`pods/log` with a subresource),
-/// whether the run needs it, and whether it is cluster-scoped (read-only).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Permission {
-    pub verb: &'static str,
-    pub group: &'static str,
-    pub resource: &'static str,
-    /// The run (deploy, status, logs, undeploy) cannot do without it.
-    pub needed: bool,
-    pub cluster_scoped: bool,
-}
-
-const fn p(verb: &'static str, group: &'static str, resource: &'static str) -> Permission {
-    Permission {
-        verb,
-        group,
-        resource,
-        needed: true,
-        cluster_scoped: false,
-    }
-}
-
-const fn optional(mut x: Permission) -> Permission {
-    x.needed = false;
-    x
-}
-
-const fn cluster(mut x: Permission) -> Permission {
-    x.needed = false;
-    x.cluster_scoped = true;
-    x
-}
-
-/// What every Kubernetes backend needs: pods (status, logs, undeploy), events; exec and
-/// port-forward only for `exec`/`cp`/`port-forward`/`tensorboard`; nodes and namespaces
-/// read at the cluster scope (doctor, deploy's checks, `--create-namespace`).
-const COMMON: &[Permission] = &[
-    p("get", "", "pods"),
-    p("list", "", "pods"),
-    p("watch", "", "pods"),
-    p("delete", "", "pods"),
-    p("get", "", "pods/log"),
-    p("list", "", "events"),
-    p("watch", "", "events"),
-    optional(p("create", "", "pods/exec")),
-    optional(p("create", "", "pods/portforward")),
-    optional(p("list", "", "resourcequotas")),
-    optional(p("get", "", "secrets")),
-    cluster(p("list", "", "nodes")),
-    cluster(p("get", "", "namespaces")),
-];
-
-/// The objects a backend creates, applied server-side and deleted by label.
-fn owned(backend: &str) -> Vec<(&'static str, &'static str)> {
-    match backend {
-        "mpijob" => vec![("kubeflow.org", "mpijobs")],
-        _ => vec![
-            ("", "pods"),
-            ("", "services"),
-            ("", "secrets"),
-            ("", "configmaps"),
-            ("batch", "jobs"),
-        ],
-    }
-}
-
-/// Every permission hvdctl uses for runs of `backend`.
-pub fn permissions(backend: &str) -> Vec<Permission> {
-    let mut out = COMMON.to_vec();
-    for (group, resource) in owned(backend) {
-        for verb in ["create", "get", "list", "patch", "delete"] {
-            let x = Permission {
-                verb,
-                group,
-                resource,
-                needed: true,
-                cluster_scoped: false,
-            };
-            if !out.contains(&x) {
-                out.push(x);
-            }
-        }
-    }
-    out
-}
-
-fn qualified(x: &Permission) -> String {
-    if x.group.is_empty() {
-        x.resource.to_string()
-    } else {
-        let (r, sub) = x.resource.split_once('/').unwrap_or((x.resource, ""));
-        let sub = if sub.is_empty() {
-            String::new()
-        } else {
-            format!("/{sub}")
-        };
-        format!("{r}.{}{sub}", x.group)
-    }
-}
-
-/// `get pods/log`.
-pub fn describe(x: &Permission) -> String {
-    format!("{} {}", x.verb, qualified(x))
-}
+pub use crate::backend::rbac::{Permission, describe};
 
 /// A namespaced Role with every namespaced permission, and a ClusterRole with the
 /// cluster-scoped reads (`doctor --print-role`).
-pub fn role_yaml(backend: &str, namespace: &str) -> String {
+pub fn role_yaml(backend: &dyn KubeBackend, namespace: &str) -> String {
     use std::collections::BTreeMap;
-    let perms = permissions(backend);
+    let perms = backend.permissions();
+    let backend = backend.name();
     let rules = |cluster: bool| {
         let mut by: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
         for x in perms.iter().filter(|x| x.cluster_scoped == cluster) {
@@ -170,46 +69,57 @@ pub async fn server(c: &Cluster) -> Result<Check, Check> {
 }
 
 /// The backend's kinds and the versions of their group that are served.
-pub async fn kinds(c: &Cluster, backend: &'static dyn crate::backend::KubeBackend) -> Check {
-    let Some(req) = backend.requires() else {
+pub async fn kinds(c: &Cluster, backend: &'static dyn KubeBackend) -> Check {
+    let reqs = backend.requires();
+    if reqs.is_empty() {
         return Check::ok(
             "kinds",
             format!("the {} backend needs only built-in kinds", backend.name()),
         );
-    };
-    let group = req.kind.api_version.split('/').next().unwrap_or_default();
+    }
     let served = match c.client.list_api_groups().await {
         Ok(gs) => gs,
         Err(e) => return Check::fail("kinds", c.error("list API groups", &e).to_string(), ""),
     };
-    let mut versions = Vec::new();
-    for grp in served.groups.iter().filter(|g| g.name == group) {
-        for gv in &grp.versions {
-            let res = c.client.list_api_group_resources(&gv.group_version).await;
-            if res.is_ok_and(|r| r.resources.iter().any(|r| r.name == req.kind.plural)) {
-                versions.push(gv.group_version.clone());
+    let (mut ok, mut missing, mut hints) = (Vec::new(), Vec::new(), Vec::new());
+    for req in reqs {
+        let group = req.kind.group();
+        let mut versions = Vec::new();
+        for grp in served.groups.iter().filter(|g| g.name == group) {
+            for gv in &grp.versions {
+                let res = match c.client.list_api_group_resources(&gv.group_version).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let what = format!("discover {}", gv.group_version);
+                        return Check::fail("kinds", c.error(&what, &e).to_string(), "");
+                    }
+                };
+                if res.resources.iter().any(|r| r.name == req.kind.plural) {
+                    versions.push(gv.group_version.clone());
+                }
+            }
+        }
+        if versions.iter().any(|v| v == req.kind.api_version) {
+            ok.push(format!("{} served: {}", req.kind.kind, versions.join(", ")));
+        } else {
+            let also = if versions.is_empty() {
+                String::new()
+            } else {
+                format!(" (served: {})", versions.join(", "))
+            };
+            missing.push(format!(
+                "{} {} is not served: {} is not installed{also}",
+                req.kind.api_version, req.kind.kind, req.provider
+            ));
+            if !hints.contains(&req.hint) {
+                hints.push(req.hint);
             }
         }
     }
-    if versions.iter().any(|v| v == req.kind.api_version) {
-        Check::ok(
-            "kinds",
-            format!("{} served: {}", req.kind.kind, versions.join(", ")),
-        )
+    if missing.is_empty() {
+        Check::ok("kinds", ok.join("; "))
     } else {
-        let also = if versions.is_empty() {
-            String::new()
-        } else {
-            format!(" (served: {})", versions.join(", "))
-        };
-        Check::fail(
-            "kinds",
-            format!(
-                "{} {} is not served: {} is not installed{also}",
-                req.kind.api_version, req.kind.kind, req.provider
-            ),
-            req.hint,
-        )
+        Check::fail("kinds", missing.join("; "), hints.join("; "))
     }
 }
 
@@ -238,8 +148,9 @@ async fn allowed(c: &Cluster, namespace: &str, x: &Permission) -> Result<bool, S
 }
 
 /// Every permission asked at once.
-pub async fn rbac(c: &Cluster, namespace: &str, backend: &str) -> Check {
-    let perms = permissions(backend);
+pub async fn rbac(c: &Cluster, namespace: &str, backend: &dyn KubeBackend) -> Check {
+    let perms = backend.permissions();
+    let backend = backend.name();
     let answers = join_all(perms.iter().map(|x| allowed(c, namespace, x))).await;
     let mut missing_needed = Vec::new();
     let mut missing_other = Vec::new();
@@ -294,15 +205,7 @@ pub async fn rbac(c: &Cluster, namespace: &str, backend: &str) -> Check {
     )
 }
 
-/// The cluster's nodes; None when they cannot be listed (not allowed: a warning).
-pub async fn nodes(c: &Cluster) -> Result<Vec<Node>, String> {
-    let api: Api<Node> = Api::all(c.client.clone());
-    let lp = ListParams::default();
-    retry(ATTEMPTS, || api.list(&lp))
-        .await
-        .map(|l| l.items)
-        .map_err(|e| c.error("list nodes", &e).to_string())
-}
+pub use crate::cluster::nodes;
 
 pub fn nodes_check(nodes: Result<Vec<Node>, String>, app: &App) -> Check {
     let nodes = match nodes {

@@ -6,7 +6,8 @@
 //! [`fit`] is the arithmetic (nodes, quotas), [`kube`] the cluster's checks, [`registry`]
 //! the image in its registry, [`host`] the Docker daemon.
 
-pub mod fit;
+/// The arithmetic of fitting a run (shared with `cluster::reason`, contacting nothing).
+pub use crate::fit;
 pub mod host;
 pub mod kube;
 pub mod registry;
@@ -199,7 +200,7 @@ where
         let ns = s.namespace.as_str();
         let (kinds, rbac, nodes, secrets, istio, quotas) = futures::join!(
             kube::kinds(&c, b),
-            kube::rbac(&c, ns, b.name()),
+            kube::rbac(&c, ns, b),
             kube::nodes(&c),
             kube::pull_secrets(&c, ns, s.app),
             kube::istio(&c, ns, s.app),

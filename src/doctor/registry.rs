@@ -199,7 +199,11 @@ pub async fn manifest(image: &str) -> Manifest {
         Ok(h) => h,
         Err(e) => return Manifest::Unreachable(e),
     };
-    let creds = auth::credentials_for_repo(image).ok().flatten();
+    // A helper that fails is named where it matters: when the registry wants credentials.
+    let (creds, creds_error) = match auth::lookup_credentials(image).await {
+        Ok(c) => (c, None),
+        Err(e) => (None, Some(e.message)),
+    };
     let url = r.url();
     let mut result = send(&http, Method::HEAD, &url, None).await;
     if let Ok((StatusCode::UNAUTHORIZED, headers, _)) = &result {
@@ -214,9 +218,10 @@ pub async fn manifest(image: &str) -> Manifest {
             Err(e) => return Manifest::Unreachable(e),
         }
     }
-    let who = match &creds {
-        Some(c) => format!("as {}", c.username().unwrap_or("an identity token")),
-        None => "without credentials".into(),
+    let who = match (&creds, creds_error) {
+        (Some(c), _) => format!("as {}", c.username().unwrap_or("an identity token")),
+        (None, Some(e)) => format!("without credentials, which could not be read: {e}"),
+        (None, None) => "without credentials".into(),
     };
     match result {
         Ok((s, _, _)) if s.is_success() => Manifest::Present,

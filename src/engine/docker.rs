@@ -4,10 +4,10 @@
 mod remote;
 
 use super::{Env, Place, Plan, Removed, RunInfo};
-use crate::cli::ManifestFormat;
 use crate::error::Result;
 use crate::image::docker::DockerClient;
 use crate::local::{self, LocalRef};
+use crate::options::ManifestFormat;
 use crate::render::manifests::{LABEL_APP, LABEL_MANAGED_BY, LABEL_RUN, MANAGER};
 use crate::report::StatusReport;
 use crate::ui::Ui;
@@ -158,7 +158,7 @@ pub async fn deploy(env: &Env<'_>, plan: &Plan<'_>) -> Result<DockerRun> {
         plan.app,
         &plan.run_id,
         &plan.image,
-        plan.provenance(),
+        plan.provenance(ui).await,
         ui,
     )
     .await?;
@@ -201,8 +201,8 @@ pub fn dry_run(plan: &Plan, format: ManifestFormat) -> Result<String> {
     // bollard's specs hold HashMaps (labels, endpoints): sort keys so the output is stable.
     let list = sort_keys(serde_json::json!({"backend": "local", "job": job, "items": items}));
     Ok(match format {
-        ManifestFormat::Json => serde_json::to_string_pretty(&list).unwrap_or_default() + "\n",
-        ManifestFormat::Yaml => serde_norway::to_string(&list).unwrap_or_default(),
+        ManifestFormat::Json => crate::text::json(&list)?,
+        ManifestFormat::Yaml => crate::text::yaml(&list)?,
     })
 }
 

@@ -4,17 +4,15 @@
 mod remote;
 
 use super::{DeployOptions, Env, Place, Plan, Removed, RunInfo};
-use crate::backend::{self, KubeBackend, SshKeys};
-use crate::cli::ManifestFormat;
+use crate::backend::{self, KubeBackend, Scaling, SshKeys};
 use crate::cluster::events::{self, RunEvent};
 use crate::cluster::runs::{self, Filter, RunRef};
-use crate::cluster::status::{
-    JobState, job_object, observe, role_of, run_pods, state_of, worker_index,
-};
+use crate::cluster::status::{JobState, job_object, observe, role, run_pods, state_of};
 use crate::cluster::{Cluster, apply, scale, undeploy};
 use crate::error::{Error, Result};
 use crate::kinds::Object;
 use crate::kubeconfig;
+use crate::options::ManifestFormat;
 use crate::phases::Phases;
 use crate::provenance::Provenance;
 use crate::render::manifests;
@@ -89,14 +87,18 @@ impl Kube {
         Ok(seen.into_iter().map(|s| self.run(s)).collect())
     }
 
-    /// The namespace looked in, when it does not exist.
-    pub async fn namespace_missing(&self) -> Option<&str> {
+    /// The namespace looked in, when it does not exist; an error when the cluster could not
+    /// say (it is not taken for "exists").
+    pub async fn namespace_missing(&self) -> Result<Option<&str>> {
         use crate::cluster::client::{ATTEMPTS, retry};
-        let ns = self.namespace.as_deref()?;
+        let Some(ns) = self.namespace.as_deref() else {
+            return Ok(None);
+        };
         let api: Api<Namespace> = Api::all(self.cluster.client.clone());
         match retry(ATTEMPTS, || api.get_opt(ns)).await {
-            Ok(None) => Some(ns),
-            _ => None,
+            Ok(None) => Ok(Some(ns)),
+            Ok(Some(_)) => Ok(None),
+            Err(e) => Err(self.cluster.error(&format!("get namespace {ns}"), &e)),
         }
     }
 }
@@ -120,10 +122,13 @@ impl KubeRun {
     pub async fn status(&self) -> Result<StatusReport> {
         let job = job_object(&self.cluster, &self.run).await?;
         let pods = run_pods(&self.cluster, &self.run).await?;
-        let (state, conditions) = state_of(&self.run, job.as_ref(), &pods);
+        let (state, conditions) = state_of(&self.run, job.as_ref(), &pods)?;
         let (provenance, phases) = self.ledger(job.as_ref(), &pods).await;
         let elastic = elastic_bounds(&pods);
-        let mut rows: Vec<PodRow> = pods.iter().map(|p| row(p, elastic.is_some())).collect();
+        let mut rows: Vec<PodRow> = pods
+            .iter()
+            .map(|p| row(p, role(&self.run, p), elastic.is_some()))
+            .collect();
         let why = crate::cluster::reason::explain(
             &self.cluster,
             &self.run.namespace,
@@ -159,7 +164,7 @@ impl KubeRun {
             start_latency_seconds: phases.start_latency_seconds(),
             phases,
             provenance,
-            source: crate::ledger::Source::Engine,
+            source: crate::types::Source::Engine,
             failing: why.run.as_ref().is_some_and(|r| r.failing),
             reason: why.run.map(|r| r.text),
         })
@@ -186,7 +191,7 @@ impl KubeRun {
         let mut phases = crate::phases::of_pods(created.as_deref(), pods, workers);
         let targets: Vec<_> = pods
             .iter()
-            .flat_map(|p| crate::logs::target::targets_of(p, "", None))
+            .flat_map(|p| crate::logs::target::targets_of(p, self.run.backend.identity(), "", None))
             .collect();
         let source = crate::logs::pods::PodSource::new(Api::namespaced(
             self.cluster.client.clone(),
@@ -204,8 +209,8 @@ impl KubeRun {
         (provenance, phases)
     }
 
-    /// Sets the number of workers of a running elastic run: the MPIJob's Worker replicas
-    /// (mpijob) or hvdctl's worker pods (native); see [`crate::cluster::scale`].
+    /// Sets the number of workers of a running elastic run as its backend says (a patch of
+    /// the job object, or hvdctl's own worker pods); see [`crate::cluster::scale`].
     pub async fn scale(&self, workers: u32) -> Result<super::Scaled> {
         let pods = run_pods(&self.cluster, &self.run).await?;
         let bounds = backend::elastic::check_scale(&self.run.job, elastic_bounds(&pods), workers)?;
@@ -219,13 +224,13 @@ impl KubeRun {
         }
         let live: Vec<&Pod> = pods
             .iter()
-            .filter(|p| role_of(p) == crate::kinds::ROLE_WORKER && !is_finished(p))
+            .filter(|p| role(&self.run, p).is_worker() && !is_finished(p))
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .collect();
         let before = live.len() as u32;
-        match self.run.backend.name() {
-            "mpijob" => scale::replicas(&self.cluster, &self.run, workers).await?,
-            "native" => {
+        match self.run.backend.scaling() {
+            Scaling::Patch(patch) => scale::patch(&self.cluster, &self.run, patch(workers)).await?,
+            Scaling::WorkerPods { name } => {
                 scale::pods(
                     &self.cluster,
                     &self.run,
@@ -233,14 +238,16 @@ impl KubeRun {
                     &live,
                     workers,
                     bounds.max_workers,
+                    name,
                 )
                 .await?
             }
-            other => {
+            Scaling::Unsupported => {
                 return Err(Error::input(format!(
-                    "hvdctl scale does not change runs of the {other} backend"
+                    "hvdctl scale does not change runs of the {} backend",
+                    self.run.backend.name()
                 ))
-                .hint("scale local, mpijob and native runs; redeploy with --set workers=N"));
+                .hint("redeploy with --set workers=N"));
             }
         }
         Ok(super::Scaled {
@@ -315,20 +322,7 @@ impl KubeRun {
     }
 }
 
-/// The elastic bounds on the launcher pod's command line, if the run is elastic (and its
-/// launcher exists).
-pub fn elastic_bounds<'a>(
-    pods: impl IntoIterator<Item = &'a Pod>,
-) -> Option<backend::elastic::Bounds> {
-    pods.into_iter()
-        .filter(|p| role_of(p) == crate::kinds::ROLE_LAUNCHER)
-        .find_map(|p| {
-            let c = p.spec.as_ref()?.containers.first()?;
-            let mut argv = c.command.clone().unwrap_or_default();
-            argv.extend(c.args.clone().unwrap_or_default());
-            backend::elastic::bounds(&argv)
-        })
-}
+pub use crate::cluster::status::elastic_bounds;
 
 fn is_finished(p: &Pod) -> bool {
     matches!(
@@ -337,9 +331,9 @@ fn is_finished(p: &Pod) -> bool {
     )
 }
 
-/// One pod as a status row. A failed worker of an elastic run is `Lost`: the launcher went
-/// on without it (the same rule as local runs).
-fn row(p: &Pod, elastic: bool) -> PodRow {
+/// One pod (whose role and index are `r`) as a status row. A failed worker of an elastic
+/// run is `Lost`: the launcher went on without it (the same rule as local runs).
+fn row(p: &Pod, r: crate::types::Role, elastic: bool) -> PodRow {
     let name = p.metadata.name.clone().unwrap_or_default();
     let status = p.status.clone().unwrap_or_default();
     let cs = status.container_statuses.unwrap_or_default();
@@ -361,15 +355,14 @@ fn row(p: &Pod, elastic: bool) -> PodRow {
         .iter()
         .find_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
     let phase = status.phase.clone().unwrap_or_else(|| "Unknown".into());
-    let role = role_of(p).to_string();
     PodRow {
-        index: worker_index(&name),
+        index: r.index,
         phase: match (phase.as_str(), waiting) {
             ("Pending" | "Running", Some(w)) => w,
-            ("Failed", _) if elastic && role == crate::kinds::ROLE_WORKER => "Lost".into(),
+            ("Failed", _) if elastic && r.is_worker() => "Lost".into(),
             _ => phase,
         },
-        role,
+        role: r.role,
         ready: format!("{ready}/{total}"),
         restarts: cs.iter().map(|c| c.restart_count).sum(),
         node: p
@@ -406,7 +399,7 @@ pub fn dry_run(env: &Env, plan: &Plan, format: ManifestFormat) -> Result<String>
     let objects = backend::objects(&run, plan.dir, None)?;
     Ok(match format {
         ManifestFormat::Yaml => manifests::to_yaml_stream(&objects),
-        ManifestFormat::Json => manifests::to_json_list(&objects),
+        ManifestFormat::Json => manifests::to_json_list(&objects)?,
     })
 }
 
@@ -432,14 +425,14 @@ pub async fn deploy(
     // Everything that can refuse the run is asked before the push (minutes for a big image)
     // and before anything is created.
     check_unpushed(plan, c, o)?;
-    if let Some(req) = b.requires()
-        && !c.serves(req.kind).await?
-    {
-        return Err(Error::failure(format!(
-            "{} is not installed in context `{}` ({}): {} is not served",
-            req.provider, c.context, c.server, req.kind
-        ))
-        .hint(req.hint));
+    for req in b.requires() {
+        if !c.serves(req.kind).await? {
+            return Err(Error::failure(format!(
+                "{} is not installed in context `{}` ({}): {} is not served",
+                req.provider, c.context, c.server, req.kind
+            ))
+            .hint(req.hint));
+        }
     }
     let create_ns =
         apply::namespace_missing(c, &run.namespace, o.create_namespace && !o.server_dry_run)
@@ -456,7 +449,7 @@ pub async fn deploy(
     if let Some(image) = to_push {
         push(image, plan, ui).await?;
     }
-    let mut provenance = plan.provenance();
+    let mut provenance = plan.provenance(ui).await;
     provenance.image_digest = registry_digest(&plan.image).await;
     manifests::annotate(&mut objects, &provenance.to_map());
     if create_ns {

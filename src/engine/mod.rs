@@ -11,39 +11,23 @@ pub mod kubernetes;
 pub mod resolve;
 
 use crate::app::{App, Backend};
-use crate::cli::ManifestFormat;
 use crate::cluster::events::RunEvent;
 use crate::cluster::status::JobState;
 use crate::error::{Error, Result};
 use crate::logs::{LogOptions, LogsOutcome};
+use crate::options::ManifestFormat;
 use crate::remote::Pick;
 use crate::remote::archive::Copied;
 use crate::remote::path::Copy;
 use crate::remote::stdio::ExecRequest;
 use crate::report::StatusReport;
 use crate::ui::Ui;
-use serde::{Deserialize, Serialize};
 use std::path::Path;
 use tokio::net::TcpListener;
 
 pub use resolve::{Answer, Env, Lookup, Missing};
 
-/// The two engines runs execute on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EngineKind {
-    Kubernetes,
-    Docker,
-}
-
-impl std::fmt::Display for EngineKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            EngineKind::Kubernetes => "kubernetes",
-            EngineKind::Docker => "docker",
-        })
-    }
-}
+pub use crate::types::{EngineKind, Removed, Scaled};
 
 /// Where a run lives (for messages, records and reports).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,42 +63,6 @@ pub struct RunInfo {
 pub enum Run {
     Kubernetes(kubernetes::KubeRun),
     Docker(docker::DockerRun),
-}
-
-/// What `undeploy` removed: (kind, name), e.g. `("Pod", "mnist-ab1-worker-0")`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Removed {
-    pub items: Vec<(String, String)>,
-}
-
-impl Removed {
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
-    /// `1 Job, 2 Pods, 1 Service`; `4 containers, 1 network`.
-    pub fn summary(&self) -> String {
-        let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
-        for (k, _) in &self.items {
-            *counts.entry(k.as_str()).or_default() += 1;
-        }
-        let parts: Vec<String> = counts
-            .iter()
-            .map(|(k, n)| format!("{n} {}", crate::ui::plural(k, *n)))
-            .collect();
-        parts.join(", ")
-    }
-}
-
-/// What `scale` changed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Scaled {
-    pub job: String,
-    /// Live workers before.
-    pub before: u32,
-    /// Workers asked for.
-    pub after: u32,
-    pub bounds: crate::backend::elastic::Bounds,
 }
 
 impl Run {
@@ -194,9 +142,10 @@ impl Run {
                 let mut launcher_taken = false;
                 let mut targets = Vec::new();
                 for p in &pods {
-                    let short = pod_short_name(&r.run.job, p, launcher_taken);
+                    let id = r.run.backend.identity();
+                    let short = pod_short_name(&r.run.job, p, id, launcher_taken);
                     launcher_taken |= short == "launcher";
-                    targets.extend(targets_of(p, &short, None));
+                    targets.extend(targets_of(p, id, &short, None));
                 }
                 let api = kube::Api::namespaced(r.cluster.client.clone(), &r.run.namespace);
                 rec.logs(&crate::logs::pods::PodSource::new(api), targets)
@@ -327,6 +276,39 @@ impl Engine {
     }
 }
 
+/// Deletes `run` (waiting until it is gone with `wait`), says what went, forgets its record.
+pub async fn remove(env: &Env<'_>, run: &Run, wait: bool) -> Result<Removed> {
+    let info = run.info();
+    // What the engine is about to forget stays in the flight record.
+    env.save_record(run).await;
+    let removed = run.undeploy(wait, env.ui).await?;
+    if let Err(e) = crate::ledger::record::mark_undeployed(&env.g.app_dir, &info.run_id) {
+        env.ui.note(format!("warning: {}", e.message));
+    }
+    if removed.is_empty() {
+        env.ui.note(format!(
+            "Nothing left of run {} ({}) in {}",
+            info.run_id, info.job, info.place
+        ));
+    } else {
+        env.ui.note(format!(
+            "Deleted run {} ({}) from {}: {}",
+            info.run_id,
+            info.job,
+            info.place,
+            removed.summary()
+        ));
+        for (kind, name) in &removed.items {
+            env.ui.debug(format!("  {kind} {name}"));
+        }
+        if wait {
+            env.ui.note("All gone.");
+        }
+    }
+    crate::state::forget_run(&env.g.app_dir, &info.run_id)?;
+    Ok(removed)
+}
+
 /// What `deploy` makes: a validated app, its backend, the run id and the image.
 pub struct Plan<'a> {
     pub app: &'a App,
@@ -342,9 +324,12 @@ pub struct Plan<'a> {
 }
 
 impl Plan<'_> {
-    /// The run's provenance, but for the image digest (the engine resolves it).
-    pub fn provenance(&self) -> crate::provenance::Provenance {
-        crate::provenance::Provenance::collect(self.app, self.dir, &self.image, self.sets)
+    /// The run's provenance, but for the image digest (the engine resolves it); what git
+    /// could not tell is a warning on `ui`.
+    pub async fn provenance(&self, ui: &Ui) -> crate::provenance::Provenance {
+        let warn = |w: String| ui.note(format!("warning: {w}"));
+        crate::provenance::Provenance::collect(self.app, self.dir, &self.image, self.sets, &warn)
+            .await
     }
 }
 

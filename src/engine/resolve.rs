@@ -7,10 +7,10 @@ use super::docker::Docker;
 use super::kubernetes::Kube;
 use super::{Engine, EngineKind, Place, Run};
 use crate::app::App;
-use crate::cli::Global;
 use crate::error::{Error, Result};
 use crate::kubeconfig;
 use crate::ledger::record::Record;
+use crate::options::Global;
 use crate::state::{self, RunRecord};
 use crate::ui::Ui;
 
@@ -595,8 +595,13 @@ pub enum Answer {
 async fn where_(e: &Engine) -> String {
     match e {
         Engine::Kubernetes(k) => match k.namespace_missing().await {
-            Some(ns) => format!("{} (namespace {ns} does not exist)", k.describe()),
-            None => k.describe(),
+            Ok(Some(ns)) => format!("{} (namespace {ns} does not exist)", k.describe()),
+            Ok(None) => k.describe(),
+            Err(e) => format!(
+                "{} (whether the namespace exists is not known: {})",
+                k.describe(),
+                e.message
+            ),
         },
         Engine::Docker(_) => e.describe(),
     }

@@ -378,9 +378,9 @@ impl DockerConfig {
     }
 
     /// Credentials for every registry the config names explicitly (`auths` and `credHelpers`
-    /// keys), for builds whose `FROM` images need them. Registries whose helper fails are left
-    /// out.
-    pub fn all_credentials(&self) -> Vec<Credentials> {
+    /// keys), for builds whose `FROM` images need them, and why each registry left out (its
+    /// helper failed) is left out.
+    pub fn all_credentials(&self) -> (Vec<Credentials>, Vec<String>) {
         let mut keys: Vec<&String> = self
             .raw
             .auths
@@ -390,14 +390,15 @@ impl DockerConfig {
         keys.sort();
         keys.dedup();
         let mut out: Vec<Credentials> = Vec::new();
+        let mut failed = Vec::new();
         for key in keys {
-            if let Ok(Some(c)) = self.credentials_for(key)
-                && !out.iter().any(|o| o.server == c.server)
-            {
-                out.push(c);
+            match self.credentials_for(key) {
+                Ok(Some(c)) if !out.iter().any(|o| o.server == c.server) => out.push(c),
+                Ok(_) => {}
+                Err(e) => failed.push(e.message),
             }
         }
-        out
+        (out, failed)
     }
 
     fn ask_helper(&self, helper: &str, server: &str) -> Result<Option<Credentials>> {
@@ -466,8 +467,18 @@ impl DockerConfig {
 }
 
 /// Credentials for the registry of image repository `repo`, from the user's Docker config.
+/// Blocking (a credential helper is a program it waits for): async code calls
+/// [`lookup_credentials`].
 pub fn credentials_for_repo(repo: &str) -> Result<Option<Credentials>> {
     DockerConfig::load()?.credentials_for(&registry_of(repo))
+}
+
+/// [`credentials_for_repo`] on the runtime's blocking pool.
+pub async fn lookup_credentials(repo: &str) -> Result<Option<Credentials>> {
+    let repo = repo.to_string();
+    tokio::task::spawn_blocking(move || credentials_for_repo(&repo))
+        .await
+        .map_err(|e| Error::failure(format!("looking up registry credentials stopped: {e}")))?
 }
 
 fn find_program(name: &str, path: Option<&OsString>) -> Option<PathBuf> {

@@ -162,11 +162,18 @@ pub async fn build(
         ..Default::default()
     };
 
-    // Credentials for FROM images in private registries, best effort.
-    let credentials = match DockerConfig::load() {
-        Ok(cfg) => {
-            let all: HashMap<String, DockerCredentials> = cfg
-                .all_credentials()
+    // Credentials for FROM images in private registries, best effort: what cannot be read
+    // is a warning. Helpers are programs waited for: on the blocking pool.
+    let loaded =
+        tokio::task::spawn_blocking(|| DockerConfig::load().map(|cfg| cfg.all_credentials()))
+            .await
+            .map_err(|e| Error::failure(format!("reading registry credentials stopped: {e}")))?;
+    let credentials = match loaded {
+        Ok((found, failed)) => {
+            for f in failed {
+                let _ = writeln!(log, "warning: not using registry credentials: {f}");
+            }
+            let all: HashMap<String, DockerCredentials> = found
                 .into_iter()
                 .filter_map(|c| {
                     serde_json::from_value::<DockerCredentials>(c.auth_json())

@@ -7,8 +7,10 @@
 //! * [`docker`]: the connection to the daemon (`DOCKER_HOST`, version negotiation).
 //! * [`build`]: classic-builder builds with progress and readable failures.
 //! * [`tag`]: reproducible default tags from git and the context's contents.
+//! * [`app`]: an app's image as `build` and `dev` make it, recorded in `.hvdctl/`.
 //! * [`push`]: pushing with per-layer progress, and checking whether a tag is already there.
 
+pub mod app;
 pub mod auth;
 pub mod build;
 pub mod context;
@@ -19,6 +21,7 @@ pub mod tag;
 
 mod progress;
 
+pub use app::{AppBuild, build_app};
 pub use auth::{Credentials, DockerConfig};
 pub use build::{BuildRequest, BuiltImage, build};
 pub use context::{BuildContext, ContextEntry, EntryKind};
@@ -52,7 +55,7 @@ pub async fn push_reference(
 ) -> crate::Result<()> {
     let (repo, tag) = tag::split_reference(reference);
     let tag = tag.ok_or_else(|| crate::Error::input(format!("{reference}: no tag to push")))?;
-    let creds = auth::credentials_for_repo(repo)?;
+    let creds = auth::lookup_credentials(repo).await?;
     let mut req = PushRequest::new(repo, tag);
     req.progress = mode;
     let pushed = push(docker, &req, creds.as_ref(), &mut std::io::stderr()).await?;

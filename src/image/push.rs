@@ -203,22 +203,33 @@ fn is_auth_failure(message: &str) -> bool {
     .any(|w| m.contains(w))
 }
 
+/// The registry refused `credentials` (or there were none).
+fn auth_error(
+    reference: &str,
+    registry: &str,
+    credentials: Option<&Credentials>,
+    message: &str,
+) -> Error {
+    let who = match credentials.and_then(|c| c.username()) {
+        Some(user) => format!("the credentials of user {user:?} were rejected"),
+        None if credentials.is_some() => "the identity token was rejected".to_string(),
+        None => "no credentials for this registry were found in the Docker config".to_string(),
+    };
+    Error::failure(format!(
+        "pushing {reference}: registry {registry}: authentication required / unauthorized ({who}): {message}"
+    ))
+    .hint(format!("log in with `docker login {registry}` (hvdctl reads the credentials it stores), then push again"))
+}
+
 fn push_error(
     reference: &str,
     registry: &str,
     credentials: Option<&Credentials>,
     message: &str,
 ) -> Error {
+    // A push's progress stream carries only the registry's words: no status to read.
     if is_auth_failure(message) {
-        let who = match credentials.and_then(|c| c.username()) {
-            Some(user) => format!("the credentials of user {user:?} were rejected"),
-            None if credentials.is_some() => "the identity token was rejected".to_string(),
-            None => "no credentials for this registry were found in the Docker config".to_string(),
-        };
-        return Error::failure(format!(
-            "pushing {reference}: registry {registry}: authentication required / unauthorized ({who}): {message}"
-        ))
-        .hint(format!("log in with `docker login {registry}` (hvdctl reads the credentials it stores), then push again"));
+        return auth_error(reference, registry, credentials, message);
     }
     let mut err = Error::failure(format!("pushing {reference} to {registry}: {message}"));
     let m = message.to_lowercase();
@@ -266,11 +277,23 @@ pub async fn tag_exists(
     }
     let message = daemon_message(resp).await;
     let message = credentials.map(|c| c.redact(&message)).unwrap_or(message);
-    let lower = message.to_lowercase();
-    if status.as_u16() == 404 || lower.contains("manifest unknown") || lower.contains("not found") {
+    // The daemon's status says it; an older daemon relays the registry's MANIFEST_UNKNOWN or
+    // NAME_UNKNOWN error code (the distribution API's "no such tag / repository") with a 500.
+    let code = message.to_ascii_lowercase();
+    if status == hyper::StatusCode::NOT_FOUND
+        || code.contains("manifest unknown")
+        || code.contains("name unknown")
+    {
         return Ok(false);
     }
-    let err = push_error(&reference, &registry, credentials, &message);
+    let err = if matches!(
+        status,
+        hyper::StatusCode::UNAUTHORIZED | hyper::StatusCode::FORBIDDEN
+    ) {
+        auth_error(&reference, &registry, credentials, &message)
+    } else {
+        push_error(&reference, &registry, credentials, &message)
+    };
     Err(Error {
         message: err.message.replacen("pushing", "looking up", 1),
         ..err

@@ -3,23 +3,14 @@
 //! annotations, pods/containers), never from `.hvdctl/`.
 
 use crate::cluster::status::JobState;
-use crate::engine::EngineKind;
 use crate::phases::Phases;
 use crate::report::StatusReport;
-use serde::{Deserialize, Serialize};
+use crate::types::EngineKind;
+use serde::Serialize;
 
 pub mod record;
 
-/// Where a row was read from.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Source {
-    /// The engine has the run.
-    #[default]
-    Engine,
-    /// The engine no longer has it: read from the flight recorder.
-    Record,
-}
+pub use crate::types::Source;
 
 /// What `hvdctl runs -o json` prints per run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -104,14 +95,7 @@ pub fn sort(rows: &mut [RunRow]) {
 }
 
 /// `42s`, `3m`, `5h`, `2d` (a duration in whole seconds).
-pub fn human_seconds(secs: i64) -> String {
-    match secs.max(0) {
-        s if s < 120 => format!("{s}s"),
-        s if s < 7200 => format!("{}m", s / 60),
-        s if s < 172_800 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
-    }
-}
+pub use crate::text::human_seconds;
 
 /// The text table of `hvdctl runs` (`app` column with `--all-apps`).
 pub fn table(rows: &[RunRow], with_app: bool) -> String {
@@ -134,7 +118,11 @@ pub fn table(rows: &[RunRow], with_app: bool) -> String {
             (Some(c), d) => format!(
                 "{}{}",
                 &c[..c.len().min(7)],
-                if d.is_some() { "+dirty" } else { "" }
+                match d.as_deref() {
+                    Some(crate::provenance::DIRTY_UNKNOWN) => "+?",
+                    Some(_) => "+dirty",
+                    None => "",
+                }
             ),
             _ => "-".into(),
         };

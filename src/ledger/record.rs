@@ -14,16 +14,16 @@
 //! bounded channel: memory does not grow with the log. Beyond `recorder.maxMB` the oldest
 //! lines of every stream are dropped, a marker line saying how many.
 
-use crate::cli::RoleFilter;
 use crate::cluster::events::RunEvent;
-use crate::engine::EngineKind;
 use crate::error::{Error, Result};
 use crate::logs::LogOptions;
 use crate::logs::printer::LineFormat;
 use crate::logs::source::{LogRequest, LogSource};
 use crate::logs::tail::{ReadPos, Resume, Ts, parse_ts, split_ts};
 use crate::logs::target::{Engine, Target};
+use crate::options::RoleFilter;
 use crate::report::StatusReport;
+use crate::types::EngineKind;
 use flate2::Compression;
 use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;

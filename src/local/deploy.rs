@@ -64,7 +64,7 @@ pub async fn deploy(
         run_id: run_id.to_string(),
         app: app.name.clone(),
         job: r.job.clone(),
-        engine: Some(crate::engine::EngineKind::Docker),
+        engine: Some(crate::types::EngineKind::Docker),
         namespace: None,
         context: None,
         image: image.to_string(),

@@ -13,13 +13,13 @@
 
 use super::LocalRef;
 use super::status::{Container, containers, job_state};
-use crate::cli::RoleFilter;
 use crate::cluster::status::JobState;
 use crate::error::{Error, Result};
 use crate::image::docker::DockerClient;
 use crate::logs::docker::ContainerSource;
 use crate::logs::target::{Engine, Target};
 use crate::logs::{LogOptions, LogsOutcome, Tails, until_interrupted};
+use crate::options::RoleFilter;
 use crate::ui::Ui;
 use std::collections::HashSet;
 use std::io::Write;

@@ -87,6 +87,13 @@ pub fn worker_name(job: &str, i: u32) -> String {
     format!("{job}-worker-{i}")
 }
 
+/// The index in a worker container's name ([`worker_name`]: the local engine names its
+/// containers itself, so it reads them back).
+pub fn worker_index(name: &str) -> Option<u32> {
+    name.rsplit_once("-worker-")
+        .and_then(|(_, i)| i.parse().ok())
+}
+
 /// Connects to the Docker engine for a local run.
 pub async fn connect() -> Result<DockerClient> {
     DockerClient::connect()

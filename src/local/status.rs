@@ -8,9 +8,10 @@
 //! horovodrun goes on; with fewer live workers than `minWorkers` a condition says so, and
 //! the launcher's failure is then named `BelowMinWorkers`.
 
+use super::worker_index;
 use super::{LABEL_DIR, LocalRef, docker_error, is_not_found};
 use crate::backend::elastic::{self, Bounds};
-use crate::cluster::status::{JobState, worker_index};
+use crate::cluster::status::JobState;
 use crate::error::{Error, Result};
 use crate::image::docker::DockerClient;
 use crate::kinds::{JobCondition, ROLE_LAUNCHER, ROLE_WORKER};
@@ -493,7 +494,7 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
         run: r.run_id.clone(),
         job: r.job.clone(),
         app: r.app.clone(),
-        engine: crate::engine::EngineKind::Docker,
+        engine: crate::types::EngineKind::Docker,
         namespace: None,
         context: None,
         backend: crate::app::Backend::LOCAL.into(),
@@ -505,7 +506,7 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
         start_latency_seconds: phases.start_latency_seconds(),
         phases,
         provenance: cs.iter().find_map(|c| c.provenance.clone()),
-        source: crate::ledger::Source::Engine,
+        source: crate::types::Source::Engine,
         failing: reason.as_ref().is_some_and(|r| r.failing),
         reason: reason.map(|r| r.text),
     })

@@ -18,11 +18,11 @@ pub mod tail;
 pub mod target;
 pub mod watch;
 
-use crate::cli::RoleFilter;
 use crate::cluster::Cluster;
 use crate::cluster::runs::RunRef;
 use crate::cluster::status::{JobState, job_state, run_pods};
 use crate::error::{Error, Result};
+use crate::options::RoleFilter;
 use crate::ui::Ui;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -102,7 +102,7 @@ impl LogsOutcome {
     pub fn exit_code(&self) -> u8 {
         let code = self.state.map_or(0, JobState::exit_code);
         if code != 0 {
-            crate::report::print_reason(self.reason.as_deref());
+            crate::ui::print_reason(self.reason.as_deref());
         }
         code
     }
@@ -330,7 +330,7 @@ impl<'a> Mux<'a> {
             opts,
             ui,
             source: PodSource::new(Api::namespaced(cluster.client.clone(), &run.namespace)),
-            pods: watch::Pods::new(&run.job, filter),
+            pods: watch::Pods::new(&run.job, run.backend.identity(), filter),
             tails,
             reason: None,
         }
@@ -454,7 +454,7 @@ impl<'a> Mux<'a> {
                     // also reads the nodes and the logs).
                     let suspect = !state.is_finished() && crate::cluster::reason::any_failing(
                         self.pods.present.values(),
-                        crate::engine::kubernetes::elastic_bounds(self.pods.present.values()).is_some(),
+                        crate::cluster::status::elastic_bounds(self.pods.present.values()).is_some(),
                     );
                     let why = if suspect || state == JobState::Failed {
                         crate::cluster::reason::of_run(self.cluster, self.run)

@@ -6,26 +6,11 @@
 //! tag read in the forms the target names ([`super::rank`]).
 
 use super::rank::TagForms;
-use crate::cluster::status::{role_of, worker_index};
-use crate::kinds::ROLE_WORKER;
+use crate::types::Identity;
 use k8s_openapi::api::core::v1::Pod;
 
-/// Where a target's container runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Engine {
-    Kubernetes,
-    Docker,
-}
-
-impl Engine {
-    /// `kubernetes` or `docker` (the `engine` key of JSON lines).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Engine::Kubernetes => "kubernetes",
-            Engine::Docker => "docker",
-        }
-    }
-}
+/// Where a target's container runs: the one engine type.
+pub use crate::types::EngineKind as Engine;
 
 /// One container of one pod (or one Docker container of a local run): what a tail reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +24,8 @@ pub struct Target {
     pub container: String,
     /// `launcher`, `worker`, or "" for pods without the role label.
     pub role: String,
-    /// The worker's index (`<job>-worker-<i>`); None for the launcher.
+    /// The worker's index (read from the pod's labels as its backend says); None for the
+    /// launcher.
     pub index: Option<u32>,
     /// The rank tags this container's lines carry: the launcher's, as its
     /// [`LABEL_RANK_TAGS`](super::rank::LABEL_RANK_TAGS) label says (every rank's output goes
@@ -68,16 +54,18 @@ impl Target {
     }
 }
 
-/// The short name of a pod within its run: `launcher`, `worker-<i>`, else the pod name
-/// without the `<job>-` prefix. `launcher_taken` says another launcher pod already uses
-/// `launcher` (a restarted launcher pod is then `launcher-<suffix>`).
-pub fn pod_short_name(job: &str, pod: &Pod, launcher_taken: bool) -> String {
+/// The short name of a pod within its run: `launcher`, `worker-<i>` (role and index from
+/// its labels, as `id` says), else the pod name without the `<job>-` prefix.
+/// `launcher_taken` says another launcher pod already uses `launcher` (a restarted launcher
+/// pod is then `launcher-<suffix>`).
+pub fn pod_short_name(job: &str, pod: &Pod, id: Identity, launcher_taken: bool) -> String {
     let name = pod.metadata.name.as_deref().unwrap_or_default();
     let rest = name
         .strip_prefix(job)
         .and_then(|r| r.strip_prefix('-'))
         .unwrap_or(name);
-    if role_of(pod) == "launcher" {
+    let role = id.role(pod.metadata.labels.as_ref());
+    if role.is_launcher() {
         if !launcher_taken {
             return "launcher".into();
         }
@@ -86,15 +74,16 @@ pub fn pod_short_name(job: &str, pod: &Pod, launcher_taken: bool) -> String {
         }
         return format!("launcher-{rest}");
     }
-    if let Some(i) = worker_index(name) {
+    if let Some(i) = role.index {
         return format!("worker-{i}");
     }
     rest.to_string()
 }
 
 /// The targets of a pod: one per container (after the `--container` filter), prefixed
-/// `short` or `short/container` when the pod has several containers.
-pub fn targets_of(pod: &Pod, short: &str, container: Option<&str>) -> Vec<Target> {
+/// `short` or `short/container` when the pod has several containers; role and index from
+/// its labels, as `id` says.
+pub fn targets_of(pod: &Pod, id: Identity, short: &str, container: Option<&str>) -> Vec<Target> {
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let containers: Vec<&str> = pod
@@ -103,7 +92,8 @@ pub fn targets_of(pod: &Pod, short: &str, container: Option<&str>) -> Vec<Target
         .map(|s| s.containers.iter().map(|c| c.name.as_str()).collect())
         .unwrap_or_default();
     let several = containers.len() > 1;
-    let ranks = TagForms::of_labels(role_of(pod), |k| {
+    let role = id.role(pod.metadata.labels.as_ref());
+    let ranks = TagForms::of_labels(&role.role, |k| {
         pod.metadata.labels.as_ref()?.get(k).map(String::as_str)
     });
     containers
@@ -114,12 +104,8 @@ pub fn targets_of(pod: &Pod, short: &str, container: Option<&str>) -> Vec<Target
             pod: name.clone(),
             uid: uid.clone(),
             container: c.to_string(),
-            role: role_of(pod).to_string(),
-            index: if role_of(pod) == ROLE_WORKER {
-                worker_index(&name)
-            } else {
-                None
-            },
+            role: role.role.clone(),
+            index: role.index,
             ranks,
             prefix: if several {
                 format!("{short}/{c}")
@@ -135,13 +121,18 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A pod named `name`; a worker's index label is its name's last number (as native's).
     fn pod(name: &str, role: &str, containers: &[&str]) -> Pod {
         let cs: Vec<_> = containers
             .iter()
             .map(|c| json!({"name": c, "image": "i"}))
             .collect();
+        let mut labels = json!({"hvdctl.io/role": role});
+        if let (true, Some((_, i))) = (role == "worker", name.rsplit_once('-')) {
+            labels["hvdctl.io/index"] = json!(i);
+        }
         serde_json::from_value(json!({
-            "metadata": {"name": name, "uid": format!("uid-{name}"), "labels": {"hvdctl.io/role": role}},
+            "metadata": {"name": name, "uid": format!("uid-{name}"), "labels": labels},
             "spec": {"containers": cs},
         }))
         .unwrap()
@@ -153,6 +144,7 @@ mod tests {
             pod_short_name(
                 "mnist-ab1",
                 &pod("mnist-ab1-launcher-x7k2p", "launcher", &["l"]),
+                Identity::HVDCTL,
                 false
             ),
             "launcher"
@@ -161,6 +153,7 @@ mod tests {
             pod_short_name(
                 "mnist-ab1",
                 &pod("mnist-ab1-launcher-q9z8w", "launcher", &["l"]),
+                Identity::HVDCTL,
                 true
             ),
             "launcher-q9z8w"
@@ -169,37 +162,83 @@ mod tests {
             pod_short_name(
                 "mnist-ab1",
                 &pod("mnist-ab1-worker-12", "worker", &["w"]),
+                Identity::HVDCTL,
                 false
             ),
             "worker-12"
         );
         assert_eq!(
-            pod_short_name("mnist-ab1", &pod("mnist-ab1-extra", "", &["w"]), false),
+            pod_short_name(
+                "mnist-ab1",
+                &pod("mnist-ab1-extra", "", &["w"]),
+                Identity::HVDCTL,
+                false
+            ),
             "extra"
         );
         assert_eq!(
-            pod_short_name("mnist-ab1", &pod("other", "", &["w"]), false),
+            pod_short_name(
+                "mnist-ab1",
+                &pod("other", "", &["w"]),
+                Identity::HVDCTL,
+                false
+            ),
             "other"
         );
     }
 
     #[test]
+    fn the_index_is_the_labels_not_the_names() {
+        let mut p = pod("j-worker-5", "worker", &["w"]);
+        p.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .remove("hvdctl.io/index");
+        p.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("jobset.sigs.k8s.io/job-index".into(), "2".into());
+        let jobset = Identity {
+            role_label: "hvdctl.io/role",
+            index_label: "jobset.sigs.k8s.io/job-index",
+            index_offset: 0,
+        };
+        assert_eq!(pod_short_name("j", &p, jobset, false), "worker-2");
+        assert_eq!(targets_of(&p, jobset, "worker-2", None)[0].index, Some(2));
+        // Without its backend's label a worker has no index, whatever its name says.
+        assert_eq!(targets_of(&p, Identity::HVDCTL, "w", None)[0].index, None);
+        assert_eq!(pod_short_name("j", &p, Identity::HVDCTL, false), "worker-5");
+    }
+
+    #[test]
     fn container_suffix_only_when_several() {
         let p = pod("j-worker-3", "worker", &["worker", "sidecar"]);
-        let t = targets_of(&p, "worker-3", None);
+        let t = targets_of(&p, Identity::HVDCTL, "worker-3", None);
         assert_eq!(
             t.iter().map(|t| t.prefix.as_str()).collect::<Vec<_>>(),
             ["worker-3/worker", "worker-3/sidecar"]
         );
-        let t = targets_of(&p, "worker-3", Some("sidecar"));
+        let t = targets_of(&p, Identity::HVDCTL, "worker-3", Some("sidecar"));
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].prefix, "worker-3/sidecar");
-        let one = targets_of(&pod("j-worker-3", "worker", &["worker"]), "worker-3", None);
+        let one = targets_of(
+            &pod("j-worker-3", "worker", &["worker"]),
+            Identity::HVDCTL,
+            "worker-3",
+            None,
+        );
         assert_eq!(one[0].prefix, "worker-3");
         assert_eq!(one[0].role, "worker");
         assert_eq!(one[0].index, Some(3));
         assert_eq!(one[0].engine, Engine::Kubernetes);
-        let l = targets_of(&pod("j-launcher-abc", "launcher", &["l"]), "launcher", None);
+        let l = targets_of(
+            &pod("j-launcher-abc", "launcher", &["l"]),
+            Identity::HVDCTL,
+            "launcher",
+            None,
+        );
         assert_eq!((l[0].index, l[0].ranks), (None, TagForms::NONE));
         let mut tagged = pod("j-launcher-abc", "launcher", &["l"]);
         let labels = tagged.metadata.labels.as_mut().unwrap();
@@ -207,7 +246,7 @@ mod tests {
             super::super::rank::LABEL_RANK_TAGS.into(),
             "open-mpi".into(),
         );
-        let l = targets_of(&tagged, "launcher", None);
+        let l = targets_of(&tagged, Identity::HVDCTL, "launcher", None);
         assert_eq!(l[0].ranks, TagForms::OPEN_MPI);
     }
 

@@ -4,8 +4,9 @@
 //! an elastic scale-up, a restarted launcher pod — yields new targets; nothing is yielded twice.
 
 use super::target::{Target, pod_short_name, targets_of};
-use crate::cli::RoleFilter;
 use crate::cluster::status::role_of;
+use crate::options::RoleFilter;
+use crate::types::Identity;
 use futures::Stream;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
@@ -35,6 +36,8 @@ impl Filter {
 /// The run's pods as seen so far, and the targets already handed out.
 pub struct Pods {
     job: String,
+    /// Which labels say a pod's role and index (the run's backend's).
+    id: Identity,
     filter: Filter,
     /// Latest version of every pod present, by uid.
     pub present: BTreeMap<String, Pod>,
@@ -43,9 +46,10 @@ pub struct Pods {
 }
 
 impl Pods {
-    pub fn new(job: &str, filter: Filter) -> Pods {
+    pub fn new(job: &str, id: Identity, filter: Filter) -> Pods {
         Pods {
             job: job.to_string(),
+            id,
             filter,
             present: BTreeMap::new(),
             started: HashSet::new(),
@@ -85,8 +89,8 @@ impl Pods {
         if role_of(pod) == "launcher" && self.launcher_uid.is_none() {
             self.launcher_uid = Some(uid.to_string());
         }
-        let short = pod_short_name(&self.job, pod, launcher_taken);
-        targets_of(pod, &short, self.filter.container.as_deref())
+        let short = pod_short_name(&self.job, pod, self.id, launcher_taken);
+        targets_of(pod, self.id, &short, self.filter.container.as_deref())
             .into_iter()
             .filter(|t| self.started.insert(t.key()))
             .collect()
@@ -113,8 +117,12 @@ mod tests {
 
     fn pod(name: &str, uid: &str, role: &str, containers: &[&str]) -> Pod {
         let cs: Vec<_> = containers.iter().map(|c| json!({"name": c})).collect();
+        let mut labels = json!({"hvdctl.io/role": role});
+        if let (true, Some((_, i))) = (role == "worker", name.rsplit_once('-')) {
+            labels["hvdctl.io/index"] = json!(i);
+        }
         serde_json::from_value(json!({
-            "metadata": {"name": name, "uid": uid, "labels": {"hvdctl.io/role": role}},
+            "metadata": {"name": name, "uid": uid, "labels": labels},
             "spec": {"containers": cs},
         }))
         .unwrap()
@@ -130,7 +138,7 @@ mod tests {
 
     #[test]
     fn new_pods_yield_targets_once() {
-        let mut p = Pods::new("j", all());
+        let mut p = Pods::new("j", Identity::HVDCTL, all());
         let t = p.update(pod("j-worker-0", "u0", "worker", &["w"]));
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].prefix, "worker-0");
@@ -154,6 +162,7 @@ mod tests {
     fn filters() {
         let mut p = Pods::new(
             "j",
+            Identity::HVDCTL,
             Filter {
                 role: RoleFilter::Worker,
                 ..all()
@@ -170,6 +179,7 @@ mod tests {
         );
         let mut p = Pods::new(
             "j",
+            Identity::HVDCTL,
             Filter {
                 pod: Some(regex::Regex::new("worker-1$").unwrap()),
                 container: Some("side".into()),

@@ -51,11 +51,11 @@ impl Pick {
     /// From `--role` and `--index`: the launcher by default; `--index` alone means a worker;
     /// `--role worker` alone means worker 0.
     pub fn from_flags(
-        role: Option<crate::cli::TargetRole>,
+        role: Option<crate::options::TargetRole>,
         index: Option<u32>,
         container: Option<String>,
     ) -> Result<Pick> {
-        use crate::cli::TargetRole;
+        use crate::options::TargetRole;
         let which = match (role, index) {
             (Some(TargetRole::Launcher), Some(i)) => {
                 return Err(Error::input(format!(
@@ -129,9 +129,9 @@ pub fn choose(candidates: &[Target], pick: &Pick, job: &str) -> Result<Target> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::TargetRole;
     use crate::error::Kind;
     use crate::logs::target::Engine;
+    use crate::options::TargetRole;
 
     fn t(pod: &str, container: &str, role: &str, index: Option<u32>) -> Target {
         Target {

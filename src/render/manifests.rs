@@ -2,25 +2,21 @@
 //! the typed deserializers skip is reported), then hvdctl's labels and namespace injected in code.
 
 use crate::error::{Error, Result};
-use crate::kinds::Object;
+use crate::kinds::{KindDef, Object};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// Labels hvdctl puts on everything it creates.
-pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
-pub const LABEL_APP: &str = "hvdctl.io/app";
-pub const LABEL_RUN: &str = "hvdctl.io/run";
-pub const LABEL_ROLE: &str = "hvdctl.io/role";
-/// The backend that made a run (`mpijob`, `native`, `local`, ...).
-pub const LABEL_BACKEND: &str = "hvdctl.io/backend";
-pub const MANAGER: &str = "hvdctl";
 pub use crate::logs::rank::LABEL_RANK_TAGS;
+/// Labels hvdctl puts on everything it creates (defined with the shared types).
+pub use crate::types::{
+    LABEL_APP, LABEL_BACKEND, LABEL_MANAGED_BY, LABEL_ROLE, LABEL_RUN, MANAGER,
+};
 
 /// Parses every YAML document of `text` (rendered from `source`) into a typed object.
 /// Documents are independent, so they are parsed and checked on all cores.
-pub fn parse(source: &str, text: &str) -> Result<Vec<Object>> {
+pub fn parse(source: &str, text: &str, kinds: &[KindDef]) -> Result<Vec<Object>> {
     let docs = split_documents(text);
-    let parsed = parallel_map(&docs, |(n, doc)| parse_document(source, *n, doc));
+    let parsed = parallel_map(&docs, |(n, doc)| parse_document(source, *n, doc, kinds));
     let mut objects = Vec::with_capacity(parsed.len());
     for p in parsed {
         if let Some(o) = p? {
@@ -85,7 +81,7 @@ pub fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -
     })
 }
 
-fn parse_document(source: &str, n: usize, doc: &str) -> Result<Option<Object>> {
+fn parse_document(source: &str, n: usize, doc: &str, kinds: &[KindDef]) -> Result<Option<Object>> {
     let value = crate::yaml::parse_value(doc).map_err(|e| {
         // The rendered text can hold secrets: say where, never what.
         Error::input(format!(
@@ -101,14 +97,15 @@ fn parse_document(source: &str, n: usize, doc: &str) -> Result<Option<Object>> {
     }
     let what = describe(&value, n);
     let mut unknown = Vec::new();
-    let object = Object::from_value(&value, &mut unknown)
+    let object = Object::from_value(&value, kinds, &mut unknown)
         .map_err(|e| Error::input(format!("{source}: {what}: {e}")))?;
     if !unknown.is_empty() {
         let unknown: Vec<String> = unknown.iter().map(|p| format!("`{p}`")).collect();
         return Err(Error::input(format!(
-            "{source}: {what}: unknown field{} {} (not in the Kubernetes 1.36 / MPIJob v2beta1 schema)",
+            "{source}: {what}: unknown field{} {} (not in the schema of {})",
             if unknown.len() > 1 { "s" } else { "" },
-            unknown.join(", ")
+            unknown.join(", "),
+            object.api_kind()
         )));
     }
     Ok(Some(object))
@@ -133,15 +130,13 @@ pub fn to_yaml_stream(objects: &[Object]) -> String {
 }
 
 /// Objects as a JSON `v1 List`, like `kubectl get -o json`.
-pub fn to_json_list(objects: &[Object]) -> String {
+pub fn to_json_list(objects: &[Object]) -> crate::Result<String> {
     let list = serde_json::json!({
         "apiVersion": "v1",
         "kind": "List",
         "items": objects.iter().map(Object::to_value).collect::<Vec<_>>(),
     });
-    let mut s = serde_json::to_string_pretty(&list).unwrap_or_default();
-    s.push('\n');
-    s
+    crate::text::json(&list)
 }
 
 /// Identity of a run, stamped on every object.
@@ -197,17 +192,10 @@ pub fn annotate(objects: &mut [Object], annotations: &BTreeMap<String, String>) 
 }
 
 /// Creation order: what others refer to first (accounts, secrets, config, services), the
-/// job last, so a launcher never starts without its workers' objects.
+/// job last, so a launcher never starts without its workers' objects (each kind's
+/// [`crate::kinds::Kind::ORDER`]).
 pub fn apply_order(o: &Object) -> u8 {
-    match o {
-        Object::ServiceAccount(_) => 0,
-        Object::Secret(_) => 1,
-        Object::ConfigMap(_) => 2,
-        Object::Service(_) => 3,
-        Object::Pod(_) | Object::StatefulSet(_) => 4,
-        Object::Job(_) => 5,
-        Object::MpiJob(_) => 6,
-    }
+    o.order()
 }
 
 #[cfg(test)]
@@ -230,7 +218,7 @@ mod tests {
     #[test]
     fn unknown_fields_are_found_deep() {
         let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    imagePullPolicyy: Always\n  hostNetwrk: true\n";
-        let e = parse("t", text).unwrap_err();
+        let e = parse("t", text, crate::kinds::BUILTIN).unwrap_err();
         assert!(
             e.message.contains("`spec.containers[0].imagePullPolicyy`"),
             "{}",
@@ -242,7 +230,7 @@ mod tests {
     #[test]
     fn known_kinds_round_trip_and_get_stamped() {
         let text = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, labels: {hvdctl.io/run: fake}}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: i}]\n---\n";
-        let mut objs = parse("t", text).unwrap();
+        let mut objs = parse("t", text, crate::kinds::BUILTIN).unwrap();
         stamp(
             &mut objs,
             &Stamp {
@@ -266,12 +254,16 @@ mod tests {
     #[test]
     fn unknown_kinds_and_type_errors_are_rejected() {
         assert!(
-            parse("t", "apiVersion: v1\nkind: Node\nmetadata: {name: n}\n")
-                .unwrap_err()
-                .message
-                .contains("does not create v1 Node")
+            parse(
+                "t",
+                "apiVersion: v1\nkind: Node\nmetadata: {name: n}\n",
+                crate::kinds::BUILTIN
+            )
+            .unwrap_err()
+            .message
+            .contains("does not create v1 Node")
         );
-        let e = parse("t", "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec: {backoffLimit: many, template: {}}\n").unwrap_err();
+        let e = parse("t", "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec: {backoffLimit: many, template: {}}\n", crate::kinds::BUILTIN).unwrap_err();
         assert!(e.message.contains("spec.backoffLimit"), "{}", e.message);
     }
 }

@@ -137,7 +137,7 @@ fn render_error(name: &str, e: &handlebars::RenderError, values: &Value) -> Erro
             let known = value_names(values);
             let refs: Vec<&str> = known.iter().map(String::as_str).collect();
             let e = Error::input(format!("{at}: `{path}` is not a template value"));
-            match crate::app::load::did_you_mean(path, &refs) {
+            match crate::text::did_you_mean(path, &refs) {
                 Some(s) => e.hint(format!("did you mean `{s}`? ({LISTED})")),
                 None => e.hint(LISTED),
             }

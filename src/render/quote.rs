@@ -8,13 +8,19 @@
 use serde_json::Value;
 use std::fmt::Write;
 
+/// Starts a placeholder of `super::scalars` (a private-use character a value never holds
+/// raw: [`quote`] escapes it).
+pub const OPEN: char = '\u{e000}';
+/// Ends a placeholder.
+pub const CLOSE: char = '\u{e001}';
+
 /// True for characters that must be escaped in a YAML double-quoted scalar.
 fn needs_escape(c: char) -> bool {
     matches!(c,
         '\u{0}'..='\u{1f}' | '"' | '\\' | '\u{7f}'..='\u{9f}' |
         '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}' |
         // hvdctl's placeholders (see `super::scalars`): never raw in rendered text.
-        super::scalars::OPEN | super::scalars::CLOSE)
+        OPEN | CLOSE)
 }
 
 /// Writes `s` as a double-quoted JSON/YAML string.

@@ -15,10 +15,7 @@ use super::quote;
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
-/// Starts a placeholder.
-pub const OPEN: char = '\u{e000}';
-/// Ends a placeholder.
-pub const CLOSE: char = '\u{e001}';
+pub use super::quote::{CLOSE, OPEN};
 
 /// The placeholder of value number `i`.
 pub fn placeholder(i: usize) -> String {

@@ -133,7 +133,7 @@ impl Catalog {
             .unwrap_or_default();
         let refs: Vec<&str> = known.iter().map(String::as_str).collect();
         let mut e = Error::input(format!("unknown template `{name}` in {}", self.describe()));
-        e = match crate::app::load::did_you_mean(name, &refs) {
+        e = match crate::text::did_you_mean(name, &refs) {
             Some(s) => e.hint(format!(
                 "did you mean `{s}`? (`hvdctl templates` lists them)"
             )),

@@ -132,42 +132,10 @@ pub fn confirm(question: &str) -> crate::Result<bool> {
         .map_err(|e| crate::Error::input(format!("prompt failed: {e}")))
 }
 
-/// A noun for `n` things: `container`/`containers`, `private directory`/`private
-/// directories`, `Pod`/`Pods`, `Ingress`/`Ingresses`.
-pub fn plural(noun: &str, n: usize) -> String {
-    if n == 1 {
-        return noun.to_string();
-    }
-    let vowel_before = |s: &str| {
-        s.chars()
-            .rev()
-            .nth(1)
-            .is_some_and(|c| "aeiouAEIOU".contains(c))
-    };
-    if let Some(stem) = noun.strip_suffix('y')
-        && !vowel_before(noun)
-    {
-        return format!("{stem}ies");
-    }
-    if ["s", "x", "ch", "sh"].iter().any(|e| noun.ends_with(e)) {
-        return format!("{noun}es");
-    }
-    format!("{noun}s")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::plural;
-
-    #[test]
-    fn plurals_of_what_undeploy_removes() {
-        assert_eq!(plural("container", 1), "container");
-        assert_eq!(plural("container", 4), "containers");
-        assert_eq!(plural("network", 0), "networks");
-        assert_eq!(plural("private directory", 2), "private directories");
-        assert_eq!(plural("Pod", 2), "Pods");
-        assert_eq!(plural("Ingress", 2), "Ingresses");
-        assert_eq!(plural("MPIJob", 3), "MPIJobs");
-        assert_eq!(plural("Gateway", 2), "Gateways");
+/// The reason a waiting command stopped with exit 1, on stderr (also under `-q`: it is
+/// why the command failed).
+pub fn print_reason(reason: Option<&str>) {
+    if let Some(r) = reason {
+        eprintln!("Reason: {r}");
     }
 }

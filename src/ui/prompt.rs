@@ -208,6 +208,7 @@ fn stopped(step: Step) -> Error {
         kind: Kind::Interrupted,
         message: format!("{what}; nothing was written"),
         hint: None,
+        source: None,
     }
 }
 

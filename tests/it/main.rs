@@ -31,6 +31,8 @@ mod ranks;
 mod reasons;
 // -o json|yaml on every data command, status -o wide, help and version alike everywhere.
 mod outputs;
+// A backend registered by the tests alone: its custom kind, fake operator, RBAC, scale.
+mod registered;
 // Rendered manifests of every template × backend (insta snapshots).
 mod render;
 // hvdctl runs: provenance and phase times of local, mpijob and native runs (real containers).

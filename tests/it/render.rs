@@ -24,12 +24,15 @@ fn every_template_and_backend_renders_valid_typed_manifests() {
     let tmp = tempfile::tempdir().unwrap();
     for t in TEMPLATES {
         let dir = init_app(tmp.path(), &format!("app-{t}"), t);
-        for b in BACKENDS {
+        // Every built-in backend (a new one is covered by its registration alone).
+        for backend in hvdctl::backend::BUILTIN {
+            let b = &backend.name();
             let o = dry_run(&dir, b, "yaml");
             assert_eq!(o.code, 0, "{t}/{b}: {}", o.stderr);
             // Typed round trip of the printed output: nothing unknown, every kind known.
-            let objects = manifests::parse("dry-run output", &o.stdout)
-                .unwrap_or_else(|e| panic!("{t}/{b}: {e}"));
+            let objects =
+                manifests::parse("dry-run output", &o.stdout, &hvdctl::backend::all_kinds())
+                    .unwrap_or_else(|e| panic!("{t}/{b}: {e}"));
             assert!(!objects.is_empty());
             for obj in &objects {
                 let v = obj.to_value();
@@ -38,10 +41,26 @@ fn every_template_and_backend_renders_valid_typed_manifests() {
                 assert_eq!(labels["hvdctl.io/run"], "r1234", "{t}/{b}");
                 assert_eq!(labels["hvdctl.io/app"], format!("app-{t}"), "{t}/{b}");
             }
+            // The backend's job object is there, and every object is of a kind it may create.
+            let (job_kind, job_name) = backend.job_object(&format!("app-{t}-r1234"));
+            assert!(
+                objects
+                    .iter()
+                    .any(|o| o.api_kind() == job_kind && o.name() == job_name),
+                "{t}/{b}: no {job_kind} {job_name}"
+            );
+            let mut allowed = hvdctl::kinds::BUILTIN.to_vec();
+            allowed.extend(backend.kinds());
+            assert!(
+                objects
+                    .iter()
+                    .all(|o| allowed.iter().any(|k| k.api == o.api_kind())),
+                "{t}/{b}"
+            );
             let kinds: Vec<&str> = objects.iter().map(|o| o.kind()).collect();
             match *b {
                 "mpijob" => assert_eq!(kinds, ["MPIJob"], "{t}"),
-                _ => {
+                "native" => {
                     assert_eq!(kinds.first(), Some(&"Secret"), "{t}");
                     assert_eq!(kinds.last(), Some(&"Job"), "{t}");
                     assert!(
@@ -50,6 +69,7 @@ fn every_template_and_backend_renders_valid_typed_manifests() {
                             && kinds.contains(&"Pod")
                     );
                 }
+                _ => {}
             }
             // The JSON form is the same object set.
             let j = dry_run(&dir, b, "json");

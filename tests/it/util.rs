@@ -23,7 +23,6 @@ pub const TEMPLATES: &[&str] = &[
     "horovod-elastic",
     "mpi-hello",
 ];
-pub const BACKENDS: &[&str] = &["mpijob", "native"];
 
 // --- Missing prerequisites -----------------------------------------------------------------
 

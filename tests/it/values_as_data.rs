@@ -35,7 +35,7 @@ fn render(text: &str, sets: &[String], backend: Backend) -> Value {
     let objs = objects(&run, tmp, None).expect("renders");
     // Through the printed YAML and back, as users and kubectl would read it.
     let yaml = manifests::to_yaml_stream(&objs);
-    let back = manifests::parse("out", &yaml).expect("reparses");
+    let back = manifests::parse("out", &yaml, &hvdctl::backend::all_kinds()).expect("reparses");
     Value::Array(back.iter().map(|o| o.to_value()).collect())
 }
 

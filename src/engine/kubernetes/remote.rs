@@ -37,7 +37,10 @@ impl KubeRun {
         let pods = run_pods(&self.cluster, &self.run).await?;
         Ok(pods
             .iter()
-            .flat_map(|p| targets_of(p, &pod_short_name(&self.run.job, p, false), None))
+            .flat_map(|p| {
+                let id = self.run.backend.identity();
+                targets_of(p, id, &pod_short_name(&self.run.job, p, id, false), None)
+            })
             .collect())
     }
 
@@ -53,7 +56,10 @@ impl KubeRun {
         });
         let targets: Vec<Target> = pods
             .iter()
-            .flat_map(|p| targets_of(p, &pod_short_name(&self.run.job, p, false), None))
+            .flat_map(|p| {
+                let id = self.run.backend.identity();
+                targets_of(p, id, &pod_short_name(&self.run.job, p, id, false), None)
+            })
             .collect();
         let t = choose(&targets, pick, &self.run.job)?;
         let pod = pods

@@ -1,20 +1,36 @@
-//! Controllers: batch/v1 Job, apps/v1 StatefulSet, the MPI Operator (kubeflow.org/v2beta1
-//! MPIJob), plus the garbage collector and the kubelet, all driven by one loop.
+//! Controllers: batch/v1 Job, apps/v1 StatefulSet, every [`Operator`] the cluster runs (the
+//! MPI Operator, `crate::mpi`, is one), plus the garbage collector and the kubelet, all
+//! driven by one loop. The helpers operators share (owner references, pods from templates,
+//! conditions, creating with events) are public so an operator can live outside this crate.
 
 use serde_json::{Value, json};
 use std::sync::Arc;
 
 use crate::kubelet::Kubelet;
-use crate::resources::{CONFIGMAPS, JOBS, MPIJOBS, PODS, SECRETS, SERVICES, STATEFULSETS};
+use crate::resources::{JOBS, PODS, ResourceDef, STATEFULSETS};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{Store, WriteOpts};
 use crate::util::{self, fmt_time, name_of, now_ns, ns_of, s, uid_of};
 
-fn all() -> (LabelSelector, FieldSelector) {
+/// An operator: the custom resources it serves and one reconcile pass over them. A cluster
+/// runs the operators of its [`crate::Options::operators`]; each pass of the control loop
+/// calls every operator's [`Operator::reconcile`] (after the garbage collector, before the
+/// built-in controllers and the kubelet), whenever anything changed or is due.
+pub trait Operator: Send + Sync + std::fmt::Debug + 'static {
+    /// The name its events carry (`mpi-job-controller`).
+    fn name(&self) -> &'static str;
+    /// The custom resources it serves (registered with [`crate::resources::register`]).
+    fn resources(&self) -> Vec<&'static ResourceDef>;
+    /// One pass: make the cluster match its objects, and their status match the cluster.
+    fn reconcile(&self, ctl: &Controllers, now: i64);
+}
+
+/// Everything (`list` arguments).
+pub fn all() -> (LabelSelector, FieldSelector) {
     (LabelSelector::default(), FieldSelector::default())
 }
 
-fn owner_ref(owner: &Value) -> Value {
+pub fn owner_ref(owner: &Value) -> Value {
     json!({
         "apiVersion": owner["apiVersion"],
         "kind": owner["kind"],
@@ -27,7 +43,7 @@ fn owner_ref(owner: &Value) -> Value {
 
 /// What `owner_uid` controls: like Kubernetes' controllers, only objects whose controller
 /// reference (`controller: true`) names the owner, not every object it owns.
-fn owned_by<'a>(
+pub fn owned_by<'a>(
     items: &'a [Arc<Value>],
     owner_uid: &'a str,
 ) -> impl Iterator<Item = &'a Arc<Value>> + 'a {
@@ -43,15 +59,15 @@ fn owned_by<'a>(
     })
 }
 
-fn phase(p: &Value) -> &str {
+pub fn phase(p: &Value) -> &str {
     s(p, "/status/phase").unwrap_or("Pending")
 }
 
-fn deleting(v: &Value) -> bool {
+pub fn deleting(v: &Value) -> bool {
     v.pointer("/metadata/deletionTimestamp").is_some()
 }
 
-fn is_ready(p: &Value) -> bool {
+pub fn is_ready(p: &Value) -> bool {
     p.pointer("/status/conditions")
         .and_then(Value::as_array)
         .is_some_and(|c| {
@@ -60,7 +76,7 @@ fn is_ready(p: &Value) -> bool {
         })
 }
 
-fn cond_true(v: &Value, t: &str) -> bool {
+pub fn cond_true(v: &Value, t: &str) -> bool {
     v.pointer("/status/conditions")
         .and_then(Value::as_array)
         .is_some_and(|c| {
@@ -70,7 +86,7 @@ fn cond_true(v: &Value, t: &str) -> bool {
 }
 
 /// Sets a condition, keeping `lastTransitionTime` when the status does not change.
-fn set_condition(
+pub fn set_condition(
     status: &mut Value,
     ctype: &str,
     cstatus: &str,
@@ -107,7 +123,7 @@ fn set_condition(
 }
 
 /// A pod from a template, owned by `owner`.
-fn pod_from_template(
+pub fn pod_from_template(
     template: &Value,
     name: &str,
     ns: &str,
@@ -134,6 +150,8 @@ pub struct Controllers {
     pub kubelet: Arc<Kubelet>,
     /// Run the synthetic kubelet (off when the Docker kubelet runs pods).
     pub synthetic: bool,
+    /// The operators of custom resources.
+    pub operators: Vec<Arc<dyn Operator>>,
 }
 
 impl Controllers {
@@ -151,8 +169,8 @@ impl Controllers {
                 break;
             }
         }
-        if self.store.mpi {
-            self.mpijobs(now);
+        for op in &self.operators {
+            op.reconcile(self, now);
         }
         soon(self.jobs(now));
         self.statefulsets();
@@ -195,7 +213,27 @@ impl Controllers {
         }
     }
 
-    fn create(&self, res_id: usize, ns: &str, obj: Value, owner: &Value, what: &str) {
+    /// The controller of objects like `owner` (the source of the events it records).
+    fn controller_name(&self, owner: &Value) -> &'static str {
+        let (api_version, kind) = (s(owner, "/apiVersion"), s(owner, "/kind"));
+        match kind {
+            Some("Job") => "job-controller",
+            Some("StatefulSet") => "statefulset-controller",
+            _ => self
+                .operators
+                .iter()
+                .find(|o| {
+                    o.resources().iter().any(|r| {
+                        Some(r.kind) == kind && Some(r.api_version().as_str()) == api_version
+                    })
+                })
+                .map_or("controller", |o| o.name()),
+        }
+    }
+
+    /// Creates `obj` for `owner`, recording the event its controller would (`what`: the
+    /// object's description in the event, `worker pod`).
+    pub fn create(&self, res_id: usize, ns: &str, obj: Value, owner: &Value, what: &str) {
         let name = name_of(&obj).to_string();
         match self.store.create(res_id, ns, obj, &WriteOpts::default()) {
             Ok(_) => self.store.record_event(
@@ -203,7 +241,7 @@ impl Controllers {
                 "Normal",
                 "SuccessfulCreate",
                 &format!("Created {what}: {name}"),
-                controller_name(owner),
+                self.controller_name(owner),
             ),
             Err(e) if e.code == 409 => {}
             Err(e) => self.store.record_event(
@@ -211,7 +249,7 @@ impl Controllers {
                 "Warning",
                 "FailedCreate",
                 &format!("Error creating {what}: {}", e.message),
-                controller_name(owner),
+                self.controller_name(owner),
             ),
         }
     }
@@ -474,305 +512,6 @@ impl Controllers {
             }
         }
     }
-
-    fn mpijobs(&self, now: i64) {
-        let (ls, fs) = all();
-        let (jobs, _) = self.store.list(MPIJOBS, None, &ls, &fs);
-        if jobs.is_empty() {
-            return;
-        }
-        let (pods, _) = self.store.list(PODS, None, &ls, &fs);
-        let now_s = fmt_time(now);
-        for mj in jobs {
-            if deleting(&mj) {
-                continue;
-            }
-            let (ns, name, uid) = (
-                ns_of(&mj).to_string(),
-                name_of(&mj).to_string(),
-                uid_of(&mj).to_string(),
-            );
-            let specs = mj
-                .pointer("/spec/mpiReplicaSpecs")
-                .cloned()
-                .unwrap_or_else(|| json!({}));
-            let worker_spec = specs.get("Worker").cloned();
-            let launcher_spec = specs.get("Launcher").cloned().unwrap_or_else(|| json!({}));
-            let job = crate::mpi::JobSpec::of(&mj);
-            let workers = job.workers;
-            // The operator defaults runPolicy.cleanPodPolicy to None.
-            let clean = s(&mj, "/spec/runPolicy/cleanPodPolicy")
-                .or(s(&mj, "/spec/cleanPodPolicy"))
-                .unwrap_or("None")
-                .to_string();
-            let finished = cond_true(&mj, "Succeeded") || cond_true(&mj, "Failed");
-            let mine: Vec<&Arc<Value>> = owned_by(&pods, &uid).collect();
-            let is_worker = |p: &Value| {
-                s(p, "/metadata/labels/training.kubeflow.org~1job-role") == Some("worker")
-            };
-
-            // Headless Service, hostfile ConfigMap, ssh Secret (the operator's order).
-            if !finished {
-                if self.store.get(SERVICES, &ns, &name).is_none() {
-                    self.create(SERVICES, &ns, job.service(owner_ref(&mj)), &mj, "service");
-                }
-                let running: Vec<&str> = mine
-                    .iter()
-                    .filter(|p| is_worker(p) && phase(p) == "Running" && !deleting(p))
-                    .map(|p| name_of(p))
-                    .collect();
-                let cm_data = json!({"hostfile": job.hostfile(), "discover_hosts.sh": job.discover_hosts(&running)});
-                let cm_name = format!("{name}-config");
-                match self.store.get(CONFIGMAPS, &ns, &cm_name) {
-                    None => {
-                        let cm = job.config_map(owner_ref(&mj), cm_data);
-                        self.create(CONFIGMAPS, &ns, cm, &mj, "configmap");
-                    }
-                    Some(cm) if cm.get("data") != Some(&cm_data) => {
-                        self.store
-                            .mutate(CONFIGMAPS, &ns, &cm_name, |c| c["data"] = cm_data.clone());
-                    }
-                    Some(_) => {}
-                }
-                if self
-                    .store
-                    .get(SECRETS, &ns, &format!("{name}-ssh"))
-                    .is_none()
-                {
-                    match job.ssh_secret(owner_ref(&mj)) {
-                        Ok(secret) => self.create(SECRETS, &ns, secret, &mj, "secret"),
-                        Err(e) => self.store.record_event(
-                            &mj,
-                            "Warning",
-                            "FailedCreate",
-                            &e,
-                            "mpi-job-controller",
-                        ),
-                    }
-                }
-            }
-
-            if !finished {
-                if let Some(ws) = &worker_spec {
-                    let mut template = ws.get("template").cloned().unwrap_or_else(|| json!({}));
-                    apply_restart_policy(&mut template, ws, "Never");
-                    for i in 0..workers {
-                        let pod_name = job.worker_name(i);
-                        if mine.iter().any(|p| name_of(p) == pod_name) {
-                            continue;
-                        }
-                        let pod = job.worker_pod(&template, i, owner_ref(&mj));
-                        self.create(PODS, &ns, pod, &mj, "worker pod");
-                    }
-                }
-                for p in &mine {
-                    let idx = s(p, "/metadata/labels/training.kubeflow.org~1replica-index")
-                        .and_then(|i| i.parse::<i64>().ok());
-                    let idx = idx.map(|i| if job.launcher_as_worker { i - 1 } else { i });
-                    if is_worker(p) && idx.is_some_and(|i| i >= workers) {
-                        self.store.remove(PODS, &ns, name_of(p), "Background");
-                    }
-                }
-                let launcher_name = job.launcher_name();
-                let workers_ready = mine
-                    .iter()
-                    .filter(|p| is_worker(p) && !deleting(p) && is_ready(p))
-                    .count() as i64
-                    >= workers;
-                if self.store.get(JOBS, &ns, &launcher_name).is_none()
-                    && (!job.wait_for_workers || workers_ready)
-                {
-                    let mut template = launcher_spec
-                        .get("template")
-                        .cloned()
-                        .unwrap_or_else(|| json!({}));
-                    if s(&template, "/spec/restartPolicy").is_some_and(|p| !p.is_empty()) {
-                        self.store.record_event(
-                            &mj,
-                            "Warning",
-                            "SetPodTemplateRestartPolicy",
-                            "Restart policy in pod template overridden by restart policy in replica spec",
-                            "mpi-job-controller",
-                        );
-                    }
-                    apply_restart_policy(&mut template, &launcher_spec, "OnFailure");
-                    let template = job.launcher_template(&template);
-                    let mut spec = json!({"template": template, "podReplacementPolicy": "Failed"});
-                    for k in [
-                        "backoffLimit",
-                        "ttlSecondsAfterFinished",
-                        "activeDeadlineSeconds",
-                    ] {
-                        if let Some(v) = mj.pointer(&format!("/spec/runPolicy/{k}")) {
-                            spec[k] = v.clone();
-                        }
-                    }
-                    if spec.get("backoffLimit").is_none() {
-                        spec["backoffLimit"] = json!(6);
-                    }
-                    let launcher_job = json!({
-                        "apiVersion": "batch/v1", "kind": "Job",
-                        "metadata": {"name": launcher_name, "namespace": ns, "labels": {"app": name}, "ownerReferences": [owner_ref(&mj)]},
-                        "spec": spec,
-                    });
-                    self.create(JOBS, &ns, launcher_job, &mj, "launcher job");
-                }
-            }
-            // Status.
-            let launcher = self.store.get(JOBS, &ns, &format!("{name}-launcher"));
-            let worker_pods: Vec<&&Arc<Value>> = mine
-                .iter()
-                .filter(|p| {
-                    s(p, "/metadata/labels/training.kubeflow.org~1job-role") == Some("worker")
-                })
-                .collect();
-            let count = |ph: &[&str]| {
-                worker_pods
-                    .iter()
-                    .filter(|p| ph.contains(&phase(p)) && !deleting(p))
-                    .count()
-            };
-            let mut status = mj
-                .get("status")
-                .cloned()
-                .filter(Value::is_object)
-                .unwrap_or_else(|| json!({}));
-            let full = format!("{ns}/{name}");
-            if status.get("replicaStatuses").is_none() {
-                status["replicaStatuses"] = json!({});
-            }
-            if !cond_true(&mj, "Created") {
-                set_condition(
-                    &mut status,
-                    "Created",
-                    "True",
-                    "MPIJobCreated",
-                    &format!("MPIJob {full} is created."),
-                    &now_s,
-                );
-                self.store.record_event(
-                    &mj,
-                    "Normal",
-                    "MPIJobCreated",
-                    &format!("MPIJob {full} is created."),
-                    "mpi-job-controller",
-                );
-            }
-            if status.get("startTime").is_none() {
-                status["startTime"] = json!(now_s);
-            }
-            let lget = |k: &str| {
-                launcher
-                    .as_ref()
-                    .and_then(|l| l.pointer(&format!("/status/{k}")))
-                    .and_then(Value::as_i64)
-                    .unwrap_or(0)
-            };
-            status["replicaStatuses"] = json!({
-                "Launcher": {"active": lget("active"), "succeeded": lget("succeeded"), "failed": lget("failed")},
-                "Worker": {"active": count(&["Running", "Pending"]), "succeeded": count(&["Succeeded"]), "failed": count(&["Failed"])},
-            });
-            if !finished {
-                let launcher_running = launcher.as_ref().is_some_and(|l| {
-                    let luid = uid_of(l);
-                    owned_by(&pods, luid).any(|p| phase(p) == "Running")
-                });
-                let workers_running = count(&["Running"]) as i64 == workers;
-                let done = launcher.as_ref().and_then(|l| {
-                    if cond_true(l, "Complete") {
-                        Some(true)
-                    } else if cond_true(l, "Failed") {
-                        Some(false)
-                    } else {
-                        None
-                    }
-                });
-                match done {
-                    Some(ok) => {
-                        let (ctype, reason, msg) = if ok {
-                            (
-                                "Succeeded",
-                                "MPIJobSucceeded",
-                                format!("MPIJob {full} successfully completed."),
-                            )
-                        } else {
-                            let why = launcher.as_ref().and_then(|l| {
-                                l.pointer("/status/conditions")
-                                    .and_then(Value::as_array)
-                                    .and_then(|c| {
-                                        c.iter().find(|c| s(c, "/type") == Some("Failed"))
-                                    })
-                                    .and_then(|c| s(c, "/message"))
-                                    .map(String::from)
-                            });
-                            (
-                                "Failed",
-                                "MPIJobFailed",
-                                format!(
-                                    "MPIJob {full} has failed: {}",
-                                    why.unwrap_or_else(|| "launcher failed".into())
-                                ),
-                            )
-                        };
-                        set_condition(&mut status, "Running", "False", reason, &msg, &now_s);
-                        set_condition(&mut status, ctype, "True", reason, &msg, &now_s);
-                        status["completionTime"] = json!(now_s);
-                        let (etype, ereason) = if ok {
-                            ("Normal", "Completed")
-                        } else {
-                            ("Warning", "MPIJobFailed")
-                        };
-                        self.store
-                            .record_event(&mj, etype, ereason, &msg, "mpi-job-controller");
-                        for p in &worker_pods {
-                            let kill = match clean.as_str() {
-                                "All" => true,
-                                "None" => false,
-                                _ => matches!(phase(p), "Running" | "Pending"),
-                            };
-                            if kill {
-                                self.store.remove(PODS, &ns, name_of(p), "Background");
-                            }
-                        }
-                    }
-                    None if launcher_running && workers_running => {
-                        if !cond_true(&mj, "Running") {
-                            self.store.record_event(
-                                &mj,
-                                "Normal",
-                                "MPIJobRunning",
-                                &format!("MPIJob {full} is running."),
-                                "mpi-job-controller",
-                            );
-                        }
-                        set_condition(
-                            &mut status,
-                            "Running",
-                            "True",
-                            "MPIJobRunning",
-                            &format!("MPIJob {full} is running."),
-                            &now_s,
-                        );
-                    }
-                    None => {}
-                }
-            }
-            if mj.get("status") != Some(&status) {
-                status["lastReconcileTime"] = json!(now_s);
-                self.store
-                    .mutate(MPIJOBS, &ns, &name, |o| o["status"] = status.clone());
-            }
-        }
-    }
-}
-
-fn controller_name(owner: &Value) -> &'static str {
-    match s(owner, "/kind") {
-        Some("Job") => "job-controller",
-        Some("StatefulSet") => "statefulset-controller",
-        Some("MPIJob") => "mpi-job-controller",
-        _ => "controller",
-    }
 }
 
 fn trim_name(name: &str, max: usize) -> &str {
@@ -785,7 +524,7 @@ fn trim_name(name: &str, max: usize) -> &str {
 
 /// The operator's rule: the replica spec's restartPolicy (defaulted to `default`; `ExitCode`
 /// means Never) replaces whatever the template says.
-fn apply_restart_policy(template: &mut Value, replica_spec: &Value, default: &str) {
+pub fn apply_restart_policy(template: &mut Value, replica_spec: &Value, default: &str) {
     let policy = match s(replica_spec, "/restartPolicy").filter(|p| !p.is_empty()) {
         Some("ExitCode") => "Never",
         Some(p) => p,

@@ -79,8 +79,12 @@ pub struct Options {
     pub pause_image: Option<String>,
     /// Where to listen; port 0 picks a free one.
     pub listen: SocketAddr,
-    /// Serve `kubeflow.org/v2beta1` MPIJobs and run the MPI Operator.
+    /// Serve `kubeflow.org/v2beta1` MPIJobs and run the MPI Operator ([`mpi::MpiOperator`],
+    /// added to [`Options::operators`]).
     pub mpi_operator: bool,
+    /// Operators: each serves its custom resources and reconciles them
+    /// ([`controllers::Operator`]).
+    pub operators: Vec<Arc<dyn controllers::Operator>>,
     pub faults: Faults,
     /// Time a pod stays Pending (ContainerCreating) after being scheduled.
     pub kubelet_delay: Duration,
@@ -106,6 +110,7 @@ impl Default for Options {
             pause_image: None,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             mpi_operator: false,
+            operators: Vec::new(),
             faults: Faults::default(),
             kubelet_delay: Duration::from_millis(100),
             restart_backoff: Duration::from_millis(1500),
@@ -144,6 +149,8 @@ impl Stats {
 /// Shared state of a running fake cluster.
 pub struct Inner {
     pub store: Arc<Store>,
+    /// The operators this cluster runs.
+    pub operators: Vec<Arc<dyn controllers::Operator>>,
     pub kubelet: Arc<kubelet::Kubelet>,
     /// The Docker kubelet, when pods run as real containers.
     pub docker: Option<Arc<docker::DockerKubelet>>,
@@ -190,7 +197,16 @@ impl FakeCluster {
         let listener = std::net::TcpListener::bind(opts.listen)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let store = Arc::new(Store::new(opts.mpi_operator, opts.history_limit));
+        let mut operators = opts.operators.clone();
+        if opts.mpi_operator {
+            operators.push(Arc::new(mpi::MpiOperator));
+        }
+        let custom: Vec<ResId> = operators
+            .iter()
+            .flat_map(|o| o.resources())
+            .map(resources::register)
+            .collect();
+        let store = Arc::new(Store::new(custom, opts.history_limit));
         if opts.nodes.count > 0 {
             opts.nodes
                 .validate()
@@ -228,6 +244,7 @@ impl FakeCluster {
         };
         let inner = Arc::new(Inner {
             store,
+            operators,
             kubelet,
             docker: docker.clone(),
             faults: Mutex::new(Faults::default()),
@@ -304,13 +321,13 @@ impl FakeCluster {
 
     /// The stored object (`resource`: plural like `pods`, `jobs`, `mpijobs`; `ns` "" for cluster-scoped).
     pub fn get(&self, resource: &str, ns: &str, name: &str) -> Option<Value> {
-        let id = lookup(resource)?;
+        let id = self.lookup(resource)?;
         self.inner.store.get(id, ns, name).map(|v| (*v).clone())
     }
 
     /// Objects of a type (`ns` None: all namespaces) matching a label selector ("" for all).
     pub fn list(&self, resource: &str, ns: Option<&str>, label_selector: &str) -> Vec<Value> {
-        let Some(id) = lookup(resource) else {
+        let Some(id) = self.lookup(resource) else {
             return Vec::new();
         };
         let Ok(ls) = LabelSelector::parse(label_selector) else {
@@ -333,8 +350,7 @@ impl FakeCluster {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
-        let id = resources::find_kind(av, kind)
-            .filter(|id| self.inner.store.mpi || !resources::res(*id).mpi)
+        let id = resources::find_kind(av, kind, &self.inner.store.custom)
             .ok_or_else(|| ApiError::bad_request(format!("no resource for {av} {kind}")))?;
         let ns = obj
             .pointer("/metadata/namespace")
@@ -352,7 +368,8 @@ impl FakeCluster {
         name: &str,
         propagation: Option<&str>,
     ) -> Result<Value, ApiError> {
-        let id = lookup(resource)
+        let id = self
+            .lookup(resource)
             .ok_or_else(|| ApiError::bad_request(format!("unknown resource {resource}")))?;
         self.inner
             .store
@@ -368,7 +385,7 @@ impl FakeCluster {
         name: &str,
         f: impl FnOnce(&mut Value),
     ) -> Option<Value> {
-        self.inner.store.mutate(lookup(resource)?, ns, name, f)
+        self.inner.store.mutate(self.lookup(resource)?, ns, name, f)
     }
 
     /// Total API requests served (the `/fake/` endpoints not counted).
@@ -430,14 +447,20 @@ impl Drop for FakeCluster {
     }
 }
 
-fn lookup(resource: &str) -> Option<ResId> {
-    let plural = resource.split('.').next().unwrap_or(resource);
-    resources::RESOURCES.iter().position(|r| {
-        r.plural == plural
-            || r.singular == plural
-            || r.kind.eq_ignore_ascii_case(plural)
-            || r.short_names.contains(&plural)
-    })
+impl FakeCluster {
+    /// The served resource called `resource` (plural, singular, kind or short name).
+    fn lookup(&self, resource: &str) -> Option<ResId> {
+        let plural = resource.split('.').next().unwrap_or(resource);
+        resources::served(&self.inner.store.custom)
+            .into_iter()
+            .find(|(_, r)| {
+                r.plural == plural
+                    || r.singular == plural
+                    || r.kind.eq_ignore_ascii_case(plural)
+                    || r.short_names.contains(&plural)
+            })
+            .map(|(id, _)| id)
+    }
 }
 
 pub fn kubeconfig_yaml(url: &str) -> String {
@@ -469,6 +492,7 @@ async fn control_loop(inner: Arc<Inner>) {
         store: inner.store.clone(),
         kubelet: inner.kubelet.clone(),
         synthetic: inner.docker.is_none(),
+        operators: inner.operators.clone(),
     };
     let mut rx = inner.store.subscribe();
     loop {

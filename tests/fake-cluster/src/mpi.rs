@@ -12,8 +12,377 @@
 
 use serde_json::{Value, json};
 use ssh_key::{Algorithm, LineEnding, PrivateKey, rand_core::OsRng};
+use std::sync::Arc;
 
-use crate::util::{self, name_of, ns_of, s};
+use crate::controllers::{
+    Controllers, Operator, all, apply_restart_policy, cond_true, deleting, is_ready, owned_by,
+    owner_ref, phase, set_condition,
+};
+use crate::error::{ApiError, ApiResult};
+use crate::objects::validate_pod_spec;
+use crate::resources::{self, CONFIGMAPS, JOBS, PODS, ResourceDef, SECRETS, SERVICES};
+use crate::util::{self, fmt_time, name_of, ns_of, s, uid_of};
+
+/// `kubeflow.org/v2beta1` MPIJob, as the operator's CRD serves it.
+pub static MPIJOB: ResourceDef = ResourceDef {
+    group: "kubeflow.org",
+    version: "v2beta1",
+    kind: "MPIJob",
+    plural: "mpijobs",
+    singular: "mpijob",
+    namespaced: true,
+    short_names: &[],
+    status_sub: true,
+    custom: true,
+    categories: &["all", "kubeflow"],
+    validate: Some(validate),
+};
+
+/// What the CRD's schema and the operator's webhook refuse.
+fn validate(def: &ResourceDef, name: &str, obj: &Value) -> ApiResult<()> {
+    let specs = obj.pointer("/spec/mpiReplicaSpecs");
+    if !specs.is_some_and(Value::is_object) {
+        return Err(ApiError::invalid(
+            def,
+            name,
+            "spec.mpiReplicaSpecs",
+            "FieldValueRequired",
+            "Required value",
+        ));
+    }
+    for role in ["Launcher", "Worker"] {
+        if let Some(rs) = specs.and_then(|s| s.get(role)) {
+            validate_pod_spec(
+                def,
+                name,
+                rs.pointer("/template/spec"),
+                &format!("spec.mpiReplicaSpecs[{role}].template.spec"),
+            )?;
+        }
+    }
+    if specs.and_then(|s| s.get("Launcher")).is_none() {
+        return Err(ApiError::invalid(
+            def,
+            name,
+            "spec.mpiReplicaSpecs[Launcher]",
+            "FieldValueRequired",
+            "Required value: must have Launcher replica spec",
+        ));
+    }
+    Ok(())
+}
+
+/// The MPI Operator (v0.8.x): for each MPIJob, the Service, hostfile ConfigMap, ssh Secret,
+/// worker pods and launcher Job, and the MPIJob's status from them (the operator's
+/// `pkg/controller/mpi_job_controller.go`).
+#[derive(Debug)]
+pub struct MpiOperator;
+
+impl Operator for MpiOperator {
+    fn name(&self) -> &'static str {
+        "mpi-job-controller"
+    }
+
+    fn resources(&self) -> Vec<&'static ResourceDef> {
+        vec![&MPIJOB]
+    }
+
+    fn reconcile(&self, ctl: &Controllers, now: i64) {
+        let id = resources::register(&MPIJOB);
+        let (ls, fs) = all();
+        let (jobs, _) = ctl.store.list(id, None, &ls, &fs);
+        if jobs.is_empty() {
+            return;
+        }
+        let (pods, _) = ctl.store.list(PODS, None, &ls, &fs);
+        let now_s = fmt_time(now);
+        for mj in jobs {
+            if deleting(&mj) {
+                continue;
+            }
+            let (ns, name, uid) = (
+                ns_of(&mj).to_string(),
+                name_of(&mj).to_string(),
+                uid_of(&mj).to_string(),
+            );
+            let specs = mj
+                .pointer("/spec/mpiReplicaSpecs")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            let worker_spec = specs.get("Worker").cloned();
+            let launcher_spec = specs.get("Launcher").cloned().unwrap_or_else(|| json!({}));
+            let job = JobSpec::of(&mj);
+            let workers = job.workers;
+            // The operator defaults runPolicy.cleanPodPolicy to None.
+            let clean = s(&mj, "/spec/runPolicy/cleanPodPolicy")
+                .or(s(&mj, "/spec/cleanPodPolicy"))
+                .unwrap_or("None")
+                .to_string();
+            let finished = cond_true(&mj, "Succeeded") || cond_true(&mj, "Failed");
+            let mine: Vec<&Arc<Value>> = owned_by(&pods, &uid).collect();
+            let is_worker = |p: &Value| {
+                s(p, "/metadata/labels/training.kubeflow.org~1job-role") == Some("worker")
+            };
+
+            // Headless Service, hostfile ConfigMap, ssh Secret (the operator's order).
+            if !finished {
+                if ctl.store.get(SERVICES, &ns, &name).is_none() {
+                    ctl.create(SERVICES, &ns, job.service(owner_ref(&mj)), &mj, "service");
+                }
+                let running: Vec<&str> = mine
+                    .iter()
+                    .filter(|p| is_worker(p) && phase(p) == "Running" && !deleting(p))
+                    .map(|p| name_of(p))
+                    .collect();
+                let cm_data = json!({"hostfile": job.hostfile(), "discover_hosts.sh": job.discover_hosts(&running)});
+                let cm_name = format!("{name}-config");
+                match ctl.store.get(CONFIGMAPS, &ns, &cm_name) {
+                    None => {
+                        let cm = job.config_map(owner_ref(&mj), cm_data);
+                        ctl.create(CONFIGMAPS, &ns, cm, &mj, "configmap");
+                    }
+                    Some(cm) if cm.get("data") != Some(&cm_data) => {
+                        ctl.store
+                            .mutate(CONFIGMAPS, &ns, &cm_name, |c| c["data"] = cm_data.clone());
+                    }
+                    Some(_) => {}
+                }
+                if ctl
+                    .store
+                    .get(SECRETS, &ns, &format!("{name}-ssh"))
+                    .is_none()
+                {
+                    match job.ssh_secret(owner_ref(&mj)) {
+                        Ok(secret) => ctl.create(SECRETS, &ns, secret, &mj, "secret"),
+                        Err(e) => ctl.store.record_event(
+                            &mj,
+                            "Warning",
+                            "FailedCreate",
+                            &e,
+                            "mpi-job-controller",
+                        ),
+                    }
+                }
+            }
+
+            if !finished {
+                if let Some(ws) = &worker_spec {
+                    let mut template = ws.get("template").cloned().unwrap_or_else(|| json!({}));
+                    apply_restart_policy(&mut template, ws, "Never");
+                    for i in 0..workers {
+                        let pod_name = job.worker_name(i);
+                        if mine.iter().any(|p| name_of(p) == pod_name) {
+                            continue;
+                        }
+                        let pod = job.worker_pod(&template, i, owner_ref(&mj));
+                        ctl.create(PODS, &ns, pod, &mj, "worker pod");
+                    }
+                }
+                for p in &mine {
+                    let idx = s(p, "/metadata/labels/training.kubeflow.org~1replica-index")
+                        .and_then(|i| i.parse::<i64>().ok());
+                    let idx = idx.map(|i| if job.launcher_as_worker { i - 1 } else { i });
+                    if is_worker(p) && idx.is_some_and(|i| i >= workers) {
+                        ctl.store.remove(PODS, &ns, name_of(p), "Background");
+                    }
+                }
+                let launcher_name = job.launcher_name();
+                let workers_ready = mine
+                    .iter()
+                    .filter(|p| is_worker(p) && !deleting(p) && is_ready(p))
+                    .count() as i64
+                    >= workers;
+                if ctl.store.get(JOBS, &ns, &launcher_name).is_none()
+                    && (!job.wait_for_workers || workers_ready)
+                {
+                    let mut template = launcher_spec
+                        .get("template")
+                        .cloned()
+                        .unwrap_or_else(|| json!({}));
+                    if s(&template, "/spec/restartPolicy").is_some_and(|p| !p.is_empty()) {
+                        ctl.store.record_event(
+                            &mj,
+                            "Warning",
+                            "SetPodTemplateRestartPolicy",
+                            "Restart policy in pod template overridden by restart policy in replica spec",
+                            "mpi-job-controller",
+                        );
+                    }
+                    apply_restart_policy(&mut template, &launcher_spec, "OnFailure");
+                    let template = job.launcher_template(&template);
+                    let mut spec = json!({"template": template, "podReplacementPolicy": "Failed"});
+                    for k in [
+                        "backoffLimit",
+                        "ttlSecondsAfterFinished",
+                        "activeDeadlineSeconds",
+                    ] {
+                        if let Some(v) = mj.pointer(&format!("/spec/runPolicy/{k}")) {
+                            spec[k] = v.clone();
+                        }
+                    }
+                    if spec.get("backoffLimit").is_none() {
+                        spec["backoffLimit"] = json!(6);
+                    }
+                    let launcher_job = json!({
+                        "apiVersion": "batch/v1", "kind": "Job",
+                        "metadata": {"name": launcher_name, "namespace": ns, "labels": {"app": name}, "ownerReferences": [owner_ref(&mj)]},
+                        "spec": spec,
+                    });
+                    ctl.create(JOBS, &ns, launcher_job, &mj, "launcher job");
+                }
+            }
+            // Status.
+            let launcher = ctl.store.get(JOBS, &ns, &format!("{name}-launcher"));
+            let worker_pods: Vec<&&Arc<Value>> = mine
+                .iter()
+                .filter(|p| {
+                    s(p, "/metadata/labels/training.kubeflow.org~1job-role") == Some("worker")
+                })
+                .collect();
+            let count = |ph: &[&str]| {
+                worker_pods
+                    .iter()
+                    .filter(|p| ph.contains(&phase(p)) && !deleting(p))
+                    .count()
+            };
+            let mut status = mj
+                .get("status")
+                .cloned()
+                .filter(Value::is_object)
+                .unwrap_or_else(|| json!({}));
+            let full = format!("{ns}/{name}");
+            if status.get("replicaStatuses").is_none() {
+                status["replicaStatuses"] = json!({});
+            }
+            if !cond_true(&mj, "Created") {
+                set_condition(
+                    &mut status,
+                    "Created",
+                    "True",
+                    "MPIJobCreated",
+                    &format!("MPIJob {full} is created."),
+                    &now_s,
+                );
+                ctl.store.record_event(
+                    &mj,
+                    "Normal",
+                    "MPIJobCreated",
+                    &format!("MPIJob {full} is created."),
+                    "mpi-job-controller",
+                );
+            }
+            if status.get("startTime").is_none() {
+                status["startTime"] = json!(now_s);
+            }
+            let lget = |k: &str| {
+                launcher
+                    .as_ref()
+                    .and_then(|l| l.pointer(&format!("/status/{k}")))
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            };
+            status["replicaStatuses"] = json!({
+                "Launcher": {"active": lget("active"), "succeeded": lget("succeeded"), "failed": lget("failed")},
+                "Worker": {"active": count(&["Running", "Pending"]), "succeeded": count(&["Succeeded"]), "failed": count(&["Failed"])},
+            });
+            if !finished {
+                let launcher_running = launcher.as_ref().is_some_and(|l| {
+                    let luid = uid_of(l);
+                    owned_by(&pods, luid).any(|p| phase(p) == "Running")
+                });
+                let workers_running = count(&["Running"]) as i64 == workers;
+                let done = launcher.as_ref().and_then(|l| {
+                    if cond_true(l, "Complete") {
+                        Some(true)
+                    } else if cond_true(l, "Failed") {
+                        Some(false)
+                    } else {
+                        None
+                    }
+                });
+                match done {
+                    Some(ok) => {
+                        let (ctype, reason, msg) = if ok {
+                            (
+                                "Succeeded",
+                                "MPIJobSucceeded",
+                                format!("MPIJob {full} successfully completed."),
+                            )
+                        } else {
+                            let why = launcher.as_ref().and_then(|l| {
+                                l.pointer("/status/conditions")
+                                    .and_then(Value::as_array)
+                                    .and_then(|c| {
+                                        c.iter().find(|c| s(c, "/type") == Some("Failed"))
+                                    })
+                                    .and_then(|c| s(c, "/message"))
+                                    .map(String::from)
+                            });
+                            (
+                                "Failed",
+                                "MPIJobFailed",
+                                format!(
+                                    "MPIJob {full} has failed: {}",
+                                    why.unwrap_or_else(|| "launcher failed".into())
+                                ),
+                            )
+                        };
+                        set_condition(&mut status, "Running", "False", reason, &msg, &now_s);
+                        set_condition(&mut status, ctype, "True", reason, &msg, &now_s);
+                        status["completionTime"] = json!(now_s);
+                        let (etype, ereason) = if ok {
+                            ("Normal", "Completed")
+                        } else {
+                            ("Warning", "MPIJobFailed")
+                        };
+                        ctl.store
+                            .record_event(&mj, etype, ereason, &msg, "mpi-job-controller");
+                        for p in &worker_pods {
+                            let kill = match clean.as_str() {
+                                "All" => true,
+                                "None" => false,
+                                _ => matches!(phase(p), "Running" | "Pending"),
+                            };
+                            if kill {
+                                ctl.store.remove(PODS, &ns, name_of(p), "Background");
+                            }
+                        }
+                    }
+                    None if launcher_running && workers_running => {
+                        if !cond_true(&mj, "Running") {
+                            ctl.store.record_event(
+                                &mj,
+                                "Normal",
+                                "MPIJobRunning",
+                                &format!("MPIJob {full} is running."),
+                                "mpi-job-controller",
+                            );
+                        }
+                        set_condition(
+                            &mut status,
+                            "Running",
+                            "True",
+                            "MPIJobRunning",
+                            &format!("MPIJob {full} is running."),
+                            &now_s,
+                        );
+                    }
+                    None => {}
+                }
+            }
+            if mj.get("status") != Some(&status) {
+                status["lastReconcileTime"] = json!(now_s);
+                ctl.store
+                    .mutate(id, &ns, &name, |o| o["status"] = status.clone());
+            }
+        }
+    }
+}
+
+/// An `Arc` of the MPI Operator, for [`crate::Options::operators`].
+pub fn operator() -> Arc<dyn Operator> {
+    Arc::new(MpiOperator)
+}
 
 pub const OPERATOR_NAME_LABEL: &str = "training.kubeflow.org/operator-name";
 pub const JOB_NAME_LABEL: &str = "training.kubeflow.org/job-name";

@@ -1,6 +1,12 @@
-//! The resource types served, and the discovery documents describing them.
+//! The resource types served, and the discovery documents describing them. Built-in kinds
+//! are [`RESOURCES`]; an operator's custom resources are [`register`]ed (by the cluster that
+//! runs the operator, see [`crate::controllers::Operator`]) and served only by the clusters
+//! that run it.
 
 use serde_json::{Value, json};
+use std::sync::RwLock;
+
+use crate::error::ApiResult;
 
 /// One served resource type.
 #[derive(Debug)]
@@ -14,9 +20,16 @@ pub struct ResourceDef {
     pub short_names: &'static [&'static str],
     /// Has a `/status` subresource (status is ignored on writes of the main resource).
     pub status_sub: bool,
-    /// Only served when the MPI Operator is "installed".
-    pub mpi: bool,
+    /// A custom resource: served only where its operator runs.
+    pub custom: bool,
+    /// `kubectl get CATEGORY` names it (`all`).
+    pub categories: &'static [&'static str],
+    /// Checks beyond metadata on create and update (a CRD's schema).
+    pub validate: Option<Validator>,
 }
+
+/// A custom resource's check of an object (its definition, the object's name, the object).
+pub type Validator = fn(&ResourceDef, &str, &Value) -> ApiResult<()>;
 
 impl ResourceDef {
     /// `pods`, `jobs.batch`, `mpijobs.kubeflow.org`: how the apiserver names it in messages.
@@ -58,7 +71,9 @@ pub static RESOURCES: &[ResourceDef] = &[
         namespaced: false,
         short_names: &["ns"],
         status_sub: true,
-        mpi: false,
+        custom: false,
+        categories: &[],
+        validate: None,
     },
     ResourceDef {
         group: "",
@@ -69,7 +84,9 @@ pub static RESOURCES: &[ResourceDef] = &[
         namespaced: true,
         short_names: &["po"],
         status_sub: true,
-        mpi: false,
+        custom: false,
+        categories: &["all"],
+        validate: None,
     },
     ResourceDef {
         group: "",
@@ -80,7 +97,9 @@ pub static RESOURCES: &[ResourceDef] = &[
         namespaced: true,
         short_names: &["svc"],
         status_sub: true,
-        mpi: false,
+        custom: false,
+        categories: &["all"],
+        validate: None,
     },
     ResourceDef {
         group: "",
@@ -91,7 +110,9 @@ pub static RESOURCES: &[ResourceDef] = &[
         namespaced: true,
         short_names: &["cm"],
         status_sub: false,
-        mpi: false,
+        custom: false,
+        categories: &[],
+        validate: None,
     },
     ResourceDef {
         group: "",
@@ -102,7 +123,9 @@ pub static RESOURCES: &[ResourceDef] = &[
         namespaced: true,
         short_names: &[],
         status_sub: false,
-        mpi: false,
+        custom: false,
+        categories: &[],
+        validate: None,
     },
     ResourceDef {
         group: "",
@@ -113,7 +136,9 @@ pub static RESOURCES: &[ResourceDef] = &[
         namespaced: true,
         short_names: &["ev"],
         status_sub: false,
-        mpi: false,
+        custom: false,
+        categories: &[],
+        validate: None,
     },
     ResourceDef {
         group: "",
@@ -124,7 +149,9 @@ pub static RESOURCES: &[ResourceDef] = &[
         namespaced: true,
         short_names: &["sa"],
         status_sub: false,
-        mpi: false,
+        custom: false,
+        categories: &[],
+        validate: None,
     },
     ResourceDef {
         group: "batch",
@@ -135,7 +162,9 @@ pub static RESOURCES: &[ResourceDef] = &[
         namespaced: true,
         short_names: &[],
         status_sub: true,
-        mpi: false,
+        custom: false,
+        categories: &["all"],
+        validate: None,
     },
     ResourceDef {
         group: "apps",
@@ -146,18 +175,9 @@ pub static RESOURCES: &[ResourceDef] = &[
         namespaced: true,
         short_names: &["sts"],
         status_sub: true,
-        mpi: false,
-    },
-    ResourceDef {
-        group: "kubeflow.org",
-        version: "v2beta1",
-        kind: "MPIJob",
-        plural: "mpijobs",
-        singular: "mpijob",
-        namespaced: true,
-        short_names: &[],
-        status_sub: true,
-        mpi: true,
+        custom: false,
+        categories: &["all"],
+        validate: None,
     },
     ResourceDef {
         group: "",
@@ -168,7 +188,9 @@ pub static RESOURCES: &[ResourceDef] = &[
         namespaced: true,
         short_names: &["pvc"],
         status_sub: true,
-        mpi: false,
+        custom: false,
+        categories: &[],
+        validate: None,
     },
     ResourceDef {
         group: "",
@@ -179,7 +201,9 @@ pub static RESOURCES: &[ResourceDef] = &[
         namespaced: false,
         short_names: &["no"],
         status_sub: true,
-        mpi: false,
+        custom: false,
+        categories: &[],
+        validate: None,
     },
     // No quota controller: a test writes `status.hard`/`status.used` itself (hence no
     // status subresource).
@@ -192,27 +216,79 @@ pub static RESOURCES: &[ResourceDef] = &[
         namespaced: true,
         short_names: &["quota"],
         status_sub: false,
-        mpi: false,
+        custom: false,
+        categories: &[],
+        validate: None,
     },
 ];
 
-/// Index of a resource in [`RESOURCES`].
+/// Index of a resource in the registry ([`res`]): the built-in ones first, in the order of
+/// [`RESOURCES`], then registered custom resources.
 pub type ResId = usize;
 
+/// Custom resources registered so far (after the built-in ones).
+static REGISTERED: RwLock<Vec<&'static ResourceDef>> = RwLock::new(Vec::new());
+
+fn registered() -> std::sync::RwLockReadGuard<'static, Vec<&'static ResourceDef>> {
+    REGISTERED.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Adds a custom resource to the registry (once: the same group, version and plural get the
+/// same id) and returns its id.
+pub fn register(def: &'static ResourceDef) -> ResId {
+    let mut reg = REGISTERED.write().unwrap_or_else(|p| p.into_inner());
+    let same = |r: &ResourceDef| {
+        r.group == def.group && r.version == def.version && r.plural == def.plural
+    };
+    if let Some(i) = RESOURCES.iter().position(same) {
+        return i;
+    }
+    if let Some(i) = reg.iter().position(|r| same(r)) {
+        return RESOURCES.len() + i;
+    }
+    reg.push(def);
+    RESOURCES.len() + reg.len() - 1
+}
+
+/// How many resources the registry holds.
+pub fn count() -> usize {
+    RESOURCES.len() + registered().len()
+}
+
 pub fn res(id: ResId) -> &'static ResourceDef {
-    &RESOURCES[id]
+    match id.checked_sub(RESOURCES.len()) {
+        None => &RESOURCES[id],
+        Some(i) => registered()[i],
+    }
 }
 
-pub fn find(group: &str, version: &str, plural: &str, mpi: bool) -> Option<ResId> {
-    RESOURCES.iter().position(|r| {
-        r.group == group && r.version == version && r.plural == plural && (mpi || !r.mpi)
+/// Every resource a cluster serving the custom resources `custom` serves, with its id.
+pub fn served(custom: &[ResId]) -> Vec<(ResId, &'static ResourceDef)> {
+    let mut out: Vec<(ResId, &'static ResourceDef)> = RESOURCES.iter().enumerate().collect();
+    out.extend(custom.iter().map(|&id| (id, res(id))));
+    out
+}
+
+pub fn find(group: &str, version: &str, plural: &str, custom: &[ResId]) -> Option<ResId> {
+    served(custom)
+        .into_iter()
+        .find(|(_, r)| r.group == group && r.version == version && r.plural == plural)
+        .map(|(id, _)| id)
+}
+
+pub fn find_kind(api_version: &str, kind: &str, custom: &[ResId]) -> Option<ResId> {
+    served(custom)
+        .into_iter()
+        .find(|(_, r)| r.api_version() == api_version && r.kind == kind)
+        .map(|(id, _)| id)
+}
+
+/// Whether any cluster could serve `kind` of `api_version` (built-in or registered).
+pub fn known_kind(api_version: &str, kind: &str) -> bool {
+    (0..count()).any(|id| {
+        let r = res(id);
+        r.api_version() == api_version && r.kind == kind
     })
-}
-
-pub fn find_kind(api_version: &str, kind: &str) -> Option<ResId> {
-    RESOURCES
-        .iter()
-        .position(|r| r.api_version() == api_version && r.kind == kind)
 }
 
 pub fn by_plural(plural: &str) -> ResId {
@@ -230,18 +306,9 @@ pub const SECRETS: ResId = 4;
 pub const EVENTS: ResId = 5;
 pub const JOBS: ResId = 7;
 pub const STATEFULSETS: ResId = 8;
-pub const MPIJOBS: ResId = 9;
-pub const PVCS: ResId = 10;
-pub const NODES: ResId = 11;
-pub const RESOURCEQUOTAS: ResId = 12;
-
-fn categories(r: &ResourceDef) -> Vec<&'static str> {
-    match r.plural {
-        "pods" | "services" | "jobs" | "statefulsets" => vec!["all"],
-        "mpijobs" => vec!["all", "kubeflow"],
-        _ => vec![],
-    }
-}
+pub const PVCS: ResId = 9;
+pub const NODES: ResId = 10;
+pub const RESOURCEQUOTAS: ResId = 11;
 
 /// `/version`
 pub fn version() -> Value {
@@ -267,17 +334,22 @@ pub fn api_versions(server_address: &str) -> Value {
     })
 }
 
-fn groups(mpi: bool) -> Vec<(&'static str, &'static str)> {
+fn groups(custom: &[ResId]) -> Vec<(&'static str, &'static str)> {
     let mut g = vec![("apps", "v1"), ("batch", "v1")];
-    if mpi {
-        g.push(("kubeflow.org", "v2beta1"));
+    for &id in custom {
+        let r = res(id);
+        if !g.contains(&(r.group, r.version)) {
+            g.push((r.group, r.version));
+        }
     }
     g
 }
 
-pub fn group_served(group: &str, version: &str, mpi: bool) -> bool {
+pub fn group_served(group: &str, version: &str, custom: &[ResId]) -> bool {
     (group.is_empty() && version == "v1")
-        || groups(mpi).iter().any(|&(g, v)| g == group && v == version)
+        || groups(custom)
+            .iter()
+            .any(|&(g, v)| g == group && v == version)
 }
 
 fn group_json(g: &str, v: &str) -> Value {
@@ -290,8 +362,8 @@ fn group_json(g: &str, v: &str) -> Value {
 }
 
 /// `/apis`
-pub fn api_group_list(mpi: bool) -> Value {
-    let groups: Vec<Value> = groups(mpi)
+pub fn api_group_list(custom: &[ResId]) -> Value {
+    let groups: Vec<Value> = groups(custom)
         .into_iter()
         .map(|(g, v)| group_json(g, v))
         .collect();
@@ -299,8 +371,8 @@ pub fn api_group_list(mpi: bool) -> Value {
 }
 
 /// `/apis/<group>`
-pub fn api_group(group: &str, mpi: bool) -> Option<Value> {
-    groups(mpi)
+pub fn api_group(group: &str, custom: &[ResId]) -> Option<Value> {
+    groups(custom)
         .into_iter()
         .find(|(g, _)| *g == group)
         .map(|(g, v)| {
@@ -312,11 +384,11 @@ pub fn api_group(group: &str, mpi: bool) -> Option<Value> {
 }
 
 /// `/api/v1` or `/apis/<group>/<version>`
-pub fn api_resource_list(group: &str, version: &str, mpi: bool) -> Value {
+pub fn api_resource_list(group: &str, version: &str, custom: &[ResId]) -> Value {
     let mut resources = Vec::new();
-    for r in RESOURCES
-        .iter()
-        .filter(|r| r.group == group && r.version == version && (mpi || !r.mpi))
+    for (_, r) in served(custom)
+        .into_iter()
+        .filter(|(_, r)| r.group == group && r.version == version)
     {
         let mut main = json!({
             "name": r.plural,
@@ -328,9 +400,8 @@ pub fn api_resource_list(group: &str, version: &str, mpi: bool) -> Value {
         if !r.short_names.is_empty() {
             main["shortNames"] = json!(r.short_names);
         }
-        let cats = categories(r);
-        if !cats.is_empty() {
-            main["categories"] = json!(cats);
+        if !r.categories.is_empty() {
+            main["categories"] = json!(r.categories);
         }
         resources.push(main);
         if r.status_sub {
@@ -365,10 +436,10 @@ fn gv_path(group: &str, version: &str) -> String {
 }
 
 /// `/openapi/v3`: one entry per served group/version.
-pub fn openapi_v3_root(mpi: bool) -> Value {
+pub fn openapi_v3_root(custom: &[ResId]) -> Value {
     let mut paths = serde_json::Map::new();
     let mut gvs = vec![("", "v1")];
-    gvs.extend(groups(mpi));
+    gvs.extend(groups(custom));
     for (g, v) in gvs {
         let p = gv_path(g, v);
         paths.insert(
@@ -382,14 +453,14 @@ pub fn openapi_v3_root(mpi: bool) -> Value {
 /// `/openapi/v3/<gv>`: a minimal OpenAPI 3 document. It declares, per kind, the PATCH
 /// operation with its query parameters (kubectl looks there to learn that the server
 /// supports `fieldValidation`); schemas are left open.
-pub fn openapi_v3_gv(group: &str, version: &str, mpi: bool) -> Option<Value> {
-    if !group_served(group, version, mpi) {
+pub fn openapi_v3_gv(group: &str, version: &str, custom: &[ResId]) -> Option<Value> {
+    if !group_served(group, version, custom) {
         return None;
     }
     let mut paths = serde_json::Map::new();
-    for r in RESOURCES
-        .iter()
-        .filter(|r| r.group == group && r.version == version && (mpi || !r.mpi))
+    for (_, r) in served(custom)
+        .into_iter()
+        .filter(|(_, r)| r.group == group && r.version == version)
     {
         let base = if r.namespaced {
             format!(

@@ -136,28 +136,28 @@ fn route(path: &str, inner: &Inner) -> Route {
         .map(percent_decode)
         .collect();
     let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
-    let mpi = inner.store.mpi;
+    let custom = inner.store.custom.as_slice();
     match segs.as_slice() {
         ["version"] => return Route::Json(resources::version()),
         ["api"] => return Route::Json(resources::api_versions(&inner.addr)),
-        ["apis"] => return Route::Json(resources::api_group_list(mpi)),
-        ["api", "v1"] => return Route::Json(resources::api_resource_list("", "v1", mpi)),
+        ["apis"] => return Route::Json(resources::api_group_list(custom)),
+        ["api", "v1"] => return Route::Json(resources::api_resource_list("", "v1", custom)),
         ["apis", g] => {
-            return resources::api_group(g, mpi)
+            return resources::api_group(g, custom)
                 .map(Route::Json)
                 .unwrap_or(Route::NotFound);
         }
-        ["apis", g, v] if resources::group_served(g, v, mpi) => {
-            return Route::Json(resources::api_resource_list(g, v, mpi));
+        ["apis", g, v] if resources::group_served(g, v, custom) => {
+            return Route::Json(resources::api_resource_list(g, v, custom));
         }
-        ["openapi", "v3"] => return Route::Json(resources::openapi_v3_root(mpi)),
+        ["openapi", "v3"] => return Route::Json(resources::openapi_v3_root(custom)),
         ["openapi", "v3", "api", v] => {
-            return resources::openapi_v3_gv("", v, mpi)
+            return resources::openapi_v3_gv("", v, custom)
                 .map(Route::Json)
                 .unwrap_or(Route::NotFound);
         }
         ["openapi", "v3", "apis", g, v] => {
-            return resources::openapi_v3_gv(g, v, mpi)
+            return resources::openapi_v3_gv(g, v, custom)
                 .map(Route::Json)
                 .unwrap_or(Route::NotFound);
         }
@@ -168,14 +168,14 @@ fn route(path: &str, inner: &Inner) -> Route {
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Route::NotFound,
     };
-    if !resources::group_served(group, version, mpi) {
+    if !resources::group_served(group, version, custom) {
         return Route::NotFound;
     }
     let (watch_path, rest) = match rest {
         ["watch", r @ ..] => (true, r),
         r => (false, r),
     };
-    let find = |plural: &str| resources::find(group, version, plural, mpi);
+    let find = |plural: &str| resources::find(group, version, plural, custom);
     let namespaced_form =
         matches!(rest, ["namespaces", _, r, ..] if find(r).is_some_and(|id| res(id).namespaced));
     let (ns, rest) = if namespaced_form {

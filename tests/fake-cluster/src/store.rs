@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use crate::error::{ApiError, ApiResult};
 use crate::objects;
 use crate::patch;
-use crate::resources::{self, NAMESPACES, PODS, RESOURCES, ResId, res};
+use crate::resources::{self, NAMESPACES, PODS, ResId, res};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::util::{self, name_of, now_ns};
 
@@ -73,7 +73,8 @@ struct State {
 pub struct Store {
     state: Mutex<State>,
     tx: watch::Sender<u64>,
-    pub mpi: bool,
+    /// The custom resources this cluster serves (its operators').
+    pub custom: Vec<ResId>,
     history_limit: usize,
     /// Events older than this are dropped from the history (`--watch-expire-secs`).
     pub history_max_age: Mutex<Option<Duration>>,
@@ -210,17 +211,30 @@ fn without_rv(v: &Value) -> Value {
 }
 
 impl Store {
-    pub fn new(mpi: bool, history_limit: usize) -> Self {
+    /// Whether this cluster serves resource `id` (built-in, or a custom one its operators
+    /// serve).
+    pub fn serves(&self, id: ResId) -> bool {
+        !res(id).custom || self.custom.contains(&id)
+    }
+
+    pub fn new(custom: Vec<ResId>, history_limit: usize) -> Self {
         let (tx, _) = watch::channel(0);
+        // One table per resource known now: the custom ones served are registered already.
+        let tables = custom
+            .iter()
+            .map(|id| id + 1)
+            .max()
+            .unwrap_or(0)
+            .max(resources::count());
         let store = Store {
             state: Mutex::new(State {
                 rv: 0,
-                objects: RESOURCES.iter().map(|_| BTreeMap::new()).collect(),
+                objects: (0..tables).map(|_| BTreeMap::new()).collect(),
                 history: VecDeque::new(),
                 compacted: 0,
             }),
             tx,
-            mpi,
+            custom,
             history_limit: history_limit.max(16),
             history_max_age: Mutex::new(None),
             graceful_pods: std::sync::atomic::AtomicBool::new(false),
@@ -779,7 +793,7 @@ impl Store {
         }
         if res_id == NAMESPACES {
             let ns = name_of(old).to_string();
-            for r in 0..RESOURCES.len() {
+            for r in 0..st.objects.len() {
                 let keys: Vec<Key> = st.objects[r]
                     .keys()
                     .filter(|(n, _)| *n == ns)

@@ -81,7 +81,7 @@ pub fn columns(def: &ResourceDef) -> Vec<Value> {
             ("Object", "string", 0),
             ("Message", "string", 0),
         ],
-        "mpijobs" => &[("Name", "string", 0), ("Age", "date", 0)],
+        _ if def.custom => &[("Name", "string", 0), ("Age", "date", 0)],
         "nodes" => &[
             ("Name", "string", 0),
             ("Status", "string", 0),

@@ -229,5 +229,26 @@ fn missing_config_means_no_credentials() {
     let cfg = DockerConfig::load_from(dir.path()).unwrap();
     assert!(cfg.path().is_none());
     assert!(cfg.credentials_for("127.0.0.1:5000").unwrap().is_none());
-    assert!(cfg.all_credentials().is_empty());
+    let (found, failed) = cfg.all_credentials();
+    assert!(found.is_empty() && failed.is_empty());
+}
+
+/// A build's credentials for every registry: one whose helper fails is named, not dropped
+/// in silence; the others are still there.
+#[test]
+fn every_registrys_credentials_name_the_helpers_that_failed() {
+    let (d, mut cfg) = config(serde_json::json!({
+        "auths": {"ok.example": {"auth": b64("alice:pw")}},
+        "credHelpers": {"bad.example": "broken"},
+    }));
+    helper(d.path(), "broken", "", Some("the keychain is locked"));
+    cfg.set_helper_path(d.path());
+    let (found, failed) = cfg.all_credentials();
+    assert_eq!(
+        found.iter().map(|c| c.server()).collect::<Vec<_>>(),
+        ["ok.example"]
+    );
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0].contains("bad.example"), "{failed:?}");
+    assert!(failed[0].contains("the keychain is locked"), "{failed:?}");
 }

@@ -61,9 +61,14 @@ pub fn container(name: &str, p: Plan) -> Value {
 /// A worker pod `<job>-worker-<i>` with the given containers (restartPolicy OnFailure).
 pub fn worker_pod(app: &str, run: &str, i: usize, containers: &[(&str, Plan)]) -> Value {
     let cs: Vec<Value> = containers.iter().map(|(n, p)| container(n, *p)).collect();
+    // The index as each backend's pods carry it: hvdctl's label on native's, the MPI
+    // Operator's on an MPIJob's (a worker's index is read from labels, never its name).
+    let mut labels = labels(app, run, "worker");
+    labels["hvdctl.io/index"] = json!(i.to_string());
+    labels["training.kubeflow.org/replica-index"] = json!(i.to_string());
     json!({
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": format!("{app}-{run}-worker-{i}"), "namespace": "default", "labels": labels(app, run, "worker")},
+        "metadata": {"name": format!("{app}-{run}-worker-{i}"), "namespace": "default", "labels": labels},
         "spec": {"restartPolicy": "OnFailure", "containers": cs},
     })
 }

@@ -1376,7 +1376,7 @@ impl DockerKubelet {
 
     /// Binds claims at once; removes the Docker volumes of deleted claims.
     async fn sync_claims(&self, store: &Store) {
-        let Some(pvcs) = crate::resources::find("", "v1", "persistentvolumeclaims", false) else {
+        let Some(pvcs) = crate::resources::find("", "v1", "persistentvolumeclaims", &[]) else {
             return;
         };
         let (claims, _) = store.list(

@@ -263,8 +263,7 @@ pub async fn prepare(
             }
         } else if let Some(pvc) = v.get("persistentVolumeClaim") {
             let claim = s(pvc, "/claimName").unwrap_or_default();
-            let Some(res) = crate::resources::find("", "v1", "persistentvolumeclaims", false)
-            else {
+            let Some(res) = crate::resources::find("", "v1", "persistentvolumeclaims", &[]) else {
                 return Err(fail("PersistentVolumeClaims are not served".into()));
             };
             if store.get(res, &h.ns, claim).is_none() {

@@ -1,0 +1,101 @@
+//! Plain text helpers every layer may use: the closest known name for a typo, plurals, and
+//! machine output (`-o json|yaml`) that fails loudly instead of printing an empty document.
+
+use crate::error::{Error, Result};
+use serde::Serialize;
+
+/// The closest known name to `got`, if it is close enough to be a likely typo.
+pub fn did_you_mean<'a>(got: &str, known: &[&'a str]) -> Option<&'a str> {
+    let lower = got.to_ascii_lowercase();
+    known
+        .iter()
+        .map(|k| (strsim::jaro_winkler(&lower, &k.to_ascii_lowercase()), *k))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
+}
+
+/// A duration in seconds the short way (`42s`, `3m`, `5h`, `2d`).
+pub fn human_seconds(secs: i64) -> String {
+    match secs.max(0) {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+/// A noun for `n` things: `container`/`containers`, `private directory`/`private
+/// directories`, `Pod`/`Pods`, `Ingress`/`Ingresses`.
+pub fn plural(noun: &str, n: usize) -> String {
+    if n == 1 {
+        return noun.to_string();
+    }
+    let vowel_before = |s: &str| {
+        s.chars()
+            .rev()
+            .nth(1)
+            .is_some_and(|c| "aeiouAEIOU".contains(c))
+    };
+    if let Some(stem) = noun.strip_suffix('y')
+        && !vowel_before(noun)
+    {
+        return format!("{stem}ies");
+    }
+    if ["s", "x", "ch", "sh"].iter().any(|e| noun.ends_with(e)) {
+        return format!("{noun}es");
+    }
+    format!("{noun}s")
+}
+
+/// `v` as pretty JSON ending in a newline (`-o json`).
+pub fn json<T: Serialize + ?Sized>(v: &T) -> Result<String> {
+    let mut s = serde_json::to_string_pretty(v).map_err(|e| {
+        Error::failure(format!("cannot write the output as JSON: {e}")).caused_by(e)
+    })?;
+    s.push('\n');
+    Ok(s)
+}
+
+/// `v` as YAML (`-o yaml`).
+pub fn yaml<T: Serialize + ?Sized>(v: &T) -> Result<String> {
+    serde_norway::to_string(v)
+        .map_err(|e| Error::failure(format!("cannot write the output as YAML: {e}")).caused_by(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn plurals_of_what_undeploy_removes() {
+        assert_eq!(plural("container", 1), "container");
+        assert_eq!(plural("container", 4), "containers");
+        assert_eq!(plural("network", 0), "networks");
+        assert_eq!(plural("private directory", 2), "private directories");
+        assert_eq!(plural("Pod", 2), "Pods");
+        assert_eq!(plural("Ingress", 2), "Ingresses");
+        assert_eq!(plural("MPIJob", 3), "MPIJobs");
+        assert_eq!(plural("Gateway", 2), "Gateways");
+    }
+
+    #[test]
+    fn output_that_cannot_be_written_is_an_error() {
+        // JSON object keys must be strings: a map keyed by a list cannot be written.
+        let mut m: BTreeMap<Vec<u8>, u8> = BTreeMap::new();
+        m.insert(vec![1], 1);
+        let e = json(&m).unwrap_err();
+        assert!(
+            e.message.starts_with("cannot write the output as JSON"),
+            "{e}"
+        );
+        assert_eq!(json(&[1]).unwrap(), "[\n  1\n]\n");
+    }
+
+    #[test]
+    fn typos_find_their_name() {
+        assert_eq!(did_you_mean("nativ", &["mpijob", "native"]), Some("native"));
+        assert_eq!(did_you_mean("zzz", &["mpijob", "native"]), None);
+    }
+}
