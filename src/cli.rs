@@ -137,11 +137,29 @@ fn at_least<T>(min: T) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sy
 where
     T: TryFrom<i128> + Into<i128> + Copy + std::fmt::Display + Send + Sync + 'static,
 {
+    between(min, None)
+}
+
+/// A whole number from `min` to `max` (`None`: as large as the type holds).
+fn between<T>(
+    min: T,
+    max: Option<T>,
+) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+where
+    T: TryFrom<i128> + Into<i128> + Copy + std::fmt::Display + Send + Sync + 'static,
+{
     move |s: &str| {
+        let range = match max {
+            Some(max) => format!("{min} to {max}"),
+            None => format!("at least {min}"),
+        };
         let n: i128 = s
             .trim()
             .parse()
-            .map_err(|_| format!("not a whole number (at least {min})"))?;
+            .map_err(|_| format!("not a whole number ({range})"))?;
+        if max.is_some_and(|m| n > m.into()) || (max.is_some() && n < min.into()) {
+            return Err(format!("must be {range}"));
+        }
         if n < min.into() {
             return Err(if min.into() == 0 {
                 "must be 0 or more".to_string()
@@ -481,9 +499,9 @@ pub struct DevArgs {
     /// Create the namespace if it does not exist
     #[arg(long)]
     pub create_namespace: bool,
-    /// Milliseconds of quiet after a change before it is synced (an editor's save is
-    /// often several writes)
-    #[arg(long, value_name = "MS", default_value_t = 150, allow_negative_numbers = true, value_parser = at_least(0u64))]
+    /// Milliseconds of quiet after a change before it is synced, 10 to 10000 (an editor's
+    /// save is often several writes)
+    #[arg(long, value_name = "MS", default_value_t = 150, allow_negative_numbers = true, value_parser = between(10u64, Some(10_000)))]
     pub debounce: u64,
     /// Skip deploy's checks before anything is created (as `hvdctl deploy --skip-checks`)
     #[arg(long)]
@@ -703,7 +721,14 @@ mod tests {
         assert_eq!(workers("4294967296").unwrap_err(), "too large");
         let rank = at_least(0u32);
         assert_eq!(rank("-1").unwrap_err(), "must be 0 or more");
-        assert_eq!(at_least(0u64)("150"), Ok(150));
+        let debounce = between(10u64, Some(10_000));
+        assert_eq!(debounce("150"), Ok(150));
+        assert_eq!(debounce("-5").unwrap_err(), "must be 10 to 10000");
+        assert_eq!(debounce("10001").unwrap_err(), "must be 10 to 10000");
+        assert_eq!(
+            debounce("x").unwrap_err(),
+            "not a whole number (10 to 10000)"
+        );
     }
 
     #[test]

@@ -11,12 +11,6 @@ use std::time::Duration;
 
 pub fn run(g: &Global, ui: &Ui, a: DevArgs) -> Result<u8> {
     let mut loaded = app::load(&g.app_dir, &a.app.set)?;
-    if !(10..=10_000).contains(&a.debounce) {
-        return Err(Error::input(format!(
-            "--debounce {}: expected 10 to 10000 milliseconds",
-            a.debounce
-        )));
-    }
     let run_id = match &a.run_id {
         Some(id) => {
             crate::backend::check_run_id(id).map_err(|e| Error::input(format!("--run-id: {e}")))?;

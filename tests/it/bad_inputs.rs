@@ -332,7 +332,7 @@ fn bad_inputs_each_give_their_error() {
         cmd("exec --index -1", Some(BASE.as_bytes()), &["exec", "--index", "-1", "--", "ls"], 2, "invalid value '-1' for '--index <I>': must be 0 or more")
             .never("-- -1"),
         cmd("port-forward --index -2", Some(BASE.as_bytes()), &["port-forward", "--index", "-2", "8080"], 2, "invalid value '-2' for '--index <I>': must be 0 or more"),
-        cmd("dev --debounce -5", Some(BASE.as_bytes()), &["dev", "--debounce", "-5"], 2, "invalid value '-5' for '--debounce <MS>': must be 0 or more")
+        cmd("dev --debounce -5", Some(BASE.as_bytes()), &["dev", "--debounce", "-5"], 2, "invalid value '-5' for '--debounce <MS>': must be 10 to 10000")
             .never("-- -5"),
         cmd("logs --rank of another kind", Some(BASE.as_bytes()), &["logs", "--rank", "x"], 2, "invalid value 'x' for '--rank <N>': not a whole number"),
         cmd("-V after a subcommand", Some(BASE.as_bytes()), &["deploy", "-V"], 2, "unexpected argument '-V'"),

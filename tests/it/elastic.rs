@@ -387,7 +387,13 @@ fn scale_a_running_local_run_up_and_down_and_refuse_bad_input() {
     for (run, n, want, says) in [
         (id.as_str(), "4", 2, "outside the elastic bounds"),
         (id.as_str(), "1", 2, "outside the elastic bounds"),
-        (id.as_str(), "0", 2, "outside the elastic bounds"),
+        // Refused by the command line, before the run is looked up.
+        (
+            id.as_str(),
+            "0",
+            2,
+            "invalid value '0' for '--workers <N>': must be at least 1",
+        ),
         ("zzzz9", "2", 1, "zzzz9"),
     ] {
         let (code, err) = scale(run, n);
