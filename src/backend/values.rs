@@ -668,11 +668,25 @@ mod launch_tests {
     #[test]
     fn discovery_lists_only_the_workers_that_exist_and_answer() {
         // Run the script: a name that does not resolve and a port nobody listens on are left
-        // out; a listening port is printed.
-        let Ok(listener) = std::net::TcpListener::bind("127.0.0.1:0") else {
-            return;
-        };
+        // out; a port that answers with an ssh banner is printed.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
         let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sshd = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                use std::io::Write;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((mut c, _)) => {
+                            let _ = c.write_all(b"SSH-2.0-OpenSSH_test\r\n");
+                        }
+                        Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+                    }
+                }
+            })
+        };
         let dir = tempfile::tempdir().unwrap();
         let script = discover_hosts_listed()
             .replace(WORKERS_FILE, &dir.path().join("w").display().to_string());
@@ -692,7 +706,8 @@ mod launch_tests {
         assert_eq!(run("a", "30"), "127.0.0.1\n");
         let remembered = std::fs::read_to_string(dir.path().join("a/127.0.0.1")).unwrap();
         assert!(remembered.starts_with("127.0.0.1 "), "{remembered}");
-        drop(listener);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        sshd.join().unwrap();
         // Nobody listens now: probed, left out.
         assert_eq!(run("b", "30"), "");
         // Answered less than `recheck` seconds ago at the same address: not probed again.
