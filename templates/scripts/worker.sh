@@ -48,6 +48,8 @@ CFG
   /usr/sbin/sshd -D -e -f "$d/sshd_config" &
 fi
 sshd=$!
+# sshd itself says nothing when all goes well: one line that the worker is up.
+echo "hvdctl: sshd started on port $port (it logs errors only)"
 trap 'kill "$sshd" 2>/dev/null; exit 0' TERM INT
 while kill -0 "$sshd" 2>/dev/null; do
   if [ -e /tmp/hvdctl-done ]; then
