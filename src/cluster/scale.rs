@@ -52,8 +52,14 @@ pub async fn pods(
             .first()
             .ok_or_else(|| Error::failure(format!("{} has no live worker to copy", run.job)))?;
         let taken: Vec<u32> = pods.iter().filter_map(|p| role(run, p).index).collect();
+        // A name in use is taken too, whatever its labels say (a pod of a run deployed
+        // before workers carried their index): a new pod never lands on an existing one.
+        let names: Vec<&str> = pods
+            .iter()
+            .filter_map(|p| p.metadata.name.as_deref())
+            .collect();
         let free: Vec<u32> = (0..max_workers)
-            .filter(|i| !taken.contains(i))
+            .filter(|i| !taken.contains(i) && !names.contains(&name(&run.job, *i).as_str()))
             .take((workers - before) as usize)
             .collect();
         if free.len() < (workers - before) as usize {
