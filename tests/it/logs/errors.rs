@@ -49,18 +49,10 @@ fn run_with_no_pods_yet() {
         env.dir.path(),
         "follow",
     );
-    let t0 = std::time::Instant::now();
-    while !r
-        .stderr()
-        .contains("waiting for the pods of mnist-nopod to be created")
-    {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "no waiting message: {}",
-            r.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    r.until_stderr(
+        "waiting for the pods of mnist-nopod to be created",
+        Duration::from_secs(10),
+    );
     assert!(r.child.try_wait().unwrap().is_none(), "still waiting");
     r.interrupt();
     let (code, took) = r.wait(Duration::from_secs(10));
@@ -73,18 +65,10 @@ fn run_with_no_pods_yet() {
         env.dir.path(),
         "follow2",
     );
-    let t0 = std::time::Instant::now();
-    while !r
-        .stderr()
-        .contains("waiting for the pods of mnist-nopod to be created")
-    {
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "no waiting message: {}",
-            r.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    r.until_stderr(
+        "waiting for the pods of mnist-nopod to be created",
+        Duration::from_secs(30),
+    );
     env.fc
         .mutate("jobs", "default", "mnist-nopod-launcher", |j| {
             j["spec"]["suspend"] = serde_json::json!(false)

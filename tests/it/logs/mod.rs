@@ -224,6 +224,19 @@ pub fn spawn(mut cmd: Command, dir: &Path, name: &str) -> Running {
 }
 
 impl Running {
+    /// Waits until the process has written `text` on stderr; panics after `within`.
+    pub fn until_stderr(&self, text: &str, within: Duration) {
+        let t0 = Instant::now();
+        while !self.stderr().contains(text) {
+            assert!(
+                t0.elapsed() < within,
+                "no {text:?} within {within:?}: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Waits up to `timeout`; kills the process when it is over. Returns the exit code (None:
     /// killed by the timeout or a signal) and how long it ran.
     pub fn wait(&mut self, timeout: Duration) -> (Option<i32>, Duration) {
