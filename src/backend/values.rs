@@ -475,8 +475,13 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
                 cmd = ["/bin/sh", "-c", WARM_HOLD].map(String::from).to_vec();
             }
             v["launcher"]["command"] = json!(cmd);
-            // sshd quiet but for errors, as worker.sh runs it (see there).
-            v["worker"]["command"] = json!(["/usr/sbin/sshd", "-De", "-o", "LogLevel=ERROR"]);
+            // sshd quiet but for errors, as worker.sh runs it (see there), after one line
+            // saying the worker is up (sshd itself says nothing when all goes well).
+            v["worker"]["command"] = json!([
+                "/bin/sh",
+                "-c",
+                "echo 'hvdctl: starting sshd (it logs errors only)'; exec /usr/sbin/sshd -De -o LogLevel=ERROR"
+            ]);
         }
         false => {
             let launcher_sh = format!("{SCRIPTS_DIR}/launcher.sh");
@@ -665,18 +670,38 @@ mod launch_tests {
 
     #[test]
     fn discovery_lists_only_the_workers_that_exist_and_answer() {
-        // Run the script: a name that does not resolve and a port nobody listens on are left
-        // out; a listening port is printed.
-        let Ok(listener) = std::net::TcpListener::bind("127.0.0.1:0") else {
+        // Run the script: a name that does not resolve, a port nobody listens on and a port
+        // that answers without sshd's banner are left out; one that answers as sshd does (its
+        // banner, then it reads the client's identification) is printed.
+        use std::io::{Read, Write};
+        let serve = |banner: bool| {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
+            let port = listener.local_addr().ok()?.port();
+            std::thread::spawn(move || {
+                for mut conn in listener.incoming().map_while(Result::ok) {
+                    if banner {
+                        let _ = conn.write_all(b"SSH-2.0-OpenSSH_test\r\n");
+                        let _ = conn.read_to_end(&mut Vec::new());
+                    }
+                }
+            });
+            Some(port)
+        };
+        let (Some(sshd), Some(other)) = (serve(true), serve(false)) else {
             return;
         };
-        let port = listener.local_addr().unwrap().port();
+        let nobody = {
+            let Ok(l) = std::net::TcpListener::bind("127.0.0.1:0") else {
+                return;
+            };
+            l.local_addr().unwrap().port()
+        };
         let dir = tempfile::tempdir().unwrap();
         let script = discover_hosts_listed()
             .replace(WORKERS_FILE, &dir.path().join("w").display().to_string());
         std::fs::write(dir.path().join("w"), "127.0.0.1\nno-such-host.invalid\n\n").unwrap();
         std::fs::write(dir.path().join("d.sh"), script).unwrap();
-        let run = |seen: &str, recheck: &str| {
+        let run = |port: u16, seen: &str, recheck: &str| {
             let out = std::process::Command::new("bash")
                 .arg(dir.path().join("d.sh"))
                 .env("HVDCTL_SSH_PORT", port.to_string())
@@ -687,16 +712,16 @@ mod launch_tests {
             assert!(out.status.success());
             String::from_utf8_lossy(&out.stdout).into_owned()
         };
-        assert_eq!(run("a", "30"), "127.0.0.1\n");
+        assert_eq!(run(sshd, "a", "30"), "127.0.0.1\n");
         let remembered = std::fs::read_to_string(dir.path().join("a/127.0.0.1")).unwrap();
         assert!(remembered.starts_with("127.0.0.1 "), "{remembered}");
-        drop(listener);
-        // Nobody listens now: probed, left out.
-        assert_eq!(run("b", "30"), "");
+        // Nobody listens: probed, left out. Not sshd: left out.
+        assert_eq!(run(nobody, "b", "30"), "");
+        assert_eq!(run(other, "c", "30"), "");
         // Answered less than `recheck` seconds ago at the same address: not probed again.
-        assert_eq!(run("a", "30"), "127.0.0.1\n");
+        assert_eq!(run(nobody, "a", "30"), "127.0.0.1\n");
         // Past `recheck`: probed again, left out.
-        assert_eq!(run("a", "0"), "");
+        assert_eq!(run(nobody, "a", "0"), "");
     }
 
     #[test]
