@@ -667,32 +667,35 @@ mod launch_tests {
 
     #[test]
     fn discovery_lists_only_the_workers_that_exist_and_answer() {
-        // Run the script: a name that does not resolve and a port nobody listens on are left
-        // out; a port that answers with an ssh banner is printed.
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-        let port = listener.local_addr().unwrap().port();
-        listener.set_nonblocking(true).unwrap();
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let sshd = {
-            let stop = stop.clone();
+        // Run the script: a name that does not resolve, a port nobody listens on and a port
+        // that answers without sshd's banner are left out; one that answers as sshd does (its
+        // banner, then it reads the client's identification) is printed.
+        use std::io::{Read, Write};
+        let serve = |banner: bool| {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
+            let port = listener.local_addr().ok()?.port();
             std::thread::spawn(move || {
-                use std::io::Write;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    match listener.accept() {
-                        Ok((mut c, _)) => {
-                            let _ = c.write_all(b"SSH-2.0-OpenSSH_test\r\n");
-                        }
-                        Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+                for mut conn in listener.incoming().map_while(Result::ok) {
+                    if banner {
+                        let _ = conn.write_all(b"SSH-2.0-OpenSSH_test\r\n");
+                        let _ = conn.read_to_end(&mut Vec::new());
                     }
                 }
-            })
+            });
+            Some(port)
+        };
+        let sshd = serve(true).expect("a loopback port");
+        let other = serve(false).expect("a loopback port");
+        let nobody = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+            l.local_addr().unwrap().port()
         };
         let dir = tempfile::tempdir().unwrap();
         let script = discover_hosts_listed()
             .replace(WORKERS_FILE, &dir.path().join("w").display().to_string());
         std::fs::write(dir.path().join("w"), "127.0.0.1\nno-such-host.invalid\n\n").unwrap();
         std::fs::write(dir.path().join("d.sh"), script).unwrap();
-        let run = |seen: &str, recheck: &str| {
+        let run = |port: u16, seen: &str, recheck: &str| {
             let out = std::process::Command::new("bash")
                 .arg(dir.path().join("d.sh"))
                 .env("HVDCTL_SSH_PORT", port.to_string())
@@ -703,17 +706,16 @@ mod launch_tests {
             assert!(out.status.success());
             String::from_utf8_lossy(&out.stdout).into_owned()
         };
-        assert_eq!(run("a", "30"), "127.0.0.1\n");
+        assert_eq!(run(sshd, "a", "30"), "127.0.0.1\n");
         let remembered = std::fs::read_to_string(dir.path().join("a/127.0.0.1")).unwrap();
         assert!(remembered.starts_with("127.0.0.1 "), "{remembered}");
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        sshd.join().unwrap();
-        // Nobody listens now: probed, left out.
-        assert_eq!(run("b", "30"), "");
+        // Nobody listens: probed, left out. Not sshd: left out.
+        assert_eq!(run(nobody, "b", "30"), "");
+        assert_eq!(run(other, "c", "30"), "");
         // Answered less than `recheck` seconds ago at the same address: not probed again.
-        assert_eq!(run("a", "30"), "127.0.0.1\n");
+        assert_eq!(run(nobody, "a", "30"), "127.0.0.1\n");
         // Past `recheck`: probed again, left out.
-        assert_eq!(run("a", "0"), "");
+        assert_eq!(run(nobody, "a", "0"), "");
     }
 
     #[test]

@@ -38,8 +38,17 @@ export HOME
 uid=$(id -u)
 if [ "$uid" = 0 ]; then port=${HVDCTL_SSH_PORT:-22}; else port=${HVDCTL_SSH_PORT:-2222}; fi
 hostfile=${HVDCTL_HOSTFILE:-/etc/mpi/hostfile}
+# sshd answers on $1: its banner read, an identification sent back (a connection closed
+# without one is an error line in the worker's log; this visit sshd logs below ERROR).
+sshd_answers() {
+  (
+    exec 3<>"/dev/tcp/$1/$port" || exit 1
+    IFS= read -r -t 10 banner <&3 && [ "${banner#SSH-}" != "$banner" ] || exit 1
+    printf 'SSH-2.0-hvdctl-probe\r\n' >&3
+  ) 2>/dev/null
+}
 for h in $(awk -F'[ :]' 'NF && $1 !~ /^#/ {print $1}' "$hostfile"); do
-  until (exec 3<>"/dev/tcp/$h/$port") 2>/dev/null; do
+  until sshd_answers "$h"; do
     if (( SECONDS >= deadline )); then
       echo "hvdctl: worker $h did not accept ssh on port $port within ${timeout}s" >&2
       exit 1
