@@ -66,7 +66,7 @@ impl Phases {
     }
 }
 
-fn parse(t: &str) -> Option<jiff::Timestamp> {
+pub fn parse(t: &str) -> Option<jiff::Timestamp> {
     t.parse().ok()
 }
 
@@ -76,7 +76,7 @@ pub fn normalize(t: &str) -> Option<String> {
 }
 
 /// The latest of `ts`, only when every one is known.
-fn latest<S: AsRef<str>>(ts: impl IntoIterator<Item = Option<S>>) -> Option<String> {
+pub fn latest<S: AsRef<str>>(ts: impl IntoIterator<Item = Option<S>>) -> Option<String> {
     let mut out: Option<jiff::Timestamp> = None;
     for t in ts {
         let t = parse(t?.as_ref())?;
@@ -151,34 +151,6 @@ pub fn of_pods(created: Option<&str>, pods: &[Pod], workers: Option<usize>) -> P
         launcher_running,
         first_log: None,
         finished: launcher_finished,
-    }
-}
-
-/// The phases of a local run from its containers' inspect times.
-pub fn of_containers(cs: &[crate::local::status::Container]) -> Phases {
-    let workers: Vec<_> = cs.iter().filter(|c| c.role == ROLE_WORKER).collect();
-    let launcher = cs.iter().find(|c| c.role == ROLE_LAUNCHER);
-    let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_string());
-    let created = cs
-        .iter()
-        .filter_map(|c| parse(&c.created))
-        .min()
-        .map(|t| t.to_string());
-    let workers_running = (!workers.is_empty())
-        .then(|| latest(workers.iter().map(|c| Some(c.started_at.as_str()))))
-        .flatten();
-    Phases {
-        created,
-        scheduled: None,
-        workers_running,
-        launcher_running: launcher
-            .and_then(|l| nonempty(&l.started_at))
-            .and_then(|t| normalize(&t)),
-        first_log: None,
-        finished: launcher
-            .filter(|l| l.finished())
-            .and_then(|l| nonempty(&l.finished_at))
-            .and_then(|t| normalize(&t)),
     }
 }
 

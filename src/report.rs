@@ -271,8 +271,8 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> crate::Result<String> {
             // No table without rows: say why there are none.
             if r.pods.is_empty() {
                 let what = match r.engine {
-                    crate::engine::EngineKind::Docker => "Containers",
-                    crate::engine::EngineKind::Kubernetes => "Pods:     ",
+                    crate::types::EngineKind::Docker => "Containers",
+                    crate::types::EngineKind::Kubernetes => "Pods:     ",
                 };
                 let none = if r.state.is_finished() {
                     "none remain (the run has ended)"
@@ -341,7 +341,7 @@ mod tests {
             run: "ab1".into(),
             job: "hello-ab1".into(),
             app: "hello".into(),
-            engine: crate::engine::EngineKind::Docker,
+            engine: crate::types::EngineKind::Docker,
             namespace: None,
             context: None,
             backend: "local".into(),

@@ -655,7 +655,7 @@ fn resource_name_problem(name: &str) -> Option<(String, Option<String>)> {
         ));
     }
     let known = [STANDARD_RESOURCES, &["nvidia.com/gpu", "hugepages-2Mi"]].concat();
-    let hint = super::load::did_you_mean(name, &known).map(|s| format!("did you mean `{s}`?"));
+    let hint = crate::text::did_you_mean(name, &known).map(|s| format!("did you mean `{s}`?"));
     Some((
         format!(
             "`{name}` is not a resource name (cpu, memory, ephemeral-storage, hugepages-<size>, or a vendor's such as nvidia.com/gpu)"

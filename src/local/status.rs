@@ -477,7 +477,7 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
     for (p, t) in pods.iter_mut().zip(texts) {
         p.reason = t;
     }
-    let mut phases = crate::phases::of_containers(&cs);
+    let mut phases = phases_of(&cs);
     let targets = cs
         .iter()
         .filter(|c| c.has_started())
@@ -510,6 +510,36 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
         failing: reason.as_ref().is_some_and(|r| r.failing),
         reason: reason.map(|r| r.text),
     })
+}
+
+/// The phases of a local run from its containers' inspect times.
+fn phases_of(cs: &[Container]) -> crate::phases::Phases {
+    let workers: Vec<_> = cs.iter().filter(|c| c.role == ROLE_WORKER).collect();
+    let launcher = cs.iter().find(|c| c.role == ROLE_LAUNCHER);
+    use crate::kinds::{ROLE_LAUNCHER, ROLE_WORKER};
+    use crate::phases::{latest, normalize, parse};
+    let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    let created = cs
+        .iter()
+        .filter_map(|c| parse(&c.created))
+        .min()
+        .map(|t| t.to_string());
+    let workers_running = (!workers.is_empty())
+        .then(|| latest(workers.iter().map(|c| Some(c.started_at.as_str()))))
+        .flatten();
+    crate::phases::Phases {
+        created,
+        scheduled: None,
+        workers_running,
+        launcher_running: launcher
+            .and_then(|l| nonempty(&l.started_at))
+            .and_then(|t| normalize(&t)),
+        first_log: None,
+        finished: launcher
+            .filter(|l| l.finished())
+            .and_then(|l| nonempty(&l.finished_at))
+            .and_then(|t| normalize(&t)),
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,6 @@
 //! possibly unterminated), timestamps always on. A source whose engine says something else
 //! (Docker's multiplexed frames) translates.
 
-use super::tail::View;
 use super::target::{Engine, Target};
 use futures::AsyncBufRead;
 use std::future::Future;
@@ -85,4 +84,32 @@ pub trait LogSource: Clone + Send + Sync + 'static {
         t: &Target,
         req: &LogRequest,
     ) -> impl Future<Output = Result<LogStream, SourceError>> + Send;
+}
+
+/// What the engine says about a target's container (see [`LogSource::look`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Life {
+    /// No instance has run yet (reason: ContainerCreating, ImagePullBackOff, Pending…).
+    NotStarted {
+        reason: String,
+        for_good: bool,
+    },
+    Running,
+    /// Instance `restart` has terminated; `for_good`: no further instance will come.
+    Dead {
+        for_good: bool,
+    },
+}
+
+/// A container's restart count and state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    pub restart: u32,
+    pub life: Life,
+    /// There is a terminated instance before the current one (`previous=true` reads it).
+    pub has_previous: bool,
+    /// When the instance counted by `restart` ended (to the second), where the engine would
+    /// serve the next instance's log under the same request once it starts (Kubernetes: a
+    /// container about to restart). Lines stamped after that second are not this instance's.
+    pub ended_at: Option<jiff::Timestamp>,
 }

@@ -16,6 +16,7 @@
 
 use super::printer::LineFormat;
 use super::source::{Failure, LogRequest, LogSource, SourceError};
+pub use super::source::{Life, View};
 use super::target::Target;
 use futures::{AsyncBufReadExt, AsyncReadExt};
 use std::cmp::Ordering;
@@ -264,38 +265,6 @@ pub fn confirms_end(r: &Resume, partial: Option<&[u8]>, body: &[u8]) -> bool {
     let (before, end) = ts.split_at(ts.len() - n);
     end.iter().all(|t| *t == Some(last))
         && before.last().is_none_or(|t| t.is_some_and(|t| t < last))
-}
-
-// ---------------------------------------------------------------------------------------------
-// Container state
-// ---------------------------------------------------------------------------------------------
-
-/// What the engine says about a target's container (see [`super::source::LogSource::look`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Life {
-    /// No instance has run yet (reason: ContainerCreating, ImagePullBackOff, Pending…).
-    NotStarted {
-        reason: String,
-        for_good: bool,
-    },
-    Running,
-    /// Instance `restart` has terminated; `for_good`: no further instance will come.
-    Dead {
-        for_good: bool,
-    },
-}
-
-/// A container's restart count and state.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct View {
-    pub restart: u32,
-    pub life: Life,
-    /// There is a terminated instance before the current one (`previous=true` reads it).
-    pub has_previous: bool,
-    /// When the instance counted by `restart` ended (to the second), where the engine would
-    /// serve the next instance's log under the same request once it starts (Kubernetes: a
-    /// container about to restart). Lines stamped after that second are not this instance's.
-    pub ended_at: Option<jiff::Timestamp>,
 }
 
 // ---------------------------------------------------------------------------------------------
