@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Cross-checks rendered manifests against the official Kubernetes 1.36 schema and the
-# MPIJob CRD with an external strict validator (kubeconform-like).
+# CRDs of the backends' kinds with an external strict validator (kubeconform-like).
 #   scripts/validate-manifests.sh [VALIDATOR]   (default: ../shared/tools/k8s-validate.py)
 # Renders every template x backend with `hvdctl init --no-input` + `deploy --dry-run`.
 set -euo pipefail
@@ -15,9 +15,13 @@ hvdctl=${HVDCTL:-$here/target/debug/hvdctl}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
+# Every Kubernetes backend this hvdctl offers (`local` renders no manifests).
+backends=$("$hvdctl" deploy --help | sed -n 's/.*\[possible values: \(.*\)\]/\1/p' | head -1 | tr -d ' ' | tr ',' '\n' | grep -vx local)
+[ -n "$backends" ] || { echo "validate-manifests: no backend found in \`hvdctl deploy --help\`" >&2; exit 1; }
+echo "validate-manifests: backends $(echo $backends)"
 for t in horovod horovod-tensorflow horovod-elastic mpi-hello; do
   "$hvdctl" init "$work/$t" --template "$t" --no-input -q
-  for b in mpijob native; do
+  for b in $backends; do
     out="$work/$t-$b.yaml"
     "$hvdctl" -C "$work/$t" deploy --dry-run --backend "$b" --run-id r1234 \
       --set gpusPerWorker=1 --set 'volumes[0]={name: data, mountPath: /data, nfs: {server: nfs.example.com, path: /exports}}' \

@@ -37,6 +37,14 @@ pub struct Seen {
     pub created: String,
 }
 
+/// The runs a list found: those hvdctl can read, and one error per run it cannot (its
+/// backend unknown to this hvdctl), each naming the run — one such run hides no other.
+#[derive(Debug, Default)]
+pub struct Listed {
+    pub seen: Vec<Seen>,
+    pub unreadable: Vec<Error>,
+}
+
 /// Which runs to list.
 #[derive(Debug, Clone, Default)]
 pub struct Filter<'a> {
@@ -80,9 +88,9 @@ async fn run_kinds(c: &Cluster) -> Result<Vec<(ApiKind, Option<&'static dyn Kube
 }
 
 /// Every hvdctl run matching `f`, from labels, oldest first. A run whose backend this hvdctl
-/// does not know (labelled by a newer one, or unlabelled and of no backend's kind) is an
-/// error naming it: its objects cannot be read as some other backend's.
-pub async fn list(c: &Cluster, f: &Filter<'_>) -> Result<Vec<Seen>> {
+/// does not know (labelled by a newer one, or unlabelled and of no backend's kind) is not
+/// read as some other backend's: it is an error of its own in [`Listed::unreadable`].
+pub async fn list(c: &Cluster, f: &Filter<'_>) -> Result<Listed> {
     let lp = ListParams::default().labels(&f.selector());
     let mut runs: BTreeMap<(String, String), (Option<Seen>, Option<String>)> = BTreeMap::new();
     for (kind, kind_backend) in run_kinds(c).await? {
@@ -130,25 +138,25 @@ pub async fn list(c: &Cluster, f: &Filter<'_>) -> Result<Vec<Seen>> {
             }
         }
     }
-    let mut out: Vec<Seen> = Vec::with_capacity(runs.len());
+    let mut out = Listed::default();
     for ((ns, id), (seen, unknown)) in runs {
         match (seen, unknown) {
-            (Some(s), _) => out.push(s),
-            (None, Some(name)) => {
-                return Err(Error::failure(format!(
+            (Some(s), _) => out.seen.push(s),
+            (None, Some(name)) => out.unreadable.push(
+                Error::failure(format!(
                     "run {id} in namespace {ns} is of backend `{name}` ({LABEL_BACKEND}), which this hvdctl does not know (it knows {})",
                     crate::backend::names().join(", ")
                 ))
-                .hint("use the hvdctl that deployed it (its hvdctl.io/version annotation says which version)"));
-            }
-            (None, None) => {
-                return Err(Error::failure(format!(
+                .hint("use the hvdctl that deployed it (its hvdctl.io/version annotation says which version)"),
+            ),
+            (None, None) => out.unreadable.push(
+                Error::failure(format!(
                     "run {id} in namespace {ns} has no {LABEL_BACKEND} label and none of its objects is a backend's job kind: its backend is not known"
                 ))
-                .hint(format!("remove it with `kubectl delete all -n {ns} -l {LABEL_RUN}={id}`")));
-            }
+                .hint(format!("remove it with `kubectl delete all -n {ns} -l {LABEL_RUN}={id}`")),
+            ),
         }
     }
-    out.sort_by(|a, b| a.created.cmp(&b.created));
+    out.seen.sort_by(|a, b| a.created.cmp(&b.created));
     Ok(out)
 }

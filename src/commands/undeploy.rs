@@ -65,6 +65,7 @@ async fn all(env: &Env<'_>, a: &UndeployArgs, wait: bool) -> Result<u8> {
     })?;
     let mut runs: Vec<Run> = Vec::new();
     let mut unreached: Vec<(String, Error)> = Vec::new();
+    let mut unreadable: Vec<Error> = Vec::new();
     let mut looked = Vec::new();
     for (name, engine) in env.engines(false).await? {
         let listed = match engine {
@@ -75,9 +76,17 @@ async fn all(env: &Env<'_>, a: &UndeployArgs, wait: bool) -> Result<u8> {
             Err(e) => Err(e),
         };
         match listed {
-            Ok(r) => runs.extend(r),
+            Ok(r) => {
+                runs.extend(r.runs);
+                unreadable.extend(r.unreadable);
+            }
             Err(e) => unreached.push((name, e)),
         }
+    }
+    if let Some(e) = unreadable.into_iter().next() {
+        // A run this hvdctl cannot read cannot be removed whole by it: nothing is deleted,
+        // rather than all runs but that one.
+        return Err(e.context(format!("--all cannot remove every run of app {}", app.name)));
     }
     if runs.is_empty() {
         if let Some((name, e)) = unreached.into_iter().next() {

@@ -65,26 +65,33 @@ impl Kube {
         KubeRun::new(self.cluster.clone(), seen.run, seen.created)
     }
 
+    /// The run `run_id` (of `app`, when given); an error when it is there but of a backend
+    /// this hvdctl cannot read.
     pub async fn find(&self, run_id: &str, app: Option<&str>) -> Result<Option<KubeRun>> {
         let f = Filter {
             namespace: self.namespace.as_deref(),
             app,
             run_id: Some(run_id),
         };
-        Ok(runs::list(&self.cluster, &f)
-            .await?
-            .pop()
-            .map(|s| self.run(s)))
+        let mut listed = runs::list(&self.cluster, &f).await?;
+        match (listed.seen.pop(), listed.unreadable.pop()) {
+            (Some(s), _) => Ok(Some(self.run(s))),
+            (None, Some(e)) => Err(e),
+            (None, None) => Ok(None),
+        }
     }
 
-    pub async fn list(&self, app: Option<&str>) -> Result<Vec<KubeRun>> {
+    /// Every run (of `app`, when given) oldest first, and an error for each run this hvdctl
+    /// cannot read.
+    pub async fn list(&self, app: Option<&str>) -> Result<(Vec<KubeRun>, Vec<Error>)> {
         let f = Filter {
             namespace: self.namespace.as_deref(),
             app,
             run_id: None,
         };
-        let seen = runs::list(&self.cluster, &f).await?;
-        Ok(seen.into_iter().map(|s| self.run(s)).collect())
+        let listed = runs::list(&self.cluster, &f).await?;
+        let found = listed.seen.into_iter().map(|s| self.run(s)).collect();
+        Ok((found, listed.unreadable))
     }
 
     /// The namespace looked in, when it does not exist; an error when the cluster could not

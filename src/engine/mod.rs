@@ -263,17 +263,30 @@ impl Engine {
     }
 
     /// Every run (of `app`, when given), oldest first.
-    pub async fn list(&self, app: Option<&str>) -> Result<Vec<Run>> {
+    pub async fn list(&self, app: Option<&str>) -> Result<Listed> {
         Ok(match self {
-            Engine::Kubernetes(k) => k
-                .list(app)
-                .await?
-                .into_iter()
-                .map(Run::Kubernetes)
-                .collect(),
-            Engine::Docker(d) => d.list(app).await?.into_iter().map(Run::Docker).collect(),
+            Engine::Kubernetes(k) => {
+                let (runs, unreadable) = k.list(app).await?;
+                Listed {
+                    runs: runs.into_iter().map(Run::Kubernetes).collect(),
+                    unreadable,
+                }
+            }
+            Engine::Docker(d) => Listed {
+                runs: d.list(app).await?.into_iter().map(Run::Docker).collect(),
+                unreadable: Vec::new(),
+            },
         })
     }
+}
+
+/// The runs an engine holds: those hvdctl can read, oldest first, and an error naming each
+/// one it cannot (a Kubernetes run of a backend this hvdctl does not know). One unreadable run
+/// hides none of the others; each caller says what it leaves.
+#[derive(Default)]
+pub struct Listed {
+    pub runs: Vec<Run>,
+    pub unreadable: Vec<Error>,
 }
 
 /// Deletes `run` (waiting until it is gone with `wait`), says what went, forgets its record.

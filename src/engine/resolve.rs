@@ -285,7 +285,8 @@ impl<'a> Env<'a> {
             match got {
                 Ok(r) => {
                     reached += 1;
-                    runs.extend(r);
+                    runs.extend(r.runs);
+                    self.warn_unreadable(&r.unreadable);
                 }
                 Err(e) => {
                     self.ui
@@ -301,6 +302,13 @@ impl<'a> Env<'a> {
         }
         runs.sort_by(|a, b| a.info().created.cmp(&b.info().created));
         Ok((runs, looked))
+    }
+
+    /// Says on stderr which runs a listing could not read (each error names its run).
+    pub fn warn_unreadable(&self, unreadable: &[Error]) {
+        for e in unreadable {
+            self.ui.note(format!("warning: {}", e.message));
+        }
     }
 
     /// The record a RUN argument (or, without one, the app's last run) names, if it fits the
@@ -453,7 +461,10 @@ impl<'a> Env<'a> {
                     .find(id, app.as_deref())
                     .await
                     .map(|r| r.into_iter().collect()),
-                None => engine.list(app.as_deref()).await,
+                None => engine.list(app.as_deref()).await.map(|l| {
+                    self.warn_unreadable(&l.unreadable);
+                    l.runs
+                }),
             };
             match got {
                 Ok(runs) if runs.is_empty() => {
@@ -461,9 +472,14 @@ impl<'a> Env<'a> {
                     if run_id.is_some()
                         && let Ok(others) = engine.list(None).await
                     {
-                        missing
-                            .others
-                            .extend(others.iter().rev().take(5).map(|r| r.info().job.clone()));
+                        missing.others.extend(
+                            others
+                                .runs
+                                .iter()
+                                .rev()
+                                .take(5)
+                                .map(|r| r.info().job.clone()),
+                        );
                     }
                 }
                 Ok(runs) => found.extend(runs),

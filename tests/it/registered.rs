@@ -528,7 +528,22 @@ fn a_backend_with_its_own_custom_kind_deploys_reports_scales_is_diagnosed_and_un
             err.message.contains("run zz9") && err.message.contains("`trainjob-v9`"),
             "{err}"
         );
+        // The unreadable run hides none of the others: listed beside it, and the app's
+        // newest run it can read is what a command without RUN means.
+        let (runs, _) = env.every_run(false, Some("demo")).await.unwrap();
+        let ids: Vec<&str> = runs.iter().map(|r| r.info().run_id.as_str()).collect();
+        assert_eq!(ids, ["rk1"]);
     });
+    // (rk1's conditions are still unreadable: reaching them shows rk1 was the run chosen.)
+    let status = cmd(&["status", "--kubeconfig", &kc]).unwrap_err();
+    assert!(
+        status.message.contains("conditions of the RankJob"),
+        "{status}"
+    );
+    // undeploy --all deletes nothing rather than all runs but one it cannot read.
+    let err = cmd(&["undeploy", "--kubeconfig", &kc, "--all", "--yes"]).unwrap_err();
+    assert!(err.message.contains("run zz9"), "{err}");
+    assert!(!e.fc.list("rankjobs", None, "hvdctl.io/run=rk1").is_empty());
     e.fc.delete("pods", "default", "demo-zz9-boss", None)
         .unwrap();
 
