@@ -420,6 +420,11 @@ pub async fn deploy(
     };
     let mut objects = backend::objects(&run, plan.dir, keys.as_ref())?;
     drop(keys);
+    if let Some(g) = backend::values::default_fs_group(plan.app) {
+        ui.note(format!(
+            "securityContext.fsGroup set to {g} (the run's non-root group): the ssh key Secret and the pods' volumes are then readable by the user the containers run as; set securityContext.fsGroup to choose another"
+        ));
+    }
     let k = env.kube(Some(run.namespace.clone())).await?;
     let c = &k.cluster;
     // Everything that can refuse the run is asked before the push (minutes for a big image)
