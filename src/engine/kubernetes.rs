@@ -167,6 +167,13 @@ impl KubeRun {
             source: crate::types::Source::Engine,
             failing: why.run.as_ref().is_some_and(|r| r.failing),
             reason: why.run.map(|r| r.text),
+            storage: crate::cluster::storage::list(
+                &self.cluster,
+                &self.run.namespace,
+                &self.run.app,
+            )
+            .await
+            .unwrap_or_default(),
         })
     }
 
@@ -396,7 +403,14 @@ fn backend_run<'a>(plan: &'a Plan, namespace: String) -> backend::Run<'a> {
 /// `deploy --dry-run`: the objects, with a placeholder where the ssh key would be.
 pub fn dry_run(env: &Env, plan: &Plan, format: ManifestFormat) -> Result<String> {
     let run = backend_run(plan, env.namespace()?);
-    let objects = backend::objects(&run, plan.dir, None)?;
+    let mut objects = backend::objects(&run, plan.dir, None)?;
+    // The app's `storage:` claims, which deploy creates when they are missing.
+    objects.extend(
+        crate::cluster::storage::claims(plan.app, &run.namespace)
+            .into_iter()
+            .map(crate::kinds::Object::new),
+    );
+    objects.sort_by_key(manifests::apply_order);
     Ok(match format {
         ManifestFormat::Yaml => manifests::to_yaml_stream(&objects),
         ManifestFormat::Json => manifests::to_json_list(&objects)?,
@@ -459,6 +473,14 @@ pub async fn deploy(
     manifests::annotate(&mut objects, &provenance.to_map());
     if create_ns {
         apply::create_namespace(c, &run.namespace).await?;
+    }
+    if !o.server_dry_run {
+        // Made before the run that mounts them, and kept after it (`undeploy --volumes`).
+        for name in crate::cluster::storage::ensure(c, &run.namespace, plan.app).await? {
+            ui.note(format!(
+                "Created PersistentVolumeClaim {name} (kept across runs; `hvdctl undeploy --all --volumes` deletes it)"
+            ));
+        }
     }
     let job = run.job_name();
     if o.server_dry_run {
