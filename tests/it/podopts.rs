@@ -115,7 +115,10 @@ fn secret_config_map_shm_and_ssh_port_in_real_containers() {
         );
         // sshd on 2200: hvdctl's worker script says so; under the operator its command has it.
         let specs = pod_spec_of(&e, &format!("hvdctl.io/run={id}"));
-        assert!(!specs.is_empty());
+        assert!(
+            !specs.is_empty(),
+            "{backend}: the launcher's pod at least remains"
+        );
         for s in &specs {
             for c in s["containers"].as_array().unwrap() {
                 assert_eq!(c["imagePullPolicy"], "IfNotPresent", "{backend}: {c:#}");
@@ -141,13 +144,16 @@ fn secret_config_map_shm_and_ssh_port_in_real_containers() {
                 logs.stdout
             );
         } else {
-            let worker = specs
-                .iter()
-                .flat_map(|s| s["containers"].as_array().unwrap().clone())
-                .find(|c| c["name"] == "worker")
-                .unwrap();
+            // The operator may have deleted the workers already (cleanPodPolicy Running):
+            // their command is read from the MPIJob.
+            let job =
+                e.fc.get("mpijobs", "default", &format!("opts-{id}"))
+                    .unwrap();
+            let worker =
+                &job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0];
             let cmd = worker["command"].to_string();
             assert!(cmd.contains("sshd -De -o LogLevel=ERROR -p 2200"), "{cmd}");
+            assert_eq!(worker["imagePullPolicy"], "IfNotPresent", "{worker:#}");
         }
         undeploy(&e, &dir, &id);
     }
@@ -515,4 +521,124 @@ fn non_root_without_fs_group_runs_on_the_docker_kubelet() {
         assert_eq!(s["securityContext"]["fsGroup"], 1000, "{s:#}");
     }
     undeploy(&e, &dir, &id);
+}
+
+/// The local backend: `/dev/shm` of the size `shm` asks (Docker's ShmSize), a memory
+/// emptyDir of its sizeLimit, and the workers' sshd and the launcher's ssh on port 2200.
+#[test]
+fn shm_empty_dir_and_ssh_port_on_the_local_backend() {
+    let Some(docker) = docker() else { return };
+    let img = template_image(&docker, "mpi-hello", &debian_image());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = init_app(tmp.path(), "lopts", "mpi-hello");
+    let id = run_id("l");
+    let mut c = hvdctl_in(&dir);
+    c.args([
+        "deploy",
+        "--backend",
+        "local",
+        "--run-id",
+        &id,
+        "--image",
+        &img,
+        "--logs",
+    ]);
+    for s in [
+        "workers=1",
+        "mpi.sshPort=2200",
+        "shm=96Mi",
+        "volumes[0]={name: fast, mountPath: /fast, emptyDir: {medium: Memory, sizeLimit: 32Mi}}",
+        "command=[bash, -c, 'df -k /dev/shm /fast | tail -2']",
+    ] {
+        c.args(["--set", s]);
+    }
+    c.timeout(Duration::from_secs(300));
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let df = |mount: &str| {
+        o.stdout
+            .lines()
+            .find(|l| l.trim_end().ends_with(mount))
+            .unwrap_or_else(|| panic!("no df line for {mount}: {}", o.stdout))
+            .to_string()
+    };
+    assert!(
+        df("/dev/shm").split_whitespace().any(|w| w == SHM_96MI_KB),
+        "{}",
+        df("/dev/shm")
+    );
+    assert!(
+        df("/fast").split_whitespace().any(|w| w == "32768"),
+        "{}",
+        df("/fast")
+    );
+    let mut c = hvdctl_in(&dir);
+    c.args(["logs", &id, "--role", "worker"]);
+    let logs = run(c);
+    assert!(
+        logs.stdout.contains("sshd started on port 2200"),
+        "{}",
+        logs.stdout
+    );
+    let mut c = hvdctl_in(&dir);
+    c.args(["undeploy", &id]);
+    assert_eq!(run(c).code, 0);
+    assert_eq!(
+        crate::local::leftovers(&docker, &format!("lopts-{id}"), &id),
+        (0, 0, 0)
+    );
+}
+
+/// horovodrun on port 2200: its own ssh check and its mpirun reach every worker's sshd
+/// there (native and local: the ssh_config launcher.sh writes and `--ssh-port`; mpijob: the
+/// operator's sshd `-p 2200` and `--ssh-port`).
+#[test]
+fn horovodrun_reaches_the_workers_on_port_2200() {
+    let Some(docker) = docker() else { return };
+    let Some(base) = horovod_base(&docker) else {
+        return;
+    };
+    let img = template_image(&docker, "horovod", &base);
+    let _training = one_training_at_a_time();
+    let e = Cluster::docker_kubelet(true);
+    let dir = init_app(&e.root, "hvd", "horovod");
+    for backend in ["native", "mpijob", "local"] {
+        let id = run_id(&backend[..1]);
+        let mut c = e.hv(&dir);
+        c.args([
+            "deploy",
+            "--backend",
+            backend,
+            "--run-id",
+            &id,
+            "--image",
+            &img,
+        ])
+        .args(["--no-push", "--logs"]);
+        for s in [
+            "workers=2",
+            "mpi.launcher=horovodrun",
+            "mpi.sshPort=2200",
+            "command=[bash, -c, 'echo hvd-rank-on-$(hostname)']",
+        ] {
+            c.args(["--set", s]);
+        }
+        c.timeout(Duration::from_secs(300));
+        let o = run(c);
+        assert_eq!(o.code, 0, "{backend}: {}\n{}", o.stdout, o.stderr);
+        let hosts: std::collections::BTreeSet<&str> = o
+            .stdout
+            .lines()
+            .filter_map(|l| l.split("hvd-rank-on-").nth(1))
+            .collect();
+        assert_eq!(
+            hosts.len(),
+            2,
+            "{backend}: a rank on each worker: {}",
+            o.stdout
+        );
+        let mut c = e.hv(&dir);
+        c.args(["undeploy", &id]);
+        assert_eq!(run(c).code, 0);
+    }
 }
