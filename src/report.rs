@@ -260,7 +260,11 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> crate::Result<String> {
             for (i, c) in r.storage.iter().enumerate() {
                 let head = if i == 0 { "Storage:" } else { "" };
                 let phase = if c.phase.is_empty() { "-" } else { &c.phase };
-                s.push_str(&format!("{head:<12}{} {phase} ({})\n", c.name, c.size));
+                let why = c
+                    .message
+                    .as_deref()
+                    .map_or(String::new(), |m| format!(": {m}"));
+                s.push_str(&format!("{head:<12}{} {phase} ({}){why}\n", c.name, c.size));
             }
             s.push_str(&provenance_text(r.provenance.as_ref()));
             s.push_str(&phases_text(&r.phases, r.start_latency_seconds));

@@ -1,7 +1,7 @@
 //! Value checks on a typed [`App`]: names, counts, quantities, policies, volumes. Each problem
 //! carries the path of the offending key so the loader can say `file:line:col`.
 
-use super::spec::{App, Launcher, MpiImplementation, TaintEffect, TolerationOperator};
+use super::spec::{App, Launcher, TaintEffect, TolerationOperator};
 use crate::yaml::{Path, Seg};
 use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet};
@@ -533,23 +533,6 @@ pub fn check(app: &App) -> Vec<Problem> {
     }
     if app.mpi.ssh_port == Some(0) {
         c.at(&["mpi", "sshPort"], "must be between 1 and 65535");
-    } else if app.mpi.ssh_port.is_some()
-        && app.mpi.launcher == Launcher::Mpirun
-        && app.mpi.implementation != MpiImplementation::OpenMpi
-        && matches!(
-            app.backend.launch(),
-            crate::backend::Launch::Operator { .. }
-        )
-    {
-        c.with_hint(
-            Path(vec![Seg::Key("mpi".into()), Seg::Key("sshPort".into())]),
-            format!(
-                "the {} backend's launcher has no ssh_config hvdctl writes, and hvdctl passes no ssh port to {}'s mpirun (Hydra)",
-                app.backend,
-                app.mpi.implementation
-            ),
-            Some("use `--backend native` (its launcher writes the port into ssh_config), `mpi.launcher: horovodrun`, or leave mpi.sshPort unset".into()),
-        );
     }
 
     let mut claims = BTreeSet::new();

@@ -354,6 +354,25 @@ fn pod_values(app: &App) -> Value {
     })
 }
 
+/// What this backend cannot do with the app, as an input error (exit 2), before anything is
+/// rendered: an ssh port for Hydra's mpirun under an operator (no ssh_config hvdctl writes,
+/// no flag hvdctl passes).
+pub fn check(run: &Run) -> crate::error::Result<()> {
+    let app = run.app;
+    if app.mpi.ssh_port.is_some()
+        && app.mpi.launcher == Launcher::Mpirun
+        && app.mpi.implementation != MpiImplementation::OpenMpi
+        && matches!(run.backend.launch(), Launch::Operator { .. })
+    {
+        return Err(crate::error::Error::input(format!(
+            "mpi.sshPort: the {} backend's launcher has no ssh_config hvdctl writes, and hvdctl passes no ssh port to {}'s mpirun (Hydra)",
+            run.backend, app.mpi.implementation
+        ))
+        .hint("use `--backend native` (its launcher writes the port into ssh_config), `mpi.launcher: horovodrun`, or leave mpi.sshPort unset"));
+    }
+    Ok(())
+}
+
 /// The name of the claim `storage[]` entry `name` of `app` makes: `<app>-<name>`.
 pub fn claim_name(app: &App, name: &str) -> String {
     format!("{}-{name}", app.name)

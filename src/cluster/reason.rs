@@ -528,6 +528,67 @@ mod tests {
     }
 
     #[test]
+    fn the_object_an_event_says_is_missing() {
+        assert_eq!(
+            missing_object(
+                "MountVolume.SetUp failed for volume \"creds\" : secret \"aws\" not found"
+            ),
+            Some(("secret", "aws".to_string()))
+        );
+        assert_eq!(
+            missing_object("configmap \"settings\" not found"),
+            Some(("configmap", "settings".to_string()))
+        );
+        assert_eq!(
+            missing_object(
+                "0/3 nodes are available: persistentvolumeclaim \"data\" not found. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+            ),
+            Some(("persistentvolumeclaim", "data".to_string()))
+        );
+        // A claim that exists but is not bound, a sandbox that failed: nothing missing.
+        assert_eq!(
+            missing_object(
+                "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+            ),
+            None
+        );
+        assert_eq!(
+            missing_object("Failed to create pod sandbox: secret \"x\" is forbidden"),
+            None
+        );
+    }
+
+    #[test]
+    fn stuck_is_pending_with_nothing_created_for_seconds() {
+        let old = jiff::Timestamp::now()
+            .checked_sub(jiff::SignedDuration::from_secs(10))
+            .unwrap()
+            .to_string();
+        let young = jiff::Timestamp::now().to_string();
+        let p = |created: &str, status: serde_json::Value| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": "p", "creationTimestamp": created},
+                "spec": {"containers": [{"name": "c"}]},
+                "status": status,
+            }))
+            .unwrap()
+        };
+        let creating = json!({"phase": "Pending", "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "ContainerCreating"}}}]});
+        assert!(stuck(&p(&old, creating.clone())));
+        assert!(
+            !stuck(&p(&young, creating)),
+            "not yet: a pod takes a moment"
+        );
+        assert!(stuck(&p(&old, json!({"phase": "Pending"}))));
+        // Its container state says why: not asked here.
+        let pulling = json!({"phase": "Pending", "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "ErrImagePull"}}}]});
+        assert!(!stuck(&p(&old, pulling)));
+        assert!(!stuck(&p(&old, json!({"phase": "Running"}))));
+    }
+
+    #[test]
     fn each_fact_in_words() {
         let p = pod(
             "worker",

@@ -87,6 +87,10 @@ pub struct ClaimRow {
     /// `Pending`, `Bound`, `Lost` (empty: not yet said).
     pub phase: String,
     pub size: String,
+    /// For a claim not bound: the newest event about it (the provisioner's, or the binder's
+    /// `WaitForFirstConsumer`), as `Reason: message`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 fn selector(app: &str) -> String {
@@ -121,9 +125,31 @@ pub async fn list(c: &Cluster, namespace: &str, app: &str) -> Result<Vec<ClaimRo
                 .and_then(|r| r.get("storage"))
                 .map(|q| q.0.clone())
                 .unwrap_or_default(),
+            message: None,
         })
         .collect();
     rows.sort_by(|a, b| a.name.cmp(&b.name));
+    if rows.iter().any(|r| r.phase != "Bound") {
+        let events: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(c.client.clone(), namespace);
+        let lp = ListParams::default().fields("involvedObject.kind=PersistentVolumeClaim");
+        // Said when it can be read; the phase alone otherwise.
+        if let Ok(list) = events.list(&lp).await {
+            for r in rows.iter_mut().filter(|r| r.phase != "Bound") {
+                r.message = list
+                    .items
+                    .iter()
+                    .filter(|e| e.involved_object.name.as_deref() == Some(r.name.as_str()))
+                    .max_by_key(|e| super::events::flatten(e).time)
+                    .map(|e| {
+                        crate::reason::event(
+                            e.reason.as_deref().unwrap_or_default(),
+                            e.message.as_deref().unwrap_or_default(),
+                        )
+                    });
+            }
+        }
+    }
     Ok(rows)
 }
 
