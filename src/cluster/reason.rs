@@ -66,14 +66,14 @@ pub fn fact(p: &Pod, elastic: bool) -> Option<Fact> {
             && c.status == "False"
             && c.reason.as_deref() == Some("Unschedulable")
     }) {
+        let message = c.message.as_deref().unwrap_or("no node can run it");
         return Some(Fact {
             kind: Kind::Unschedulable,
-            text: format!(
-                "Pending: {}",
-                c.message.as_deref().unwrap_or("no node can run it")
-            ),
+            text: format!("Pending: {message}"),
             lines_of: None,
-            failing: true,
+            // A claim's problem fails the run only when nothing will make the claim
+            // (`missing_for_good` decides, asking the API).
+            failing: !about_claims(message),
             finished_at: None,
         });
     }
@@ -173,6 +173,13 @@ fn phase(p: &Pod) -> &str {
         .as_ref()
         .and_then(|s| s.phase.as_deref())
         .unwrap_or("")
+}
+
+/// Whether the scheduler keeps a pod off every node because of its claims (one missing,
+/// or not bound yet: a provisioner's or an administrator's business, not room on a node).
+fn about_claims(message: &str) -> bool {
+    message.contains("unbound immediate PersistentVolumeClaims")
+        || missing_object(message).is_some_and(|(k, _)| k == "persistentvolumeclaim")
 }
 
 /// Seconds a pod may wait before its events are asked why.
@@ -349,6 +356,10 @@ async fn waiting_for_room(c: &Cluster, facts: &mut [(&Pod, Fact)]) {
         .iter_mut()
         .filter(|(_, f)| f.kind == Kind::Unschedulable)
     {
+        if about_claims(&f.text) {
+            // Room on a node does not help: the claim does (see `missing_for_good`).
+            continue;
+        }
         let shape = fit::Shape::of_pod(p);
         let room = nodes
             .iter()

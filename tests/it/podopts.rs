@@ -642,3 +642,78 @@ fn horovodrun_reaches_the_workers_on_port_2200() {
         assert_eq!(run(c).code, 0);
     }
 }
+
+/// A cluster whose scheduler checks claims (two nodes, the synthetic kubelet): a pod whose
+/// claim does not exist is kept off every node with `FailedScheduling`, which ends `deploy
+/// --wait` with exit 1 within 5 s naming the claim; with the claim made by `storage:` the
+/// same pods are scheduled and run.
+#[test]
+fn the_scheduler_keeps_pods_of_a_missing_claim_off_every_node() {
+    let e = Cluster::start(Options {
+        nodes: fake_cluster::scheduler::NodeSpec {
+            count: 2,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let dir = init_app(&e.root, "sched", "mpi-hello");
+    let t = Instant::now();
+    let o = deploy(
+        &e,
+        &dir,
+        &[
+            "--backend",
+            "native",
+            "--run-id",
+            "c1",
+            "--wait",
+            "--skip-checks",
+        ],
+        &["volumes[0]={name: data, mountPath: /data, pvc: {claimName: nowhere}}"],
+    );
+    let took = t.elapsed();
+    assert_eq!(o.code, 1, "{}\n{}", o.stdout, o.stderr);
+    let line = o
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("Reason: "))
+        .unwrap_or_else(|| panic!("{}", o.stderr));
+    assert!(
+        line.contains(
+            "Pending: 0/2 nodes are available: persistentvolumeclaim \"nowhere\" not found"
+        ) && line.contains(
+            "(PersistentVolumeClaim nowhere does not exist and nothing of this run creates it)"
+        ),
+        "{line}"
+    );
+    // The pods are stuck from their creation: the 2 s before events are asked, then one look.
+    assert!(took < WITHIN + Duration::from_secs(3), "{took:?}");
+    eprintln!("missing claim (scheduler): deploy --wait exit 1 after {took:.1?}");
+    undeploy(&e, &dir, "c1");
+
+    let o = deploy(
+        &e,
+        &dir,
+        &[
+            "--backend",
+            "native",
+            "--run-id",
+            "c2",
+            "--wait",
+            "--skip-checks",
+        ],
+        &["storage[0]={name: data, size: 1Gi, mountPath: /data}"],
+    );
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let pods = e.fc.list("pods", Some("default"), "hvdctl.io/run=c2");
+    assert!(!pods.is_empty());
+    for p in &pods {
+        assert!(
+            p["spec"]["nodeName"]
+                .as_str()
+                .is_some_and(|n| !n.is_empty()),
+            "{p:#}"
+        );
+    }
+    undeploy(&e, &dir, "c2");
+}
