@@ -291,7 +291,13 @@ pub async fn volume_sources(c: &Cluster, namespace: &str, app: &App) -> Check {
         if let Some(cm) = &v.config_map {
             named.push(("configmap", cm.name.clone(), cm.optional == Some(true)));
         }
-        if let Some(p) = &v.pvc {
+        // A claim `storage:` makes is made by deploy: not looked for.
+        if let Some(p) = &v.pvc
+            && !app
+                .storage
+                .iter()
+                .any(|st| crate::backend::values::claim_name(app, &st.name) == p.claim_name)
+        {
             named.push(("persistentvolumeclaim", p.claim_name.clone(), false));
         }
     }
