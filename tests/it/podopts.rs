@@ -717,3 +717,75 @@ fn the_scheduler_keeps_pods_of_a_missing_claim_off_every_node() {
     }
     undeploy(&e, &dir, "c2");
 }
+
+/// A `storage:` claim of a class the cluster does not have stays Pending: `status` shows its
+/// phase with the provisioner's event, and the pods' reason is the scheduler's unbound claim,
+/// which waits (a class may be added) rather than failing.
+#[test]
+fn a_pending_claim_shows_the_provisioners_event() {
+    let e = Cluster::start(Options {
+        nodes: fake_cluster::scheduler::NodeSpec {
+            count: 1,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let dir = init_app(&e.root, "pend", "mpi-hello");
+    let o = deploy(
+        &e,
+        &dir,
+        &["--backend", "native", "--run-id", "p1", "--skip-checks"],
+        &["storage[0]={name: data, size: 5Gi, mountPath: /data, storageClass: fast}"],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    e.fc.wait_for(
+        "persistentvolumeclaims",
+        "default",
+        "pend-data",
+        Duration::from_secs(30),
+        |c| c.is_some_and(|c| c["status"]["phase"] == "Pending"),
+    )
+    .unwrap_or_else(|c| panic!("{c:#?}"));
+    let t = Instant::now();
+    loop {
+        let mut c = e.hv(&dir);
+        c.args(["status", "p1", "-o", "json"]);
+        let s = run(c);
+        assert_eq!(s.code, 0, "{}", s.stderr);
+        let v: Value = serde_json::from_str(&s.stdout).unwrap();
+        let reason = v["reason"].as_str().unwrap_or_default();
+        if reason.contains("unbound immediate PersistentVolumeClaims") {
+            assert_eq!(
+                v["storage"],
+                json!([{"name": "pend-data", "phase": "Pending", "size": "5Gi",
+                    "message": "ProvisioningFailed: storageclass.storage.k8s.io \"fast\" not found"}]),
+                "{v:#}"
+            );
+            break;
+        }
+        assert!(t.elapsed() < WITHIN, "{v:#}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut c = e.hv(&dir);
+    c.args(["status", "p1"]);
+    let s = run(c);
+    assert!(
+        s.stdout.contains("Storage:    pend-data Pending (5Gi): ProvisioningFailed: storageclass.storage.k8s.io \"fast\" not found"),
+        "{}",
+        s.stdout
+    );
+    // Waiting, not failing: `status --wait` does not end on it.
+    let mut c = e.hv(&dir);
+    c.args(["status", "p1", "--wait"])
+        .timeout(Duration::from_secs(4));
+    let o = c.output().unwrap();
+    assert_eq!(o.status.code(), None, "still waiting when stopped: {o:?}");
+    undeploy(&e, &dir, "p1");
+    let mut c = e.hv(&dir);
+    c.args(["undeploy", "--all", "--volumes", "--yes"]);
+    assert_eq!(run(c).code, 0);
+    assert!(
+        e.fc.get("persistentvolumeclaims", "default", "pend-data")
+            .is_none()
+    );
+}
