@@ -774,14 +774,22 @@ mod launch_tests {
         let a = argv(&app("mpi: {sshPort: 2200, launcher: horovodrun}"), "mpijob");
         assert!(a.windows(2).any(|w| w == ["--ssh-port", "2200"]), "{a:?}");
         // hvdctl's scripts read the port from the environment (sshd -p, ssh_config's Port).
+        let a = app("mpi: {sshPort: 2200}");
+        assert!(launcher_env(&a).contains(&("HVDCTL_SSH_PORT", "2200".into())));
         for b in ["native", "local"] {
-            let a = app("mpi: {sshPort: 2200}");
-            assert!(
-                launcher_env(&a).contains(&("HVDCTL_SSH_PORT", "2200".into())),
-                "{b}"
-            );
-            assert!(!argv(&a, "native").iter().any(|x| x == "plm_rsh_args"));
+            assert!(!argv(&a, b).iter().any(|x| x == "plm_rsh_args"), "{b}");
         }
+        // Hydra's mpirun under the operator has no way to the port: refused.
+        let hydra = app("mpi: {sshPort: 2200, implementation: MPICH}");
+        let run = |backend: &str| Run {
+            app: &hydra,
+            backend: backend.parse::<Backend>().unwrap(),
+            run_id: "r1".into(),
+            namespace: "ns".into(),
+            image: "i:1".into(),
+        };
+        assert_eq!(check(&run("mpijob")).unwrap_err().exit_code(), 2);
+        assert!(check(&run("native")).is_ok());
         assert_eq!(ssh_port(&app("mpi: {sshPort: 2200}")), 2200);
         assert_eq!(ssh_port(&app("")), 22);
     }
