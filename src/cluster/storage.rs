@@ -208,3 +208,22 @@ pub async fn delete(
     let names = claims.into_iter().map(|(n, _)| n).collect();
     Ok(names)
 }
+
+/// Deletes the claims `names` (those one deploy made, when it fails); gone ones are fine.
+pub async fn remove(c: &Cluster, namespace: &str, names: &[String]) -> Result<()> {
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(c.client.clone(), namespace);
+    let dp = DeleteParams::default();
+    for name in names {
+        match retry(ATTEMPTS, || api.delete(name, &dp)).await {
+            Ok(_) => {}
+            Err(e) if status_code(&e) == Some(404) => {}
+            Err(e) => {
+                return Err(c.error(
+                    &format!("delete PersistentVolumeClaim {name} in namespace {namespace}"),
+                    &e,
+                ));
+            }
+        }
+    }
+    Ok(())
+}

@@ -474,9 +474,11 @@ pub async fn deploy(
     if create_ns {
         apply::create_namespace(c, &run.namespace).await?;
     }
+    let mut claims_made = Vec::new();
     if !o.server_dry_run {
         // Made before the run that mounts them, and kept after it (`undeploy --volumes`).
-        for name in crate::cluster::storage::ensure(c, &run.namespace, plan.app).await? {
+        claims_made = crate::cluster::storage::ensure(c, &run.namespace, plan.app).await?;
+        for name in &claims_made {
             ui.note(format!(
                 "Created PersistentVolumeClaim {name} (kept across runs; `hvdctl undeploy --all --volumes` deletes it)"
             ));
@@ -535,8 +537,10 @@ pub async fn deploy(
     );
     if let Err(e) = applied {
         ui.note(format!("deploy of {job} failed; removing what was created"));
-        // Not cancellable: a second Ctrl-C must not stop the cleanup half way.
-        return match rollback(&kr).await {
+        // Not cancellable: a second Ctrl-C must not stop the cleanup half way. Claims this
+        // deploy made (empty yet) go too; those that were there stay.
+        let claims = crate::cluster::storage::remove(c, &run.namespace, &claims_made).await;
+        return match rollback(&kr).await.and(claims) {
             Ok(()) => {
                 state::forget_run(plan.dir, &run.run_id)?;
                 Err(e)
