@@ -25,9 +25,17 @@ for t in horovod horovod-tensorflow horovod-elastic mpi-hello; do
     out="$work/$t-$b.yaml"
     "$hvdctl" -C "$work/$t" deploy --dry-run --backend "$b" --run-id r1234 \
       --set gpusPerWorker=1 --set 'volumes[0]={name: data, mountPath: /data, nfs: {server: nfs.example.com, path: /exports}}' \
-      --set securityContext.runAsUser=1000 --set securityContext.fsGroup=1000 > "$out"
+      --set securityContext.runAsUser=1000 --set securityContext.fsGroup=1000 \
+      --set imagePullPolicy=IfNotPresent --set shm=2Gi --set mpi.sshPort=2200 \
+      --set 'volumes[1]={name: creds, mountPath: /creds, secret: {secretName: aws, items: [{key: k, path: k.txt, mode: 0400}], defaultMode: 0440, optional: true}}' \
+      --set 'volumes[2]={name: cfg, mountPath: /cfg, configMap: {name: settings, defaultMode: 0644}}' \
+      --set 'volumes[3]={name: scratch, mountPath: /scratch, emptyDir: {medium: Memory, sizeLimit: 1Gi}}' \
+      --set 'storage[0]={name: ckpt, size: 10Gi, mountPath: /ckpt, storageClass: standard, accessModes: [ReadWriteMany]}' > "$out"
+    # A non-root run without fsGroup (defaulted by hvdctl).
+    "$hvdctl" -C "$work/$t" deploy --dry-run --backend "$b" --run-id r1234 \
+      --set securityContext.runAsUser=1000 --set securityContext.runAsGroup=1000 > "$work/$t-$b-nonroot.yaml"
     "$hvdctl" -C "$work/$t" deploy --dry-run --backend "$b" --run-id r1234 > "$work/$t-$b-plain.yaml"
-    for f in "$out" "$work/$t-$b-plain.yaml"; do
+    for f in "$out" "$work/$t-$b-plain.yaml" "$work/$t-$b-nonroot.yaml"; do
       if result=$(python3 "$validator" "$f" 2>&1); then
         echo "ok   $t/$b $(basename "$f"): $result"
       else

@@ -424,6 +424,9 @@ pub struct UndeployArgs {
     /// Do not ask before --all (required without a terminal)
     #[arg(short, long)]
     pub yes: bool,
+    /// With --all: also delete the app's `storage:` claims (their data is lost)
+    #[arg(long, requires = "all")]
+    pub volumes: bool,
     /// Wait until everything is gone (the default)
     #[arg(long, overrides_with = "no_wait")]
     pub wait: bool,

@@ -52,6 +52,10 @@ impl Kind for ConfigMap {
 impl Kind for Service {
     const ORDER: u8 = 3;
 }
+/// `storage:` claims: made with the app, not a run (not in [`BUILTIN`]: no run owns one).
+impl Kind for k8s_openapi::api::core::v1::PersistentVolumeClaim {
+    const ORDER: u8 = 2;
+}
 impl Kind for Pod {
     const ORDER: u8 = 4;
     fn pod_templates(&mut self) -> Vec<(&'static str, &mut ObjectMeta)> {

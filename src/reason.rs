@@ -76,6 +76,27 @@ pub fn image_pull(reason: &str, image: &str, container: &str, message: &str) -> 
     }
 }
 
+/// A waiting pod's newest Warning event: `FailedMount: MountVolume.SetUp failed for volume
+/// "creds" : secret "aws" not found`.
+pub fn event(reason: &str, message: &str) -> String {
+    let message = message.trim();
+    if message.is_empty() {
+        reason.to_string()
+    } else {
+        format!("{reason}: {message}")
+    }
+}
+
+/// Added to a reason naming an object that does not exist and that nothing of the run makes.
+pub fn nothing_creates(kind: &str, name: &str) -> String {
+    let what = match kind {
+        "secret" => "Secret",
+        "configmap" => "ConfigMap",
+        _ => "PersistentVolumeClaim",
+    };
+    format!(" ({what} {name} does not exist and nothing of this run creates it)")
+}
+
 /// `CrashLoopBackOff: container C exited with code 3, restarted 2 time(s); last lines: …`.
 pub fn crash_loop(container: &str, exit: i64, restarts: i64, lines: &str) -> String {
     format!(

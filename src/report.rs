@@ -40,6 +40,9 @@ pub struct StatusReport {
     /// `engine`, or `record` when the engine no longer has the run (the flight recorder's).
     #[serde(default)]
     pub source: crate::types::Source,
+    /// The app's `storage:` claims in the run's namespace (Kubernetes), with their phase.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub storage: Vec<crate::cluster::storage::ClaimRow>,
     /// Why the run is where it is, in one line (see [`crate::reason`]), or null.
     pub reason: Option<String>,
     /// The reason means the run cannot succeed (`--wait` and `logs -f` stop on it).
@@ -254,6 +257,15 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> crate::Result<String> {
             if let Some(reason) = &r.reason {
                 s.push_str(&format!("Reason:     {reason}\n"));
             }
+            for (i, c) in r.storage.iter().enumerate() {
+                let head = if i == 0 { "Storage:" } else { "" };
+                let phase = if c.phase.is_empty() { "-" } else { &c.phase };
+                let why = c
+                    .message
+                    .as_deref()
+                    .map_or(String::new(), |m| format!(": {m}"));
+                s.push_str(&format!("{head:<12}{} {phase} ({}){why}\n", c.name, c.size));
+            }
             s.push_str(&provenance_text(r.provenance.as_ref()));
             s.push_str(&phases_text(&r.phases, r.start_latency_seconds));
             if !r.conditions.is_empty() {
@@ -347,6 +359,7 @@ mod tests {
             backend: "local".into(),
             state,
             conditions: vec![],
+            storage: vec![],
             workers: 0,
             elastic: None,
             pods,

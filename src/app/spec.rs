@@ -257,6 +257,83 @@ closed_set! {
     }
 }
 
+closed_set! {
+    /// `imagePullPolicy` of every container hvdctl makes (unset: Kubernetes' default).
+    pub enum PullPolicy {
+        Always = "Always",
+        IfNotPresent = "IfNotPresent",
+        Never = "Never",
+    }
+}
+
+closed_set! {
+    /// `volumes[].emptyDir.medium` (empty or absent: the node's disk).
+    pub enum StorageMedium {
+        Memory = "Memory",
+        HugePages = "HugePages",
+    }
+}
+
+closed_set! {
+    /// `storage[].accessModes[]`.
+    pub enum AccessMode {
+        ReadWriteOnce = "ReadWriteOnce",
+        ReadOnlyMany = "ReadOnlyMany",
+        ReadWriteMany = "ReadWriteMany",
+        ReadWriteOncePod = "ReadWriteOncePod",
+    }
+}
+
+/// A file mode (`defaultMode`, `items[].mode`): `0400` and `0o400` are octal as Kubernetes'
+/// YAML reads them, `256` is decimal. Read from the scalar's source text, so the YAML 1.2
+/// reading of `0400` (decimal 400) never applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileMode(pub u32);
+
+impl FileMode {
+    /// The mode spelled `s`, or a message saying what a mode is.
+    pub fn parse(s: &str) -> Result<FileMode, String> {
+        let t = s.trim();
+        let parsed = if let Some(o) = t.strip_prefix("0o").or_else(|| t.strip_prefix("0O")) {
+            u32::from_str_radix(o, 8).ok()
+        } else if t.len() > 1 && t.starts_with('0') {
+            u32::from_str_radix(&t[1..], 8).ok()
+        } else {
+            t.parse::<u32>().ok()
+        };
+        match parsed {
+            Some(m) if m <= 0o777 => Ok(FileMode(m)),
+            _ => Err(format!(
+                "`{s}` is not a file mode between 0000 and 0777 (octal, e.g. 0400 or 0o644)"
+            )),
+        }
+    }
+}
+
+impl Serialize for FileMode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("0{:o}", self.0))
+    }
+}
+
+struct FileModeVisitor;
+
+impl serde::de::Visitor<'_> for FileModeVisitor {
+    type Value = FileMode;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a string, a file mode such as 0400")
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<FileMode, E> {
+        FileMode::parse(v).map_err(E::custom)
+    }
+}
+
+impl<'de> Deserialize<'de> for FileMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<FileMode, D::Error> {
+        d.deserialize_str(FileModeVisitor)
+    }
+}
+
 /// A whole application as written in `hvdctl.yaml` (after `--set` overrides).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -292,6 +369,17 @@ pub struct App {
     pub tolerations: Vec<Toleration>,
     #[serde(default)]
     pub volumes: Vec<Volume>,
+    /// `imagePullPolicy` of every container hvdctl makes (`local`: `Never` means the image
+    /// must be in the engine; `Always` pulls before every run).
+    #[serde(default, deserialize_with = "empty_is_none")]
+    pub image_pull_policy: Option<PullPolicy>,
+    /// Size of `/dev/shm` in every container (a Kubernetes quantity, e.g. `2Gi`): a memory
+    /// `emptyDir` with that `sizeLimit` (`local`: Docker's `ShmSize`).
+    #[serde(default)]
+    pub shm: Option<String>,
+    /// PersistentVolumeClaims hvdctl creates with the app (`<app>-<name>`), kept across runs.
+    #[serde(default)]
+    pub storage: Vec<Storage>,
     #[serde(default)]
     pub security_context: SecurityContext,
     /// Extra labels on every pod (hvdctl's own labels always win).
@@ -355,6 +443,10 @@ pub struct Mpi {
     /// as). Default: `/root/.ssh`, or `/home/mpiuser/.ssh` with a non-root `runAsUser`.
     #[serde(default)]
     pub ssh_auth_mount_path: Option<String>,
+    /// The port of the workers' sshd and of the launcher's ssh (default 22 as root, 2222
+    /// for a non-root `runAsUser`).
+    #[serde(default)]
+    pub ssh_port: Option<u16>,
 }
 
 fn sshd_timeout() -> u32 {
@@ -369,6 +461,7 @@ impl Default for Mpi {
             extra_args: Vec::new(),
             sshd_timeout_seconds: sshd_timeout(),
             ssh_auth_mount_path: None,
+            ssh_port: None,
         }
     }
 }
@@ -423,7 +516,8 @@ pub struct Toleration {
     pub toleration_seconds: Option<i64>,
 }
 
-/// One volume mounted into every container. Exactly one source: `pvc`, `nfs` or `hostPath`.
+/// One volume mounted into every container. Exactly one source: `pvc`, `nfs`, `hostPath`,
+/// `secret`, `configMap` or `emptyDir`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Volume {
@@ -439,6 +533,93 @@ pub struct Volume {
     pub nfs: Option<NfsSource>,
     #[serde(default)]
     pub host_path: Option<HostPathSource>,
+    #[serde(default)]
+    pub secret: Option<SecretSource>,
+    #[serde(default)]
+    pub config_map: Option<ConfigMapSource>,
+    #[serde(default)]
+    pub empty_dir: Option<EmptyDirSource>,
+}
+
+impl Volume {
+    /// The sources given, by their key in `hvdctl.yaml`.
+    pub fn sources(&self) -> Vec<&'static str> {
+        [
+            (self.pvc.is_some(), "pvc"),
+            (self.nfs.is_some(), "nfs"),
+            (self.host_path.is_some(), "hostPath"),
+            (self.secret.is_some(), "secret"),
+            (self.config_map.is_some(), "configMap"),
+            (self.empty_dir.is_some(), "emptyDir"),
+        ]
+        .into_iter()
+        .filter_map(|(set, k)| set.then_some(k))
+        .collect()
+    }
+}
+
+/// One key of a Secret or ConfigMap as a file (Kubernetes' `KeyToPath`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KeyToPath {
+    pub key: String,
+    pub path: String,
+    #[serde(default)]
+    pub mode: Option<FileMode>,
+}
+
+/// `volumes[].secret`: Kubernetes' `SecretVolumeSource`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretSource {
+    pub secret_name: String,
+    #[serde(default)]
+    pub items: Vec<KeyToPath>,
+    #[serde(default)]
+    pub default_mode: Option<FileMode>,
+    #[serde(default)]
+    pub optional: Option<bool>,
+}
+
+/// `volumes[].configMap`: Kubernetes' `ConfigMapVolumeSource`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigMapSource {
+    pub name: String,
+    #[serde(default)]
+    pub items: Vec<KeyToPath>,
+    #[serde(default)]
+    pub default_mode: Option<FileMode>,
+    #[serde(default)]
+    pub optional: Option<bool>,
+}
+
+/// `volumes[].emptyDir`: Kubernetes' `EmptyDirVolumeSource`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EmptyDirSource {
+    #[serde(default, deserialize_with = "empty_is_none")]
+    pub medium: Option<StorageMedium>,
+    #[serde(default)]
+    pub size_limit: Option<String>,
+}
+
+/// `storage[]`: a PersistentVolumeClaim `<app>-<name>` hvdctl creates with the app and
+/// mounts in every container at `mountPath`; it outlives runs (`undeploy --volumes` deletes it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Storage {
+    pub name: String,
+    pub size: String,
+    pub mount_path: String,
+    #[serde(default)]
+    pub storage_class: Option<String>,
+    #[serde(default = "rwo")]
+    pub access_modes: Vec<AccessMode>,
+}
+
+fn rwo() -> Vec<AccessMode> {
+    vec![AccessMode::ReadWriteOnce]
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -134,6 +134,7 @@ pub fn int_bounds(path: &Path) -> (Option<i64>, Option<i64>) {
         | "recorder.maxMB"
         | "runPolicy.activeDeadlineSeconds" => (Some(1), None),
         "gpusPerWorker" => (Some(0), Some(MAX_GPUS)),
+        "mpi.sshPort" => (Some(1), Some(65_535)),
         "securityContext.runAsUser" | "securityContext.runAsGroup" | "securityContext.fsGroup" => {
             (Some(0), Some(2_147_483_647))
         }
@@ -404,15 +405,17 @@ pub fn check(app: &App) -> Vec<Problem> {
         {
             c.at_path(p("subPath"), "must be a relative path without `..`");
         }
-        let sources = [v.pvc.is_some(), v.nfs.is_some(), v.host_path.is_some()]
-            .iter()
-            .filter(|x| **x)
-            .count();
-        if sources != 1 {
+        let sources = v.sources();
+        if sources.len() != 1 {
+            let found = if sources.is_empty() {
+                "none".to_string()
+            } else {
+                sources.join(", ")
+            };
             c.at_path(
                 Path(vec![Seg::Key("volumes".into()), Seg::Index(i)]),
                 format!(
-                    "volume `{}` needs exactly one of pvc, nfs, hostPath (found {sources})",
+                    "volume `{}` needs exactly one of pvc, nfs, hostPath, secret, configMap, emptyDir (found {found})",
                     v.name
                 ),
             );
@@ -452,6 +455,154 @@ pub fn check(app: &App) -> Vec<Problem> {
             c.at_path(
                 q("hostPath", "path"),
                 format!("`{}` must be an absolute path", hp.path),
+            );
+        }
+        let projected = v
+            .secret
+            .as_ref()
+            .map(|s| ("secret", "secretName", &s.secret_name, &s.items))
+            .or(v
+                .config_map
+                .as_ref()
+                .map(|m| ("configMap", "name", &m.name, &m.items)));
+        if let Some((source, key, name, items)) = projected {
+            if !is_dns1123_subdomain(name) {
+                c.at_path(
+                    q(source, key),
+                    format!("`{name}` is not a valid {source} name (lowercase letters, digits, `-`, `.`)"),
+                );
+            }
+            for (j, item) in items.iter().enumerate() {
+                let at = |f: &str| {
+                    Path(vec![
+                        Seg::Key("volumes".into()),
+                        Seg::Index(i),
+                        Seg::Key(source.into()),
+                        Seg::Key("items".into()),
+                        Seg::Index(j),
+                        Seg::Key(f.into()),
+                    ])
+                };
+                if item.key.is_empty() {
+                    c.at_path(at("key"), "must not be empty");
+                }
+                if item.path.is_empty()
+                    || item.path.starts_with('/')
+                    || item.path.split('/').any(|x| x == "..")
+                {
+                    c.at_path(
+                        at("path"),
+                        format!("`{}` must be a relative path without `..`", item.path),
+                    );
+                }
+            }
+        }
+        if let Some(ed) = &v.empty_dir
+            && let Some(q_) = &ed.size_limit
+            && !is_quantity(q_)
+        {
+            c.at_path(
+                q("emptyDir", "sizeLimit"),
+                format!("`{q_}` is not a Kubernetes quantity (e.g. 1Gi, 500Mi)"),
+            );
+        }
+    }
+
+    if let Some(shm) = &app.shm
+        && !is_quantity(shm)
+    {
+        c.at(
+            &["shm"],
+            format!("`{shm}` is not a Kubernetes quantity (e.g. 2Gi, 512Mi)"),
+        );
+    }
+    if app.shm.is_some()
+        && let Some(i) = app
+            .volumes
+            .iter()
+            .position(|v| within(&v.mount_path, SHM_DIR) || within(SHM_DIR, &v.mount_path))
+    {
+        c.at_path(
+            Path(vec![
+                Seg::Key("volumes".into()),
+                Seg::Index(i),
+                Seg::Key("mountPath".into()),
+            ]),
+            format!("clashes with `shm`, which mounts {SHM_DIR}; give the size in `shm` alone"),
+        );
+    }
+    if app.mpi.ssh_port == Some(0) {
+        c.at(&["mpi", "sshPort"], "must be between 1 and 65535");
+    }
+
+    let mut claims = BTreeSet::new();
+    for (i, st) in app.storage.iter().enumerate() {
+        let p = |f: &str| {
+            Path(vec![
+                Seg::Key("storage".into()),
+                Seg::Index(i),
+                Seg::Key(f.into()),
+            ])
+        };
+        if !is_dns1123_label(&st.name) {
+            c.at_path(
+                p("name"),
+                format!(
+                    "`{}` is not a valid storage name (lowercase letters, digits, `-`)",
+                    st.name
+                ),
+            );
+        } else if !claims.insert(st.name.clone()) {
+            c.at_path(p("name"), format!("`{}` is used by another claim", st.name));
+        } else if names.contains(&st.name) || st.name.starts_with("hvdctl-") {
+            c.at_path(
+                p("name"),
+                format!(
+                    "`{}` is the name of a volume (or reserved); storage and volumes share names",
+                    st.name
+                ),
+            );
+        } else if app.name.len() + 1 + st.name.len() > 253 {
+            c.at_path(
+                p("name"),
+                "the claim name `<app>-<name>` is over 253 characters",
+            );
+        }
+        if !is_quantity(&st.size) {
+            c.at_path(
+                p("size"),
+                format!("`{}` is not a Kubernetes quantity (e.g. 10Gi)", st.size),
+            );
+        }
+        if st
+            .storage_class
+            .as_deref()
+            .is_some_and(|s| !is_dns1123_subdomain(s))
+        {
+            c.at_path(p("storageClass"), "is not a valid StorageClass name");
+        }
+        if st.access_modes.is_empty() {
+            c.at_path(p("accessModes"), "must name at least one access mode");
+        }
+        if !st.mount_path.starts_with('/') {
+            c.at_path(
+                p("mountPath"),
+                format!("`{}` must be an absolute path", st.mount_path),
+            );
+        } else if let Some((own, what)) =
+            reserved.iter().find(|(own, _)| within(&st.mount_path, own))
+        {
+            c.at_path(
+                p("mountPath"),
+                format!(
+                    "`{}` clashes with hvdctl's own mount at {own} ({what}); mount the claim elsewhere",
+                    st.mount_path
+                ),
+            );
+        } else if !mounts.insert(st.mount_path.trim_end_matches('/').to_string()) {
+            c.at_path(
+                p("mountPath"),
+                format!("`{}` is mounted by another volume", st.mount_path),
             );
         }
     }
@@ -687,6 +838,9 @@ fn reserved_mounts(app: &App) -> Vec<(String, &'static str)> {
     }
     r
 }
+
+/// Where `shm` mounts its memory volume.
+pub const SHM_DIR: &str = "/dev/shm";
 
 /// Whether `path` is `dir` or below it (`/etc/mpi/x` is within `/etc/mpi`; `/etc/mpix` is not).
 fn within(path: &str, dir: &str) -> bool {

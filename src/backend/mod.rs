@@ -305,6 +305,7 @@ pub fn objects(run: &Run, app_dir: &Path, ssh: Option<&SshKeys>) -> Result<Vec<O
             "the local backend has no Kubernetes manifests",
         ));
     };
+    values::check(run)?;
     let values = values::values(run, ssh);
     let text = render::render(&name, &template, &values)?;
     let mut kinds = crate::kinds::BUILTIN.to_vec();

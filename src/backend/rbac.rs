@@ -38,7 +38,8 @@ const fn cluster(mut x: Permission) -> Permission {
 }
 
 /// What every Kubernetes backend needs: pods (status, logs, undeploy), events; exec and
-/// port-forward only for `exec`/`cp`/`port-forward`/`tensorboard`; nodes and namespaces
+/// port-forward only for `exec`/`cp`/`port-forward`/`tensorboard`; claims only for
+/// `storage:`; nodes and namespaces
 /// read at the cluster scope (doctor, deploy's checks, `--create-namespace`).
 pub const COMMON: &[Permission] = &[
     p("get", "", "pods"),
@@ -52,6 +53,12 @@ pub const COMMON: &[Permission] = &[
     optional(p("create", "", "pods/portforward")),
     optional(p("list", "", "resourcequotas")),
     optional(p("get", "", "secrets")),
+    // `volumes:` sources doctor looks for, and the claims `storage:` makes and lists.
+    optional(p("get", "", "configmaps")),
+    optional(p("get", "", "persistentvolumeclaims")),
+    optional(p("list", "", "persistentvolumeclaims")),
+    optional(p("create", "", "persistentvolumeclaims")),
+    optional(p("delete", "", "persistentvolumeclaims")),
     cluster(p("list", "", "nodes")),
     cluster(p("get", "", "namespaces")),
 ];
@@ -63,8 +70,13 @@ pub fn permissions_for(kinds: &[KindDef]) -> Vec<Permission> {
     for k in kinds {
         for verb in ["create", "get", "list", "patch", "delete"] {
             let x = p(verb, k.api.group(), k.api.plural);
-            if !out.contains(&x) {
-                out.push(x);
+            // A kind of the backend's own makes an optional entry of COMMON required.
+            match out
+                .iter()
+                .position(|y| (y.verb, y.group, y.resource) == (x.verb, x.group, x.resource))
+            {
+                Some(i) => out[i] = x,
+                None => out.push(x),
             }
         }
     }

@@ -114,6 +114,11 @@ pub fn launch_argv(run: &Run, hostfile: Option<&str>) -> Vec<String> {
                     }
                 }
             }
+            if let Some(port) = app.mpi.ssh_port
+                && !extra_has(app, &["--ssh-port", "-p"])
+            {
+                push(&["--ssh-port", &port.to_string()]);
+            }
         }
         (Launcher::Mpirun, MpiImplementation::OpenMpi) => {
             push(&["mpirun"]);
@@ -152,6 +157,18 @@ pub fn launch_argv(run: &Run, hostfile: Option<&str>) -> Vec<String> {
             }
             if !mca_given("btl") {
                 push(&["-mca", "btl", "^openib"]);
+            }
+            // Under an operator nobody writes an ssh_config: the port goes to Open MPI's ssh
+            // (with the MPI Operator's own ConnectionAttempts, which this replaces). hvdctl's
+            // launcher.sh writes `Port` into the ssh_config on the other backends.
+            if let (Some(port), Launch::Operator { .. }) = (app.mpi.ssh_port, run.backend.launch())
+                && !mca_given("plm_rsh_args")
+            {
+                push(&[
+                    "-mca",
+                    "plm_rsh_args",
+                    &format!("-o ConnectionAttempts=10 -p {port}"),
+                ]);
             }
             // Ranks started over ssh do not inherit the pod's environment: forward it.
             for k in env.keys() {
@@ -233,12 +250,57 @@ fn volumes(app: &App) -> (Vec<Value>, Vec<Value>) {
             }
             vol.insert("hostPath".into(), Value::Object(hp));
         }
+        if let Some(sec) = &v.secret {
+            let mut m = json!({"secretName": sec.secret_name});
+            if !sec.items.is_empty() {
+                m["items"] = key_to_paths(&sec.items);
+            }
+            if let Some(mode) = sec.default_mode {
+                m["defaultMode"] = json!(mode.0);
+            }
+            if let Some(o) = sec.optional {
+                m["optional"] = json!(o);
+            }
+            vol.insert("secret".into(), m);
+        }
+        if let Some(cm) = &v.config_map {
+            let mut m = json!({"name": cm.name});
+            if !cm.items.is_empty() {
+                m["items"] = key_to_paths(&cm.items);
+            }
+            if let Some(mode) = cm.default_mode {
+                m["defaultMode"] = json!(mode.0);
+            }
+            if let Some(o) = cm.optional {
+                m["optional"] = json!(o);
+            }
+            vol.insert("configMap".into(), m);
+        }
+        if let Some(ed) = &v.empty_dir {
+            let mut m = Map::new();
+            if let Some(md) = ed.medium {
+                m.insert("medium".into(), json!(md.as_str()));
+            }
+            if let Some(q) = &ed.size_limit {
+                m.insert("sizeLimit".into(), json!(q));
+            }
+            vol.insert("emptyDir".into(), Value::Object(m));
+        }
         vols.push(Value::Object(vol));
         let mut m = json!({"name": v.name, "mountPath": v.mount_path, "readOnly": v.read_only});
         if let Some(sp) = &v.sub_path {
             m["subPath"] = json!(sp);
         }
         mounts.push(m);
+    }
+    for st in &app.storage {
+        vols.push(json!({"name": st.name,
+            "persistentVolumeClaim": {"claimName": claim_name(app, &st.name)}}));
+        mounts.push(json!({"name": st.name, "mountPath": st.mount_path}));
+    }
+    if let Some(size) = &app.shm {
+        vols.push(json!({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": size}}));
+        mounts.push(json!({"name": SHM_VOLUME, "mountPath": crate::app::validate::SHM_DIR}));
     }
     (vols, mounts)
 }
@@ -249,7 +311,7 @@ fn pod_values(app: &App) -> Value {
     for (k, v) in [
         ("runAsUser", sc.run_as_user),
         ("runAsGroup", sc.run_as_group),
-        ("fsGroup", sc.fs_group),
+        ("fsGroup", sc.fs_group.or(default_fs_group(app))),
     ] {
         if let Some(v) = v {
             security.insert(k.into(), json!(v));
@@ -288,8 +350,52 @@ fn pod_values(app: &App) -> Value {
         "imagePullSecrets": app.image_pull_secrets.iter().map(|n| json!({"name": n})).collect::<Vec<_>>(),
         "serviceAccountName": app.service_account_name,
         "priorityClassName": app.priority_class_name,
+        "imagePullPolicy": app.image_pull_policy.map(|p| p.as_str()),
     })
 }
+
+/// What this backend cannot do with the app, as an input error (exit 2), before anything is
+/// rendered: an ssh port for Hydra's mpirun under an operator (no ssh_config hvdctl writes,
+/// no flag hvdctl passes).
+pub fn check(run: &Run) -> crate::error::Result<()> {
+    let app = run.app;
+    if app.mpi.ssh_port.is_some()
+        && app.mpi.launcher == Launcher::Mpirun
+        && app.mpi.implementation != MpiImplementation::OpenMpi
+        && matches!(run.backend.launch(), Launch::Operator { .. })
+    {
+        return Err(crate::error::Error::input(format!(
+            "mpi.sshPort: the {} backend's launcher has no ssh_config hvdctl writes, and hvdctl passes no ssh port to {}'s mpirun (Hydra)",
+            run.backend, app.mpi.implementation
+        ))
+        .hint("use `--backend native` (its launcher writes the port into ssh_config), `mpi.launcher: horovodrun`, or leave mpi.sshPort unset"));
+    }
+    Ok(())
+}
+
+/// The name of the claim `storage[]` entry `name` of `app` makes: `<app>-<name>`.
+pub fn claim_name(app: &App, name: &str) -> String {
+    format!("{}-{name}", app.name)
+}
+
+/// A Secret's or ConfigMap's `items` as Kubernetes' `KeyToPath` list.
+fn key_to_paths(items: &[crate::app::spec::KeyToPath]) -> Value {
+    Value::Array(
+        items
+            .iter()
+            .map(|i| {
+                let mut m = json!({"key": i.key, "path": i.path});
+                if let Some(mode) = i.mode {
+                    m["mode"] = json!(mode.0);
+                }
+                m
+            })
+            .collect(),
+    )
+}
+
+/// Where `shm` mounts its memory volume, and that volume's name.
+const SHM_VOLUME: &str = "hvdctl-shm";
 
 /// DNS name of worker `i` of a native run (headless Service `<job>` in the namespace).
 pub fn worker_host(run: &Run, i: u32) -> String {
@@ -384,9 +490,24 @@ pub fn discover_hosts_listed() -> String {
     )
 }
 
-/// The port the workers' sshd listens on (worker.sh's rule: 22 as root, 2222 otherwise).
+/// The port the workers' sshd listens on: `mpi.sshPort`, else worker.sh's rule (22 as root,
+/// 2222 otherwise).
 pub fn ssh_port(app: &App) -> u16 {
-    if runs_as_root(app) { 22 } else { 2222 }
+    app.mpi
+        .ssh_port
+        .unwrap_or(if runs_as_root(app) { 22 } else { 2222 })
+}
+
+/// The `fsGroup` a non-root run gets when it names none: its `runAsGroup`, else its
+/// `runAsUser`, so the volumes Kubernetes makes (the ssh key Secret, emptyDirs, claims) are
+/// readable and writable by the user the containers run as. None when the run is root or
+/// names an `fsGroup`.
+pub fn default_fs_group(app: &App) -> Option<i64> {
+    let sc = &app.security_context;
+    if sc.fs_group.is_some() || runs_as_root(app) {
+        return None;
+    }
+    sc.run_as_group.or(sc.run_as_user)
 }
 
 /// The environment hvdctl's launcher/worker scripts read (native and local backends).
@@ -401,6 +522,9 @@ pub fn launcher_env(app: &App) -> Vec<(&'static str, String)> {
             app.mpi.sshd_timeout_seconds.to_string(),
         ),
     ];
+    if let Some(port) = app.mpi.ssh_port {
+        env.push(("HVDCTL_SSH_PORT", port.to_string()));
+    }
     if app.run_policy.clean_pod_policy == CleanPodPolicy::None {
         env.push(("HVDCTL_KEEP_WORKERS", "1".into()));
     }
@@ -474,6 +598,12 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
             .map(String::from)
             .to_vec();
             cmd.extend(launch_argv(run, Some(hostfile)));
+            let mut worker_command: Vec<String> =
+                worker_command.iter().map(|s| s.to_string()).collect();
+            if let (Some(port), Some(last)) = (app.mpi.ssh_port, worker_command.last_mut()) {
+                // The operator's worker runs sshd from this shell line: the port goes on it.
+                last.push_str(&format!(" -p {port}"));
+            }
             if app.warm {
                 cmd = ["/bin/sh", "-c", WARM_HOLD].map(String::from).to_vec();
             }
@@ -555,6 +685,113 @@ mod launch_tests {
         };
         let v = values(&run, None);
         serde_json::from_value(v["launcher"]["command"].clone()).unwrap()
+    }
+
+    fn run_values(app: &App, backend: &str) -> Value {
+        let run = Run {
+            app,
+            backend: backend.parse::<Backend>().unwrap(),
+            run_id: "r1".into(),
+            namespace: "ns".into(),
+            image: "i:1".into(),
+        };
+        values(&run, None)
+    }
+
+    #[test]
+    fn pod_options_reach_the_values_of_every_backend() {
+        let a = app(
+            "imagePullPolicy: Never\nshm: 2Gi\nstorage: [{name: data, size: 1Gi, mountPath: /data}]\nvolumes:\n- {name: creds, mountPath: /creds, secret: {secretName: aws, defaultMode: 0400, items: [{key: k, path: k.txt, mode: 0o600}], optional: true}}\n- {name: cfg, mountPath: /cfg, configMap: {name: settings, defaultMode: 256}}\n- {name: tmp, mountPath: /scratch, emptyDir: {medium: Memory, sizeLimit: 1Gi}}\n",
+        );
+        for backend in ["mpijob", "native"] {
+            let v = run_values(&a, backend);
+            assert_eq!(v["pod"]["imagePullPolicy"], "Never");
+            let vols = v["volumes"].as_array().unwrap();
+            let vol = |n: &str| vols.iter().find(|x| x["name"] == n).unwrap().clone();
+            assert_eq!(
+                vol("creds")["secret"],
+                json!({"secretName": "aws", "defaultMode": 0o400, "optional": true,
+                    "items": [{"key": "k", "path": "k.txt", "mode": 0o600}]})
+            );
+            assert_eq!(
+                vol("cfg")["configMap"],
+                json!({"name": "settings", "defaultMode": 256})
+            );
+            assert_eq!(
+                vol("tmp")["emptyDir"],
+                json!({"medium": "Memory", "sizeLimit": "1Gi"})
+            );
+            assert_eq!(
+                vol("hvdctl-shm")["emptyDir"],
+                json!({"medium": "Memory", "sizeLimit": "2Gi"})
+            );
+            assert_eq!(vol("data")["persistentVolumeClaim"]["claimName"], "t-data");
+            let mounts = v["volumeMounts"].as_array().unwrap();
+            assert!(mounts.contains(&json!({"name": "hvdctl-shm", "mountPath": "/dev/shm"})));
+            assert!(mounts.contains(&json!({"name": "data", "mountPath": "/data"})));
+        }
+        // Unset: no policy, no shm volume.
+        let v = run_values(&app(""), "native");
+        assert!(v["pod"]["imagePullPolicy"].is_null());
+        assert!(
+            !v["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x["name"] == "hvdctl-shm")
+        );
+    }
+
+    #[test]
+    fn non_root_without_fs_group_gets_its_group() {
+        let fs = |yaml: &str| {
+            run_values(&app(yaml), "native")["pod"]["securityContext"]["fsGroup"].clone()
+        };
+        assert_eq!(
+            fs("securityContext: {runAsUser: 1000, runAsGroup: 1001}"),
+            json!(1001)
+        );
+        assert_eq!(fs("securityContext: {runAsUser: 1000}"), json!(1000));
+        assert_eq!(
+            fs("securityContext: {runAsUser: 1000, runAsGroup: 1001, fsGroup: 5}"),
+            json!(5)
+        );
+        assert!(fs("securityContext: {runAsGroup: 1001}").is_null());
+        assert!(fs("").is_null());
+    }
+
+    #[test]
+    fn the_ssh_port_reaches_sshd_and_ssh_on_every_backend_and_launcher() {
+        let v = run_values(&app("mpi: {sshPort: 2200}"), "mpijob");
+        let worker: Vec<String> = serde_json::from_value(v["worker"]["command"].clone()).unwrap();
+        assert!(worker.last().unwrap().ends_with("-p 2200"), "{worker:?}");
+        let a = argv(&app("mpi: {sshPort: 2200}"), "mpijob");
+        assert!(
+            a.windows(3)
+                .any(|w| w == ["-mca", "plm_rsh_args", "-o ConnectionAttempts=10 -p 2200"]),
+            "{a:?}"
+        );
+        let a = argv(&app("mpi: {sshPort: 2200, launcher: horovodrun}"), "mpijob");
+        assert!(a.windows(2).any(|w| w == ["--ssh-port", "2200"]), "{a:?}");
+        // hvdctl's scripts read the port from the environment (sshd -p, ssh_config's Port).
+        let a = app("mpi: {sshPort: 2200}");
+        assert!(launcher_env(&a).contains(&("HVDCTL_SSH_PORT", "2200".into())));
+        for b in ["native", "local"] {
+            assert!(!argv(&a, b).iter().any(|x| x == "plm_rsh_args"), "{b}");
+        }
+        // Hydra's mpirun under the operator has no way to the port: refused.
+        let hydra = app("mpi: {sshPort: 2200, implementation: MPICH}");
+        let run = |backend: &str| Run {
+            app: &hydra,
+            backend: backend.parse::<Backend>().unwrap(),
+            run_id: "r1".into(),
+            namespace: "ns".into(),
+            image: "i:1".into(),
+        };
+        assert_eq!(check(&run("mpijob")).unwrap_err().exit_code(), 2);
+        assert!(check(&run("native")).is_ok());
+        assert_eq!(ssh_port(&app("mpi: {sshPort: 2200}")), 2200);
+        assert_eq!(ssh_port(&app("")), 22);
     }
 
     #[test]

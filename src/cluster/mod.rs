@@ -8,6 +8,7 @@ pub mod reason;
 pub mod runs;
 pub mod scale;
 pub mod status;
+pub mod storage;
 pub mod undeploy;
 
 pub use client::{Cluster, connect};

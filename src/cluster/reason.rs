@@ -28,6 +28,9 @@ pub struct Fact {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// The pod waits, and its newest Warning event says why (FailedMount,
+    /// FailedAttachVolume, FailedCreatePodSandBox, FailedScheduling).
+    Event,
     Unschedulable,
     ImagePull,
     OomKilled,
@@ -63,14 +66,14 @@ pub fn fact(p: &Pod, elastic: bool) -> Option<Fact> {
             && c.status == "False"
             && c.reason.as_deref() == Some("Unschedulable")
     }) {
+        let message = c.message.as_deref().unwrap_or("no node can run it");
         return Some(Fact {
             kind: Kind::Unschedulable,
-            text: format!(
-                "Pending: {}",
-                c.message.as_deref().unwrap_or("no node can run it")
-            ),
+            text: format!("Pending: {message}"),
             lines_of: None,
-            failing: true,
+            // A claim's problem fails the run only when nothing will make the claim
+            // (`missing_for_good` decides, asking the API).
+            failing: !about_claims(message),
             finished_at: None,
         });
     }
@@ -172,6 +175,150 @@ fn phase(p: &Pod) -> &str {
         .unwrap_or("")
 }
 
+/// Whether the scheduler keeps a pod off every node because of its claims (one missing,
+/// or not bound yet: a provisioner's or an administrator's business, not room on a node).
+fn about_claims(message: &str) -> bool {
+    message.contains("unbound immediate PersistentVolumeClaims")
+        || missing_object(message).is_some_and(|(k, _)| k == "persistentvolumeclaim")
+}
+
+/// Seconds a pod may wait before its events are asked why.
+pub const STUCK_AFTER_SECONDS: i64 = 2;
+
+/// Whether `p` has waited more than [`STUCK_AFTER_SECONDS`] without running: not scheduled,
+/// or a container still waiting to be created (volumes, sandbox). Image pulls and crash
+/// loops say why through their container states, not here.
+pub fn stuck(p: &Pod) -> bool {
+    let Some(status) = p.status.as_ref() else {
+        return false;
+    };
+    if status.phase.as_deref() != Some("Pending") || p.metadata.deletion_timestamp.is_some() {
+        return false;
+    }
+    let creating = status.container_statuses.as_ref().is_none_or(|cs| {
+        cs.iter().all(|c| {
+            c.state
+                .as_ref()
+                .and_then(|s| s.waiting.as_ref())
+                .and_then(|w| w.reason.as_deref())
+                .is_none_or(|r| matches!(r, "ContainerCreating" | "PodInitializing"))
+        })
+    });
+    let age = p
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| jiff::Timestamp::now().as_second() - t.0.as_second());
+    creating && age.is_some_and(|a| a >= STUCK_AFTER_SECONDS)
+}
+
+/// The object an event's message says does not exist: `secret "x" not found` (the
+/// kubelet's FailedMount), `configmap "x"`, `persistentvolumeclaim "x"` (the scheduler's
+/// FailedScheduling, or a mount).
+pub fn missing_object(message: &str) -> Option<(&'static str, String)> {
+    for kind in ["secret", "configmap", "persistentvolumeclaim"] {
+        let start = format!("{kind} \"");
+        let mut rest = message;
+        while let Some(i) = rest.find(&start) {
+            let after = &rest[i + start.len()..];
+            if let Some(end) = after.find('"')
+                && after[end + 1..].trim_start().starts_with("not found")
+            {
+                return Some((kind, after[..end].to_string()));
+            }
+            rest = after;
+        }
+    }
+    None
+}
+
+/// Whether the Secret, ConfigMap or PersistentVolumeClaim `name` exists in `namespace`
+/// (None: it could not be asked).
+pub async fn object_exists(c: &Cluster, namespace: &str, kind: &str, name: &str) -> Option<bool> {
+    use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Secret};
+    let client = c.client.clone();
+    let r = match kind {
+        "secret" => Api::<Secret>::namespaced(client, namespace)
+            .get_metadata_opt(name)
+            .await
+            .map(|o| o.is_some()),
+        "configmap" => Api::<ConfigMap>::namespaced(client, namespace)
+            .get_metadata_opt(name)
+            .await
+            .map(|o| o.is_some()),
+        _ => Api::<PersistentVolumeClaim>::namespaced(client, namespace)
+            .get_metadata_opt(name)
+            .await
+            .map(|o| o.is_some()),
+    };
+    r.ok()
+}
+
+/// The newest Warning event of each stuck pod (by uid) among `pods`, as a fact. One list of
+/// the namespace's Warning events for all of them; unreadable, nothing is said.
+async fn stuck_facts<'p>(c: &Cluster, namespace: &str, pods: &[&'p Pod]) -> Vec<(&'p Pod, Fact)> {
+    use k8s_openapi::api::core::v1::Event;
+    if pods.is_empty() {
+        return Vec::new();
+    }
+    let api: Api<Event> = Api::namespaced(c.client.clone(), namespace);
+    let lp = kube::api::ListParams::default().fields("type=Warning,involvedObject.kind=Pod");
+    let Ok(list) = api.list(&lp).await else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for p in pods {
+        let uid = p.metadata.uid.as_deref();
+        let name = p.metadata.name.as_deref();
+        let newest = list
+            .items
+            .iter()
+            .filter(|e| {
+                let io = &e.involved_object;
+                io.name.as_deref() == name && (io.uid.is_none() || io.uid.as_deref() == uid)
+            })
+            .max_by_key(|e| super::events::flatten(e).time);
+        if let Some(e) = newest {
+            out.push((
+                *p,
+                Fact {
+                    kind: Kind::Event,
+                    text: reason::event(
+                        e.reason.as_deref().unwrap_or("Warning"),
+                        e.message.as_deref().unwrap_or(""),
+                    ),
+                    lines_of: None,
+                    failing: false,
+                    finished_at: None,
+                },
+            ));
+        }
+    }
+    out
+}
+
+/// A fact naming a Secret, ConfigMap or claim that does not exist fails the run, unless the
+/// run itself makes it (its own objects, and an operator's, are named `<job>-…`; they may
+/// not be there yet).
+async fn missing_for_good(c: &Cluster, namespace: &str, job: &str, facts: &mut [(&Pod, Fact)]) {
+    let own = format!("{job}-");
+    for (_, f) in facts
+        .iter_mut()
+        .filter(|(_, f)| matches!(f.kind, Kind::Event | Kind::Unschedulable))
+    {
+        let Some((kind, name)) = missing_object(&f.text) else {
+            continue;
+        };
+        if name.starts_with(&own) {
+            continue;
+        }
+        if object_exists(c, namespace, kind, &name).await == Some(false) {
+            f.failing = true;
+            f.text.push_str(&reason::nothing_creates(kind, &name));
+        }
+    }
+}
+
 /// Whether any pod of the run says the run cannot succeed (no API call: what `logs -f`
 /// checks on each change before it asks for the whole explanation).
 pub fn any_failing<'a>(pods: impl IntoIterator<Item = &'a Pod>, elastic: bool) -> bool {
@@ -209,6 +356,10 @@ async fn waiting_for_room(c: &Cluster, facts: &mut [(&Pod, Fact)]) {
         .iter_mut()
         .filter(|(_, f)| f.kind == Kind::Unschedulable)
     {
+        if about_claims(&f.text) {
+            // Room on a node does not help: the claim does (see `missing_for_good`).
+            continue;
+        }
         let shape = fit::Shape::of_pod(p);
         let room = nodes
             .iter()
@@ -260,6 +411,12 @@ pub async fn explain(
         .filter_map(|p| fact(p, elastic).map(|f| (p, f)))
         .collect();
     waiting_for_room(c, &mut facts).await;
+    let quiet: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| stuck(p) && !facts.iter().any(|(q, _)| q.metadata.uid == p.metadata.uid))
+        .collect();
+    facts.extend(stuck_facts(c, namespace, &quiet).await);
+    missing_for_good(c, namespace, job, &mut facts).await;
     let api: Api<Pod> = Api::namespaced(c.client.clone(), namespace);
     let texts = join_all(facts.iter().enumerate().map(|(i, (p, f))| {
         let api = api.clone();
@@ -379,6 +536,67 @@ mod tests {
             "status": status,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn the_object_an_event_says_is_missing() {
+        assert_eq!(
+            missing_object(
+                "MountVolume.SetUp failed for volume \"creds\" : secret \"aws\" not found"
+            ),
+            Some(("secret", "aws".to_string()))
+        );
+        assert_eq!(
+            missing_object("configmap \"settings\" not found"),
+            Some(("configmap", "settings".to_string()))
+        );
+        assert_eq!(
+            missing_object(
+                "0/3 nodes are available: persistentvolumeclaim \"data\" not found. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+            ),
+            Some(("persistentvolumeclaim", "data".to_string()))
+        );
+        // A claim that exists but is not bound, a sandbox that failed: nothing missing.
+        assert_eq!(
+            missing_object(
+                "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+            ),
+            None
+        );
+        assert_eq!(
+            missing_object("Failed to create pod sandbox: secret \"x\" is forbidden"),
+            None
+        );
+    }
+
+    #[test]
+    fn stuck_is_pending_with_nothing_created_for_seconds() {
+        let old = jiff::Timestamp::now()
+            .checked_sub(jiff::SignedDuration::from_secs(10))
+            .unwrap()
+            .to_string();
+        let young = jiff::Timestamp::now().to_string();
+        let p = |created: &str, status: serde_json::Value| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": {"name": "p", "creationTimestamp": created},
+                "spec": {"containers": [{"name": "c"}]},
+                "status": status,
+            }))
+            .unwrap()
+        };
+        let creating = json!({"phase": "Pending", "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "ContainerCreating"}}}]});
+        assert!(stuck(&p(&old, creating.clone())));
+        assert!(
+            !stuck(&p(&young, creating)),
+            "not yet: a pod takes a moment"
+        );
+        assert!(stuck(&p(&old, json!({"phase": "Pending"}))));
+        // Its container state says why: not asked here.
+        let pulling = json!({"phase": "Pending", "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "ErrImagePull"}}}]});
+        assert!(!stuck(&p(&old, pulling)));
+        assert!(!stuck(&p(&old, json!({"phase": "Running"}))));
     }
 
     #[test]

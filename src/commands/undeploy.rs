@@ -97,6 +97,9 @@ async fn all(env: &Env<'_>, a: &UndeployArgs, wait: bool) -> Result<u8> {
             app.name,
             looked.join(" or ")
         ));
+        if a.volumes {
+            volumes(env, &app.name, a.yes).await?;
+        }
         return Ok(0);
     }
     let names: Vec<String> = runs
@@ -119,6 +122,10 @@ async fn all(env: &Env<'_>, a: &UndeployArgs, wait: bool) -> Result<u8> {
     for r in &runs {
         crate::engine::remove(env, r, wait).await?;
     }
+    if a.volumes {
+        // After every pod using them is gone; asked separately (their data goes too).
+        volumes(env, &app.name, a.yes).await?;
+    }
     if let Some((name, e)) = unreached.into_iter().next() {
         return Err(Error::failure(format!(
             "{name} could not be asked, so runs of app {} there (if any) remain: {}",
@@ -126,4 +133,35 @@ async fn all(env: &Env<'_>, a: &UndeployArgs, wait: bool) -> Result<u8> {
         )));
     }
     Ok(0)
+}
+
+/// `--volumes`: the app's `storage:` claims in the namespace, deleted and waited for; their
+/// data goes with them, so without `--yes` a terminal is asked first.
+async fn volumes(env: &Env<'_>, app: &str, confirmed: bool) -> Result<()> {
+    let ns = env.namespace()?;
+    let k = env.kube(Some(ns.clone())).await?;
+    let claims = crate::cluster::storage::list(&k.cluster, &ns, app).await?;
+    if claims.is_empty() {
+        env.ui
+            .note(format!("No storage claims of app {app} in namespace {ns}"));
+        return Ok(());
+    }
+    let names: Vec<&str> = claims.iter().map(|c| c.name.as_str()).collect();
+    if !confirmed
+        && !crate::ui::confirm(&format!(
+            "Delete the claim(s) {} and their data?",
+            names.join(", ")
+        ))?
+    {
+        env.ui.note("Claims kept.");
+        return Ok(());
+    }
+    let gone =
+        crate::cluster::storage::delete(&k.cluster, &ns, app, std::time::Duration::from_secs(120))
+            .await?;
+    env.ui.note(format!(
+        "Deleted PersistentVolumeClaim(s) {} in namespace {ns}",
+        gone.join(", ")
+    ));
+    Ok(())
 }

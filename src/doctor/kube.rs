@@ -274,6 +274,71 @@ pub async fn pull_secrets(c: &Cluster, namespace: &str, app: &App) -> Check {
     }
 }
 
+/// The Secrets, ConfigMaps and claims `volumes:` names exist in the namespace (claims of
+/// `storage:` are made by deploy; an `optional` Secret or ConfigMap may be missing). A pod
+/// mounting one that does not exist waits for it forever.
+pub async fn volume_sources(c: &Cluster, namespace: &str, app: &App) -> Check {
+    const CHECK: &str = "volume-sources";
+    let mut named: Vec<(&str, String, bool)> = Vec::new();
+    for v in &app.volumes {
+        if let Some(sec) = &v.secret {
+            named.push((
+                "secret",
+                sec.secret_name.clone(),
+                sec.optional == Some(true),
+            ));
+        }
+        if let Some(cm) = &v.config_map {
+            named.push(("configmap", cm.name.clone(), cm.optional == Some(true)));
+        }
+        // A claim `storage:` makes is made by deploy: not looked for.
+        if let Some(p) = &v.pvc
+            && !app
+                .storage
+                .iter()
+                .any(|st| crate::backend::values::claim_name(app, &st.name) == p.claim_name)
+        {
+            named.push(("persistentvolumeclaim", p.claim_name.clone(), false));
+        }
+    }
+    if named.is_empty() {
+        return Check::ok(CHECK, "no Secret, ConfigMap or claim volumes");
+    }
+    let mut missing = Vec::new();
+    for (kind, name, optional) in &named {
+        match crate::cluster::reason::object_exists(c, namespace, kind, name).await {
+            Some(true) => {}
+            Some(false) if *optional => {}
+            Some(false) => missing.push(format!("{kind} {name}")),
+            None => {
+                return Check::warn(
+                    CHECK,
+                    format!("could not ask whether {kind} {name} exists in namespace {namespace}"),
+                    "",
+                );
+            }
+        }
+    }
+    let all: Vec<String> = named.iter().map(|(k, n, _)| format!("{k} {n}")).collect();
+    if missing.is_empty() {
+        Check::ok(
+            CHECK,
+            format!("{} exist in namespace {namespace}", all.join(", ")),
+        )
+    } else {
+        Check::fail(
+            CHECK,
+            format!(
+                "volumes name what is not in namespace {namespace}: {} (its pods would wait for it forever)",
+                missing.join(", ")
+            ),
+            format!(
+                "create them first (kubectl -n {namespace} create secret generic NAME --from-file=…, kubectl -n {namespace} create configmap NAME --from-file=…), or let hvdctl make a claim with `storage:`"
+            ),
+        )
+    }
+}
+
 /// Istio's sidecar breaks MPI's ssh and keeps pods running after the job: a namespace with
 /// injection on is a failure unless the app's pods opt out.
 pub async fn istio(c: &Cluster, namespace: &str, app: &App) -> Check {

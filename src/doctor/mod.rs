@@ -198,11 +198,12 @@ where
             Err(fail) => return vec![fail],
         };
         let ns = s.namespace.as_str();
-        let (kinds, rbac, nodes, secrets, istio, quotas) = futures::join!(
+        let (kinds, rbac, nodes, secrets, sources, istio, quotas) = futures::join!(
             kube::kinds(&c, b),
             kube::rbac(&c, ns, b),
             kube::nodes(&c),
             kube::pull_secrets(&c, ns, s.app),
+            kube::volume_sources(&c, ns, s.app),
             kube::istio(&c, ns, s.app),
             kube::quotas(&c, ns),
         );
@@ -212,6 +213,7 @@ where
             rbac,
             kube::nodes_check(nodes, s.app),
             secrets,
+            sources,
             istio,
             kube::quota_check(ns, quotas, s.app),
         ]

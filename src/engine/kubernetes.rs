@@ -174,6 +174,13 @@ impl KubeRun {
             source: crate::types::Source::Engine,
             failing: why.run.as_ref().is_some_and(|r| r.failing),
             reason: why.run.map(|r| r.text),
+            storage: crate::cluster::storage::list(
+                &self.cluster,
+                &self.run.namespace,
+                &self.run.app,
+            )
+            .await
+            .unwrap_or_default(),
         })
     }
 
@@ -403,7 +410,14 @@ fn backend_run<'a>(plan: &'a Plan, namespace: String) -> backend::Run<'a> {
 /// `deploy --dry-run`: the objects, with a placeholder where the ssh key would be.
 pub fn dry_run(env: &Env, plan: &Plan, format: ManifestFormat) -> Result<String> {
     let run = backend_run(plan, env.namespace()?);
-    let objects = backend::objects(&run, plan.dir, None)?;
+    let mut objects = backend::objects(&run, plan.dir, None)?;
+    // The app's `storage:` claims, which deploy creates when they are missing.
+    objects.extend(
+        crate::cluster::storage::claims(plan.app, &run.namespace)
+            .into_iter()
+            .map(crate::kinds::Object::new),
+    );
+    objects.sort_by_key(manifests::apply_order);
     Ok(match format {
         ManifestFormat::Yaml => manifests::to_yaml_stream(&objects),
         ManifestFormat::Json => manifests::to_json_list(&objects)?,
@@ -427,6 +441,11 @@ pub async fn deploy(
     };
     let mut objects = backend::objects(&run, plan.dir, keys.as_ref())?;
     drop(keys);
+    if let Some(g) = backend::values::default_fs_group(plan.app) {
+        ui.note(format!(
+            "securityContext.fsGroup set to {g} (the run's non-root group): the ssh key Secret and the pods' volumes are then readable by the user the containers run as; set securityContext.fsGroup to choose another"
+        ));
+    }
     let k = env.kube(Some(run.namespace.clone())).await?;
     let c = &k.cluster;
     // Everything that can refuse the run is asked before the push (minutes for a big image)
@@ -461,6 +480,16 @@ pub async fn deploy(
     manifests::annotate(&mut objects, &provenance.to_map());
     if create_ns {
         apply::create_namespace(c, &run.namespace).await?;
+    }
+    let mut claims_made = Vec::new();
+    if !o.server_dry_run {
+        // Made before the run that mounts them, and kept after it (`undeploy --volumes`).
+        claims_made = crate::cluster::storage::ensure(c, &run.namespace, plan.app).await?;
+        for name in &claims_made {
+            ui.note(format!(
+                "Created PersistentVolumeClaim {name} (kept across runs; `hvdctl undeploy --all --volumes` deletes it)"
+            ));
+        }
     }
     let job = run.job_name();
     if o.server_dry_run {
@@ -515,8 +544,10 @@ pub async fn deploy(
     );
     if let Err(e) = applied {
         ui.note(format!("deploy of {job} failed; removing what was created"));
-        // Not cancellable: a second Ctrl-C must not stop the cleanup half way.
-        return match rollback(&kr).await {
+        // Not cancellable: a second Ctrl-C must not stop the cleanup half way. Claims this
+        // deploy made (empty yet) go too; those that were there stay.
+        let claims = crate::cluster::storage::remove(c, &run.namespace, &claims_made).await;
+        return match rollback(&kr).await.and(claims) {
             Ok(()) => {
                 state::forget_run(plan.dir, &run.run_id)?;
                 Err(e)

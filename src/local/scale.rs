@@ -69,6 +69,8 @@ pub async fn scale(docker: &DockerClient, r: &LocalRef, workers: u32) -> Result<
                     &c.id,
                     Some(RemoveContainerOptions {
                         force: true,
+                        // Its emptyDir volumes go with it.
+                        v: true,
                         ..Default::default()
                     }),
                 )

@@ -40,7 +40,54 @@ pub struct Plan {
 /// What the local backend cannot do with this app, as an input error (exit 2). Checked
 /// before anything is created.
 pub fn check(app: &App) -> Result<()> {
+    if app.image_pull_policy == Some(crate::app::spec::PullPolicy::Always) {
+        return Err(Error::input(
+            "imagePullPolicy `Always`: the local backend never pulls; it runs the image that is in this machine's Docker engine",
+        )
+        .hint("for local runs leave imagePullPolicy unset (or IfNotPresent/Never: the image must be in the engine), and `hvdctl build` or `docker pull` the image first"));
+    }
+    if let Some(st) = app.storage.first() {
+        return Err(Error::input(format!(
+            "storage `{}`: the local backend has no PersistentVolumeClaims to create",
+            st.name
+        ))
+        .hint(format!(
+            "for local runs, mount a host directory instead: volumes: [{{name: {0}, mountPath: {1}, hostPath: {{path: /some/dir}}}}], or deploy to a cluster (--backend native or mpijob)",
+            st.name, st.mount_path
+        )));
+    }
+    if let Some(shm) = &app.shm {
+        bytes(shm).ok_or_else(|| {
+            Error::input(format!("shm `{shm}` is not a memory quantity"))
+                .hint("use a Kubernetes quantity, e.g. shm: 2Gi")
+        })?;
+    }
     for v in &app.volumes {
+        let projected = if let Some(sec) = &v.secret {
+            Some(("secret", format!("Secret `{}`", sec.secret_name)))
+        } else {
+            v.config_map
+                .as_ref()
+                .map(|cm| ("configMap", format!("ConfigMap `{}`", cm.name)))
+        };
+        if let Some((key, what)) = projected {
+            return Err(Error::input(format!(
+                "volume `{}` (volumes[].{key}) mounts the {what}: the local backend has no Kubernetes Secrets or ConfigMaps",
+                v.name
+            ))
+            .hint(format!(
+                "for local runs, put the files in a directory and mount it read-only: {{name: {}, mountPath: {}, readOnly: true, hostPath: {{path: /some/dir}}}}; or deploy to a cluster (--backend native or mpijob)",
+                v.name, v.mount_path
+            )));
+        }
+        if let Some(q) = v.empty_dir.as_ref().and_then(|e| e.size_limit.as_ref())
+            && bytes(q).is_none()
+        {
+            return Err(Error::input(format!(
+                "volume `{}`: emptyDir.sizeLimit `{q}` is not a memory quantity",
+                v.name
+            )));
+        }
         let kind = if v.pvc.is_some() {
             Some("a PersistentVolumeClaim (pvc)")
         } else if v.nfs.is_some() {
@@ -200,11 +247,30 @@ fn bind(source: &Path, target: &str, read_only: bool) -> Mount {
     }
 }
 
-/// The app's hostPath volumes as bind mounts (see [`check`]).
+/// The app's hostPath volumes as bind mounts, its emptyDirs as a tmpfs (`medium: Memory`)
+/// or an anonymous volume of each container, removed with it (see [`check`]).
 fn volume_mounts(app: &App) -> Vec<Mount> {
     app.volumes
         .iter()
         .filter_map(|v| {
+            if let Some(ed) = &v.empty_dir {
+                let memory = ed.medium == Some(crate::app::spec::StorageMedium::Memory);
+                return Some(Mount {
+                    typ: Some(if memory {
+                        MountType::TMPFS
+                    } else {
+                        MountType::VOLUME
+                    }),
+                    target: Some(v.mount_path.clone()),
+                    read_only: Some(v.read_only),
+                    tmpfs_options: memory.then(|| bollard::models::MountTmpfsOptions {
+                        size_bytes: ed.size_limit.as_deref().and_then(bytes),
+                        mode: Some(0o1777),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                });
+            }
             let h = v.host_path.as_ref()?;
             let mut src = PathBuf::from(&h.path);
             if let Some(sp) = &v.sub_path {
@@ -307,6 +373,7 @@ pub fn plan(run: &Run, dir: &RunDir, image_user: &str) -> Result<Plan> {
         ]);
         let mut hc = limits(spec)?;
         hc.mounts = Some(mounts);
+        hc.shm_size = app.shm.as_deref().and_then(bytes);
         hc.network_mode = Some(network.clone());
         hc.group_add = group_add.clone();
         if gpus > 0 {
@@ -495,6 +562,9 @@ mod tests {
                 path: "/srv/data".into(),
                 kind: None,
             }),
+            secret: None,
+            config_map: None,
+            empty_dir: None,
         });
         let r = run(&app);
         let dir = RunDir::at(PathBuf::from("/tmp/d"));
@@ -542,11 +612,75 @@ mod tests {
             }),
             nfs: None,
             host_path: None,
+            secret: None,
+            config_map: None,
+            empty_dir: None,
         });
         let e = check(&app).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.message.contains("volume `scratch`"), "{}", e.message);
         assert!(e.message.contains("hostPath"), "{}", e.message);
+    }
+
+    fn with(yaml: &str) -> App {
+        crate::app::load::from_text(
+            &format!("name: hello\nimage: hello:1\ncommand: [python3, /app/hello.py]\n{yaml}"),
+            "hvdctl.yaml",
+            &[],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn secrets_config_maps_storage_and_pulls_are_refused_naming_the_key() {
+        for (yaml, says) in [
+            (
+                "volumes: [{name: creds, mountPath: /creds, secret: {secretName: aws}}]",
+                "volume `creds` (volumes[].secret) mounts the Secret `aws`",
+            ),
+            (
+                "volumes: [{name: cfg, mountPath: /cfg, configMap: {name: settings}}]",
+                "volume `cfg` (volumes[].configMap) mounts the ConfigMap `settings`",
+            ),
+            (
+                "storage: [{name: data, size: 1Gi, mountPath: /data}]",
+                "storage `data`",
+            ),
+            ("imagePullPolicy: Always", "imagePullPolicy `Always`"),
+        ] {
+            let e = check(&with(yaml)).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{yaml}");
+            assert!(e.message.contains(says), "{yaml}: {}", e.message);
+        }
+        assert!(check(&with("imagePullPolicy: Never")).is_ok());
+    }
+
+    #[test]
+    fn shm_and_empty_dirs_become_docker_settings() {
+        let app = with(
+            "shm: 2Gi\nvolumes: [{name: fast, mountPath: /fast, emptyDir: {medium: Memory, sizeLimit: 64Mi}}, {name: disk, mountPath: /disk, emptyDir: {}}]",
+        );
+        let r = run(&app);
+        let dir = RunDir::at(PathBuf::from("/tmp/d"));
+        let p = plan(&r, &dir, "").unwrap();
+        for c in p.workers.iter().chain([&p.launcher]) {
+            let hc = c.body.host_config.as_ref().unwrap();
+            assert_eq!(hc.shm_size, Some(2 << 30));
+            let mounts = hc.mounts.as_ref().unwrap();
+            let at = |t: &str| {
+                mounts
+                    .iter()
+                    .find(|m| m.target.as_deref() == Some(t))
+                    .unwrap()
+            };
+            assert_eq!(at("/fast").typ, Some(MountType::TMPFS));
+            assert_eq!(
+                at("/fast").tmpfs_options.as_ref().unwrap().size_bytes,
+                Some(64 << 20)
+            );
+            assert_eq!(at("/disk").typ, Some(MountType::VOLUME));
+            assert_eq!(at("/disk").source, None);
+        }
     }
 
     #[test]

@@ -508,6 +508,7 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
         provenance: cs.iter().find_map(|c| c.provenance.clone()),
         source: crate::types::Source::Engine,
         failing: reason.as_ref().is_some_and(|r| r.failing),
+        storage: Vec::new(),
         reason: reason.map(|r| r.text),
     })
 }

@@ -452,10 +452,12 @@ impl<'a> Mux<'a> {
                     // crash loop, unschedulable on every node) ends following as a failure:
                     // seen on the pods at no cost, decided by the run's explanation (which
                     // also reads the nodes and the logs).
-                    let suspect = !state.is_finished() && crate::cluster::reason::any_failing(
+                    // A pod waiting for seconds with nothing said (a volume, the sandbox, a
+                    // claim) is asked about too: its events may say no retry will help.
+                    let suspect = !state.is_finished() && (crate::cluster::reason::any_failing(
                         self.pods.present.values(),
                         crate::cluster::status::elastic_bounds(self.pods.present.values()).is_some(),
-                    );
+                    ) || self.pods.present.values().any(crate::cluster::reason::stuck));
                     let why = if suspect || state == JobState::Failed {
                         crate::cluster::reason::of_run(self.cluster, self.run)
                             .await

@@ -31,6 +31,9 @@ mod ranks;
 mod reasons;
 // -o json|yaml on every data command, status -o wide, help and version alike everywhere.
 mod outputs;
+// The pods' options (Secret/ConfigMap/emptyDir volumes, shm, ssh port, pull policy,
+// storage claims, non-root) and stuck pods' reasons, in real containers.
+mod podopts;
 // A backend registered by the tests alone: its custom kind, fake operator, RBAC, scale.
 mod registered;
 // Rendered manifests of every template × backend (insta snapshots).

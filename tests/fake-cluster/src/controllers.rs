@@ -188,12 +188,39 @@ impl Controllers {
         next
     }
 
-    /// PersistentVolumeClaims are bound at once (no provisioner, no PersistentVolumes).
+    /// PersistentVolumeClaims of the default class (no `storageClassName`, or an empty one)
+    /// are bound at once (no provisioner, no PersistentVolumes). The cluster serves no
+    /// StorageClass, so a claim naming one stays Pending with the provisioning controller's
+    /// `ProvisioningFailed` event, as on a cluster without that class.
     fn claims(&self) {
         let (ls, fs) = all();
         let (claims, _) = self.store.list(crate::resources::PVCS, None, &ls, &fs);
         for c in claims {
             if s(&c, "/status/phase") == Some("Bound") {
+                continue;
+            }
+            if let Some(class) = s(&c, "/spec/storageClassName").filter(|x| !x.is_empty()) {
+                if s(&c, "/status/phase") != Some("Pending") {
+                    let msg = format!("storageclass.storage.k8s.io \"{class}\" not found");
+                    let uid = crate::util::uid_of(&c).to_string();
+                    self.store.mutate(
+                        crate::resources::PVCS,
+                        crate::util::ns_of(&c),
+                        name_of(&c),
+                        |p| {
+                            if crate::util::uid_of(p) == uid {
+                                p["status"] = json!({"phase": "Pending"});
+                            }
+                        },
+                    );
+                    self.store.record_event(
+                        &c,
+                        "Warning",
+                        "ProvisioningFailed",
+                        &msg,
+                        "persistentvolume-controller",
+                    );
+                }
                 continue;
             }
             let uid = crate::util::uid_of(&c).to_string();

@@ -365,6 +365,16 @@ pub fn schedule(store: &Store, nodes_res: usize) {
         .collect();
     let now = fmt_time(now_ns());
     for pod in pending {
+        // The volume binding check comes first, as the real scheduler's plugin: a claim that
+        // does not exist, or is not bound yet, keeps the pod off every node.
+        if let Some(problem) = claim_problem(store, pod) {
+            let n = nodes.len();
+            let msg = format!(
+                "0/{n} nodes are available: {problem}. preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
+            );
+            unschedulable(store, pod, &msg, &now);
+            continue;
+        }
         let req = pod_requests(pod);
         let results: Vec<(Vec<String>, bool)> = nodes
             .iter()
@@ -414,29 +424,56 @@ pub fn schedule(store: &Store, nodes_res: usize) {
             }
             None => {
                 let msg = unschedulable_message(nodes.len(), &results);
-                let current = pod
-                    .pointer("/status/conditions")
-                    .and_then(Value::as_array)
-                    .and_then(|c| c.iter().find(|c| s(c, "/type") == Some("PodScheduled")))
-                    .and_then(|c| s(c, "/message"));
-                if current == Some(msg.as_str()) {
-                    continue;
-                }
-                store.mutate(PODS, ns, name, |p| {
-                    if uid_of(p) == uid {
-                        set_scheduled(p, "False", Some(&msg), &now);
-                    }
-                });
-                store.record_event(
-                    pod,
-                    "Warning",
-                    "FailedScheduling",
-                    &msg,
-                    "default-scheduler",
-                );
+                unschedulable(store, pod, &msg, &now);
             }
         }
     }
+}
+
+/// Marks `pod` unschedulable with `msg` (once per change of message, with a
+/// `FailedScheduling` event).
+fn unschedulable(store: &Store, pod: &Value, msg: &str, now: &str) {
+    let (ns, name, uid) = (ns_of(pod), name_of(pod), uid_of(pod).to_string());
+    let current = pod
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|c| c.iter().find(|c| s(c, "/type") == Some("PodScheduled")))
+        .and_then(|c| s(c, "/message"));
+    if current == Some(msg) {
+        return;
+    }
+    store.mutate(PODS, ns, name, |p| {
+        if uid_of(p) == uid {
+            set_scheduled(p, "False", Some(msg), now);
+        }
+    });
+    store.record_event(pod, "Warning", "FailedScheduling", msg, "default-scheduler");
+}
+
+/// What keeps `pod` off every node because of its claims: one that does not exist, or one
+/// not bound yet.
+fn claim_problem(store: &Store, pod: &Value) -> Option<String> {
+    let ns = ns_of(pod);
+    let mut unbound = false;
+    for v in pod
+        .pointer("/spec/volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let Some(claim) = v
+            .pointer("/persistentVolumeClaim/claimName")
+            .and_then(Value::as_str)
+        else {
+            continue;
+        };
+        match store.get(crate::resources::PVCS, ns, claim) {
+            None => return Some(format!("persistentvolumeclaim \"{claim}\" not found")),
+            Some(c) if s(&c, "/status/phase") != Some("Bound") => unbound = true,
+            Some(_) => {}
+        }
+    }
+    unbound.then(|| "pod has unbound immediate PersistentVolumeClaims".to_string())
 }
 
 fn set_scheduled(p: &mut Value, status: &str, msg: Option<&str>, now: &str) {

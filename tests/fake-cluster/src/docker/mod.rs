@@ -542,8 +542,8 @@ impl DockerKubelet {
                 _ = stop.wait_for(|v| v.is_some()) => None,
             };
             match r {
-                Some(Err(msg)) if lock(&h.state).sandbox.is_none() => {
-                    self.event(store, h, "Warning", "FailedMount", &msg);
+                Some(Err((reason, msg))) if lock(&h.state).sandbox.is_none() => {
+                    self.event(store, h, "Warning", reason, &msg);
                     tokio::select! {
                         _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
                         _ = stop.wait_for(|v| v.is_some()) => break None,
@@ -575,8 +575,8 @@ impl DockerKubelet {
                     let _ = stop.wait_for(|v| v.is_some()).await;
                 }
             }
-            Some(Err(msg)) => {
-                self.event(store, h, "Warning", "FailedMount", &msg);
+            Some(Err((reason, msg))) => {
+                self.event(store, h, "Warning", reason, &msg);
                 let _ = stop.wait_for(|v| v.is_some()).await;
             }
             None => {}
@@ -585,12 +585,32 @@ impl DockerKubelet {
         self.kill_pod(store, h, grace).await;
     }
 
-    /// Volumes, images of the sandbox, the sandbox itself, its IP and hosts file.
-    async fn prepare(&self, store: &Arc<Store>, h: &Arc<PodH>, pod: &Value) -> Result<(), String> {
-        std::fs::create_dir_all(&h.dir).map_err(|e| format!("{}: {e}", h.dir.display()))?;
-        let projected = volumes::prepare(self, store, h, pod).await?;
+    /// Volumes, images of the sandbox, the sandbox itself, its IP and hosts file. A failure
+    /// is the event's reason and message as a kubelet words them: `FailedMount` for a
+    /// volume, `FailedCreatePodSandBox` for the sandbox (its image included).
+    async fn prepare(
+        &self,
+        store: &Arc<Store>,
+        h: &Arc<PodH>,
+        pod: &Value,
+    ) -> Result<(), (&'static str, String)> {
+        const MOUNT: &str = "FailedMount";
+        const SANDBOX: &str = "FailedCreatePodSandBox";
+        std::fs::create_dir_all(&h.dir)
+            .map_err(|e| (MOUNT, format!("{}: {e}", h.dir.display())))?;
+        let projected = volumes::prepare(self, store, h, pod)
+            .await
+            .map_err(|e| (MOUNT, e))?;
         *lock(&h.projected) = projected;
-        self.ensure_image_simple(&self.pause_image).await?;
+        let sandbox = |e: String| (SANDBOX, format!("Failed to create pod sandbox: {e}"));
+        self.ensure_image_simple(&self.pause_image)
+            .await
+            .map_err(|e| {
+                sandbox(format!(
+                    "failed to get sandbox image \"{}\": {e}",
+                    self.pause_image
+                ))
+            })?;
         let hostname: String = s(pod, "/spec/hostname")
             .map(String::from)
             .unwrap_or_else(|| h.name.chars().take(63).collect());
@@ -618,7 +638,7 @@ impl DockerKubelet {
         let id = self
             .create_start(&name, body)
             .await
-            .map_err(|e| format!("creating the pod sandbox: {e}"))?;
+            .map_err(|e| sandbox(format!("creating the sandbox container: {e}")))?;
         let ip = self
             .docker
             .inspect_container(&id, None::<InspectContainerOptions>)
@@ -628,7 +648,7 @@ impl DockerKubelet {
             .and_then(|n| n.networks)
             .and_then(|n| n.get(&self.network).and_then(|e| e.ip_address.clone()))
             .filter(|ip| !ip.is_empty())
-            .ok_or_else(|| "the pod sandbox has no IP".to_string())?;
+            .ok_or_else(|| sandbox("the pod sandbox has no IP".to_string()))?;
         {
             let mut st = lock(&h.state);
             st.sandbox = Some(id);
