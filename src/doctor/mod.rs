@@ -207,20 +207,17 @@ where
             kube::istio(&c, ns, s.app),
             kube::quotas(&c, ns),
         );
-        vec![
-            first,
-            kinds,
-        ]
-        .into_iter()
-        .chain(prereq)
-        .chain([
-            rbac,
-            kube::nodes_check(nodes, s.app),
-            secrets,
-            istio,
-            kube::quota_check(ns, quotas, s.app),
-        ])
-        .collect::<Vec<_>>()
+        vec![first, kinds]
+            .into_iter()
+            .chain(prereq)
+            .chain([
+                rbac,
+                kube::nodes_check(nodes, s.app),
+                secrets,
+                istio,
+                kube::quota_check(ns, quotas, s.app),
+            ])
+            .collect::<Vec<_>>()
     };
     // The registry is asked whether or not the cluster answers.
     let registry = async {

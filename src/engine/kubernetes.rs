@@ -449,8 +449,7 @@ pub async fn deploy(
             .hint(req.hint));
         }
     }
-    for (p, found) in
-        crate::doctor::kube::prerequisite_errors(c, &run.namespace, run.app, b).await
+    for (p, found) in crate::doctor::kube::prerequisite_errors(c, &run.namespace, run.app, b).await
     {
         let place = crate::doctor::kube::prerequisite_place(&p, &run.namespace);
         match found {

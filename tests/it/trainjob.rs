@@ -1,0 +1,354 @@
+//! The `trainjob` backend (Kubeflow Trainer v2.3) against `fake-cluster --trainer`, which
+//! plays the Trainer and JobSet: on the synthetic kubelet the objects, status, roles,
+//! undeploy and the app's shared TrainingRuntime lifecycle; a runtime the app names;
+//! MPICH/Intel refused; on the Docker kubelet mpi-hello prints every rank and the `horovod`
+//! template trains.
+
+use crate::util::*;
+use fake_cluster::{KubeletMode, Options};
+use serde_json::Value;
+
+fn trainer_cluster(kubelet: KubeletMode) -> Cluster {
+    Cluster::start(Options {
+        trainer: true,
+        pause_image: (kubelet == KubeletMode::Docker).then(busybox_image),
+        kubelet,
+        ..Default::default()
+    })
+}
+
+fn json(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// The env value `name` of the first container of `pod`.
+fn env_of<'a>(pod: &'a Value, name: &str) -> Option<&'a str> {
+    pod["spec"]["containers"][0]["env"]
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == name)?["value"]
+        .as_str()
+}
+
+/// The object once the fake's controllers made it (they run on their own loop).
+fn appears(e: &Cluster, resource: &str, name: &str) -> Value {
+    e.fc.wait_for(
+        resource,
+        "default",
+        name,
+        std::time::Duration::from_secs(60),
+        |o| o.is_some(),
+    )
+    .unwrap_or_else(|_| panic!("{resource} {name} never appeared"))
+    .unwrap()
+}
+
+fn label<'a>(o: &'a Value, k: &str) -> Option<&'a str> {
+    o["metadata"]["labels"][k].as_str()
+}
+
+#[test]
+fn synthetic_runs_share_the_apps_runtime_until_the_last_is_undeployed() {
+    let e = trainer_cluster(KubeletMode::Synthetic);
+    let dir = init_app(&e.root, "tj", "mpi-hello");
+    // `lines`: the launcher prints that many lines and ends; none: every pod runs silently
+    // until undeployed.
+    let deploy = |id: &str, lines: Option<u32>| {
+        let mut c = e.hv(&dir);
+        c.args(["deploy", "--backend", "trainjob", "--run-id", id, "--wait"]);
+        if let Some(n) = lines {
+            // Nodes run sshd until the launcher is done (the synthetic kubelet ends only the
+            // launcher's container).
+            c.args(["--set", "env.FAKE_KUBELET_ONLY=launcher", "--set"])
+                .arg(format!("env.FAKE_KUBELET_LINES={n}"));
+        }
+        let o = run(c);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        assert!(
+            o.stderr.contains(&format!("Deployed tj-{id}")),
+            "{}",
+            o.stderr
+        );
+    };
+    deploy("a1", Some(3));
+
+    // What hvdctl made: the TrainJob (the run's) and the app's runtime (no run label).
+    let tj = e.fc.get("trainjobs", "default", "tj-a1").expect("TrainJob");
+    assert_eq!(label(&tj, "hvdctl.io/run"), Some("a1"));
+    assert_eq!(tj["spec"]["runtimeRef"]["kind"], "TrainingRuntime");
+    assert_eq!(tj["spec"]["runtimeRef"]["name"], "hvdctl-tj");
+    let rt =
+        e.fc.get("trainingruntimes", "default", "hvdctl-tj")
+            .expect("TrainingRuntime");
+    assert_eq!(label(&rt, "hvdctl.io/app"), Some("tj"));
+    assert_eq!(label(&rt, "hvdctl.io/run"), None, "{rt}");
+    assert_eq!(rt["spec"]["mlPolicy"]["mpi"]["numProcPerNode"], 1);
+    assert_eq!(rt["spec"]["mlPolicy"]["mpi"]["runLauncherAsNode"], false);
+
+    // What the fake Trainer and JobSet made from them.
+    let js = appears(&e, "jobsets", "tj-a1");
+    assert_eq!(label(&js, "hvdctl.io/run"), None, "{js}");
+    let hostfile = appears(&e, "configmaps", "tj-a1-mpi-hostfile");
+    assert_eq!(
+        hostfile["data"]["hostfile"],
+        "tj-a1-node-0-0.tj-a1 slots=1\ntj-a1-node-0-1.tj-a1 slots=1\n"
+    );
+    let secret = appears(&e, "secrets", "tj-a1-mpi-ssh-auth");
+    assert_eq!(secret["type"], "kubernetes.io/ssh-auth");
+
+    // status --wait: Succeeded; the pods' roles come from JobSet's replicated job label.
+    let mut c = e.hv(&dir);
+    c.args(["status", "a1", "--wait", "-o", "json"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v = json(&o.stdout);
+    assert_eq!(v["state"], "Succeeded", "{v}");
+    assert_eq!(v["backend"], "trainjob");
+    // JobSet deletes the Jobs still active once it is finished: the nodes go, the
+    // launcher's pod stays.
+    let pods = v["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 1, "{v}");
+    assert_eq!(pods[0]["role"], "launcher", "{v}");
+    let tj = e.fc.get("trainjobs", "default", "tj-a1").unwrap();
+    let types: Vec<&str> = tj["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["Complete"], "{tj}");
+
+    // logs by role: the launcher's lines.
+    let mut c = e.hv(&dir);
+    c.args(["logs", "a1", "--role", "launcher"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("launcher"), "{}", o.stdout);
+
+    // A second run (running until undeployed) shares the runtime; its pods, running, have
+    // their roles and indices from JobSet's and the Job controller's labels.
+    deploy("a2", None);
+    let mut c = e.hv(&dir);
+    c.args(["status", "a2", "-o", "json"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v = json(&o.stdout);
+    assert_eq!(v["state"], "Running", "{v}");
+    let mut roles: Vec<String> = v["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| format!("{}{}", p["role"].as_str().unwrap(), p["index"]))
+        .collect();
+    roles.sort();
+    assert_eq!(roles, ["launchernull", "worker0", "worker1"], "{v}");
+    // The pods, as JobSet and the Job controller made them.
+    let pods = e.fc.list("pods", Some("default"), "hvdctl.io/run=a2");
+    let launcher = pods
+        .iter()
+        .find(|p| label(p, "jobset.sigs.k8s.io/replicatedjob-name") == Some("launcher"))
+        .expect("launcher pod");
+    assert_eq!(
+        env_of(launcher, "OMPI_MCA_orte_default_hostfile"),
+        Some("/etc/mpi/hostfile")
+    );
+    assert_eq!(env_of(launcher, "HVDCTL_RUN"), Some("a2"));
+    let mut hosts: Vec<String> = pods
+        .iter()
+        .filter(|p| label(p, "jobset.sigs.k8s.io/replicatedjob-name") == Some("node"))
+        .map(|p| {
+            format!(
+                "{}.{}",
+                p["spec"]["hostname"].as_str().unwrap(),
+                p["spec"]["subdomain"].as_str().unwrap()
+            )
+        })
+        .collect();
+    hosts.sort();
+    assert_eq!(hosts, ["tj-a2-node-0-0.tj-a2", "tj-a2-node-0-1.tj-a2"]);
+
+    // Undeploying the first run keeps the runtime the second uses.
+    let mut c = e.hv(&dir);
+    c.args(["undeploy", "a1"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(e.fc.get("trainjobs", "default", "tj-a1").is_none());
+    assert!(
+        e.fc.get("trainingruntimes", "default", "hvdctl-tj")
+            .is_some(),
+        "the runtime went with a run while another used it"
+    );
+    for r in [
+        "pods",
+        "jobs",
+        "jobsets",
+        "secrets",
+        "configmaps",
+        "services",
+    ] {
+        let left =
+            e.fc.list(r, Some("default"), "jobset.sigs.k8s.io/jobset-name=tj-a1");
+        assert!(left.is_empty(), "{r} of tj-a1 left: {left:?}");
+    }
+    assert!(
+        e.fc.get("secrets", "default", "tj-a1-mpi-ssh-auth")
+            .is_none()
+    );
+
+    // runs lists the live run only.
+    let mut c = e.hv(&dir);
+    c.args(["runs", "-o", "json"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let rows = json(&o.stdout);
+    let live: Vec<&Value> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["source"] == "engine")
+        .collect();
+    assert_eq!(live.len(), 1, "{rows}");
+    assert_eq!(live[0]["run"], "a2", "{rows}");
+
+    // The last run takes the runtime with it.
+    let mut c = e.hv(&dir);
+    c.args(["undeploy", "--all", "--yes"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(e.fc.get("trainjobs", "default", "tj-a2").is_none());
+    assert!(
+        e.fc.get("trainingruntimes", "default", "hvdctl-tj")
+            .is_none(),
+        "the runtime outlived the app's last run"
+    );
+    assert!(
+        e.fc.list("trainingruntimes", None, "hvdctl.io/app=tj")
+            .is_empty()
+            && e.fc.list("pods", None, "hvdctl.io/app=tj").is_empty()
+    );
+}
+
+#[test]
+fn a_runtime_the_app_names_is_used_checked_and_left_alone() {
+    let e = trainer_cluster(KubeletMode::Synthetic);
+    let dir = init_app(&e.root, "nr", "mpi-hello");
+    let set = ["--set", "trainjob.runtime=team-mpi"];
+
+    // Missing: deploy refuses (nothing created), doctor says so.
+    let mut c = e.hv(&dir);
+    c.args(["deploy", "--backend", "trainjob", "--run-id", "b1"])
+        .args(set);
+    let o = run(c);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("ClusterTrainingRuntime team-mpi (named in trainjob.runtime) does not exist"),
+        "{}",
+        o.stderr
+    );
+    assert!(e.fc.list("trainjobs", None, "").is_empty());
+    let mut c = e.hv(&dir);
+    c.args(["doctor", "--backend", "trainjob", "-o", "json"])
+        .args(set);
+    let o = run(c);
+    let checks = json(&o.stdout);
+    let check = checks["checks"]
+        .as_array()
+        .or(checks.as_array())
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "trainjob.runtime")
+        .cloned()
+        .unwrap_or_else(|| panic!("no trainjob.runtime check: {checks}"));
+    assert_eq!(check["status"], "fail", "{check}");
+
+    // Installed by the admin (a ClusterTrainingRuntime of the same shape as hvdctl's).
+    let mut c = e.hv(&dir);
+    c.args([
+        "deploy",
+        "--backend",
+        "trainjob",
+        "--run-id",
+        "x",
+        "--dry-run",
+        "-o",
+        "json",
+    ]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let list = json(&o.stdout);
+    let mut rt = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == "TrainingRuntime")
+        .unwrap()
+        .clone();
+    rt["kind"] = "ClusterTrainingRuntime".into();
+    rt["metadata"] = serde_json::json!({"name": "team-mpi"});
+    e.fc.create(rt).expect("ClusterTrainingRuntime created");
+
+    let mut c = e.hv(&dir);
+    c.args([
+        "deploy",
+        "--backend",
+        "trainjob",
+        "--run-id",
+        "b2",
+        "--set",
+        "env.FAKE_KUBELET_ONLY=launcher",
+        "--wait",
+    ])
+    .args(set);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let tj = e.fc.get("trainjobs", "default", "nr-b2").unwrap();
+    assert_eq!(tj["spec"]["runtimeRef"]["kind"], "ClusterTrainingRuntime");
+    assert_eq!(tj["spec"]["runtimeRef"]["name"], "team-mpi");
+    assert!(
+        e.fc.list("trainingruntimes", None, "").is_empty(),
+        "hvdctl made a runtime though the app names one"
+    );
+    let mut c = e.hv(&dir);
+    c.args(["doctor", "--backend", "trainjob", "-o", "json"])
+        .args(set);
+    let o = run(c);
+    assert!(
+        o.stdout.contains("ClusterTrainingRuntime team-mpi exists"),
+        "{}",
+        o.stdout
+    );
+    let mut c = e.hv(&dir);
+    c.args(["undeploy", "b2"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        e.fc.get("clustertrainingruntimes", "", "team-mpi")
+            .is_some()
+    );
+}
+
+#[test]
+fn mpich_and_intel_are_refused_at_render_time() {
+    let e = trainer_cluster(KubeletMode::Synthetic);
+    let dir = init_app(&e.root, "mp", "mpi-hello");
+    for (imp, dry) in [("MPICH", true), ("Intel", false)] {
+        let mut c = e.hv(&dir);
+        c.args(["deploy", "--backend", "trainjob", "--set"])
+            .arg(format!("mpi.implementation={imp}"));
+        if dry {
+            c.arg("--dry-run");
+        }
+        let o = run(c);
+        assert_eq!(o.code, 2, "{}", o.stderr);
+        assert!(
+            o.stderr.contains(&format!("mpi.implementation: {imp}"))
+                && o.stderr.contains("kubeflow/trainer#3712"),
+            "{}",
+            o.stderr
+        );
+        assert!(o.stdout.is_empty(), "{}", o.stdout);
+    }
+    assert!(e.fc.list("trainjobs", None, "").is_empty());
+    assert!(e.fc.list("trainingruntimes", None, "").is_empty());
+}
