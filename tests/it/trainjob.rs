@@ -352,3 +352,76 @@ fn mpich_and_intel_are_refused_at_render_time() {
     assert!(e.fc.list("trainjobs", None, "").is_empty());
     assert!(e.fc.list("trainingruntimes", None, "").is_empty());
 }
+
+/// mpi-hello on `fake-cluster --trainer --kubelet docker`: the Trainer's Secret, hostfile
+/// and JobSet's pods as real containers, 2 nodes × 2 slots. Every rank reports from its
+/// node (ranks by slot: 0 and 1 on node 0), `logs` read through JobSet's role label, status
+/// says Succeeded; undeploy leaves no container and, the app's last run, no runtime.
+#[test]
+fn mpi_hello_prints_every_rank_on_the_docker_kubelet() {
+    let Some(docker) = docker() else { return };
+    let img = template_image(&docker, "mpi-hello", &debian_image());
+    let e = trainer_cluster(KubeletMode::Docker);
+    let dir = init_app(&e.root, "hello", "mpi-hello");
+    let id = "tk1";
+    let job = format!("hello-{id}");
+    let started = std::time::Instant::now();
+    let d = e
+        .hv(&dir)
+        .args([
+            "deploy",
+            "--backend",
+            "trainjob",
+            "--run-id",
+            id,
+            "--image",
+            &img,
+            "--no-push",
+            "--logs",
+        ])
+        .args(["--set", "workers=2", "--set", "slotsPerWorker=2"])
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&d.stdout),
+        String::from_utf8_lossy(&d.stderr),
+    );
+    eprintln!(
+        "trainjob 2x2 on the docker kubelet: {:.1?}",
+        started.elapsed()
+    );
+    assert_eq!(d.status.code(), Some(0), "{out}\n{err}");
+    for (r, node) in [(0, 0), (1, 0), (2, 1), (3, 1)] {
+        assert!(
+            out.contains(&format!("rank {r} of 4 on {job}-node-0-{node}")),
+            "rank {r}: {out}\n{err}"
+        );
+    }
+    assert!(out.contains("= 6 (expected 6) OK"), "{out}");
+    // The ranks' lines are the launcher's, read as such.
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("launcher r0 |") && l.contains("rank 0 of 4")),
+        "{out}"
+    );
+    let s = e
+        .hv(&dir)
+        .args(["status", id, "-o", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&s.stdout).unwrap();
+    assert_eq!(v["state"], "Succeeded", "{v}");
+    let u = e.hv(&dir).args(["undeploy", id]).output().unwrap();
+    assert_eq!(
+        u.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&u.stderr)
+    );
+    assert_eq!(
+        crate::local::kubelet_leftovers(&docker, &e.fc, &job),
+        Vec::<String>::new()
+    );
+    assert!(e.fc.list("trainingruntimes", None, "").is_empty());
+}
