@@ -150,6 +150,14 @@ impl KubeBackend for TrainJobBackend {
     }
 
     fn check(&self, app: &App) -> Result<()> {
+        if app.elastic.is_some() {
+            // Elastic horovodrun re-discovers hosts through a script the Trainer does not
+            // write, and a TrainJob's JobSet is not resized while it runs (jobset.go).
+            return Err(Error::input(
+                "hvdctl.yaml: elastic: the trainjob backend cannot run elastic Horovod: Kubeflow Trainer v2.3 writes no host discovery script and does not resize a running TrainJob",
+            )
+            .hint("remove `elastic`, or deploy this app with `--backend mpijob` or `--backend native`"));
+        }
         match app.mpi.implementation {
             MpiImplementation::OpenMpi => Ok(()),
             other => Err(Error::input(format!(
