@@ -574,3 +574,97 @@ fn rendered_trainer_objects_validate_strictly_against_the_crds() {
     schema_errors(&rt_schema, &rt, "", &mut errors);
     assert_eq!(errors, Vec::<String>::new());
 }
+
+/// exec, cp and port-forward reach a TrainJob's pods on the Docker kubelet: a node by its
+/// index (its hostname is JobSet's), the launcher by default, its one container `node`.
+#[test]
+fn exec_cp_and_port_forward_reach_the_trainjobs_pods() {
+    let Some(docker) = docker() else { return };
+    let img = template_image(&docker, "mpi-hello", &debian_image());
+    let e = trainer_cluster(KubeletMode::Docker);
+    let dir = init_app(&e.root, "inner", "mpi-hello");
+    let (id, job) = ("tx1", "inner-tx1");
+    let kc = Some(e.kubeconfig.as_path());
+    let d = hv(
+        &dir,
+        kc,
+        &[
+            "deploy",
+            "--backend",
+            "trainjob",
+            "--run-id",
+            id,
+            "--image",
+            &img,
+            "--no-push",
+            "--wait",
+            "--set",
+            "command=[sleep, \"300\"]",
+        ],
+    );
+    assert_eq!(d.code, 0, "{}", d.stderr);
+    let o = hv(
+        &dir,
+        kc,
+        &[
+            "exec",
+            id,
+            "--index",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            "hostname; exit 3",
+        ],
+    );
+    assert_eq!(o.code, 3, "{}", o.stderr);
+    assert_eq!(o.stdout.trim(), format!("{job}-node-0-1"));
+    let o = hv(
+        &dir,
+        kc,
+        &["exec", id, "--", "sh", "-c", "echo $HVDCTL_RUN"],
+    );
+    assert_eq!((o.code, o.stdout.trim()), (0, id), "{}", o.stderr);
+    let o = hv(&dir, kc, &["exec", id, "-c", "nope", "--", "true"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("it has node"), "{}", o.stderr);
+    let o = hv(&dir, kc, &["exec", id, "--index", "2", "--", "true"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("no worker 2: its workers are 0, 1"),
+        "{}",
+        o.stderr
+    );
+
+    // cp to a node and back.
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("payload");
+    let token = format!("{}\n", unique("payload"));
+    std::fs::write(&file, &token).unwrap();
+    let o = hv(
+        &dir,
+        kc,
+        &["cp", id, file.to_str().unwrap(), "worker-0:/tmp/payload"],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let back = work.path().join("back");
+    let o = hv(
+        &dir,
+        kc,
+        &["cp", id, "worker-0:/tmp/payload", back.to_str().unwrap()],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(std::fs::read_to_string(&back).unwrap(), token);
+
+    // port-forward to node 1's sshd.
+    let f = crate::inner::port_forward(&dir, kc, &[id, "--index", "1", ":22"]);
+    assert!(crate::inner::ssh_hello(f.port).starts_with("SSH-2.0-"));
+    drop(f);
+
+    let u = hv(&dir, kc, &["undeploy", id]);
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    assert_eq!(
+        crate::local::kubelet_leftovers(&docker, &e.fc, job),
+        Vec::<String>::new()
+    );
+}
