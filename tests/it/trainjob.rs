@@ -167,6 +167,16 @@ fn synthetic_runs_share_the_apps_runtime_until_the_last_is_undeployed() {
     hosts.sort();
     assert_eq!(hosts, ["tj-a2-node-0-0.tj-a2", "tj-a2-node-0-1.tj-a2"]);
 
+    // events: the pods', and those of the Jobs JobSet made for the run.
+    let mut c = e.hv(&dir);
+    c.args(["events", "a2"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains("Pod/tj-a2-node-0-1-") && o.stdout.contains("Job/tj-a2-node-0"),
+        "{}",
+        o.stdout
+    );
     // Undeploying the first run keeps the runtime the second uses.
     let mut c = e.hv(&dir);
     c.args(["undeploy", "a1"]);
@@ -667,4 +677,90 @@ fn exec_cp_and_port_forward_reach_the_trainjobs_pods() {
         crate::local::kubelet_leftovers(&docker, &e.fc, job),
         Vec::<String>::new()
     );
+}
+
+/// doctor for a trainjob app: the Trainer's kinds served, RBAC for trainjobs and
+/// trainingruntimes (a forbidden verb named), and a cluster without the Trainer refused by
+/// deploy with what to install.
+#[test]
+fn doctor_checks_the_trainers_kinds_and_rbac() {
+    let e = trainer_cluster(KubeletMode::Synthetic);
+    let dir = init_app(&e.root, "doc", "mpi-hello");
+    let o = hv(
+        &dir,
+        Some(&e.kubeconfig),
+        &["doctor", "--backend", "trainjob", "-o", "json"],
+    );
+    let v = json(&o.stdout);
+    let checks = v["checks"].as_array().or(v.as_array()).unwrap().clone();
+    let check = |name: &str| {
+        checks
+            .iter()
+            .find(|c| c["check"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} check: {v}"))
+    };
+    assert_eq!(check("kinds")["status"], "ok", "{v}");
+    let kinds = check("kinds")["message"].as_str().unwrap().to_string();
+    assert!(
+        kinds.contains("TrainJob served") && kinds.contains("TrainingRuntime served"),
+        "{kinds}"
+    );
+    assert_eq!(check("rbac")["status"], "ok", "{v}");
+
+    e.fc.set_faults(fake_cluster::Faults {
+        forbid: vec!["create:trainingruntimes".into()],
+        ..Default::default()
+    });
+    let o = hv(
+        &dir,
+        Some(&e.kubeconfig),
+        &["doctor", "--backend", "trainjob", "-o", "json"],
+    );
+    e.fc.set_faults(fake_cluster::Faults::default());
+    let v = json(&o.stdout);
+    let rbac = v["checks"]
+        .as_array()
+        .or(v.as_array())
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "rbac")
+        .cloned()
+        .unwrap();
+    assert_eq!(rbac["status"], "fail", "{rbac}");
+    assert!(
+        rbac["message"]
+            .as_str()
+            .unwrap()
+            .contains("create trainingruntimes.trainer.kubeflow.org"),
+        "{rbac}"
+    );
+    let o = hv(
+        &dir,
+        Some(&e.kubeconfig),
+        &["doctor", "--backend", "trainjob", "--print-role"],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains("resources: [\"trainjobs\"]")
+            && o.stdout.contains("resources: [\"trainingruntimes\"]"),
+        "{}",
+        o.stdout
+    );
+
+    // Without the Trainer.
+    let bare = Cluster::synthetic(false);
+    let o = hv(
+        &dir,
+        Some(&bare.kubeconfig),
+        &["deploy", "--backend", "trainjob"],
+    );
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("Kubeflow Trainer is not installed")
+            && o.stderr.contains("TrainJob is not served"),
+        "{}",
+        o.stderr
+    );
+    assert!(bare.fc.list("pods", None, "").is_empty());
 }
