@@ -764,3 +764,39 @@ fn doctor_checks_the_trainers_kinds_and_rbac() {
     );
     assert!(bare.fc.list("pods", None, "").is_empty());
 }
+
+/// A launcher that fails: its Job fails (backoffLimit 0), JobSet fails, the TrainJob's
+/// Failed condition follows, and `status --wait` ends with exit 1 and the reason read from
+/// the launcher's pod.
+#[test]
+fn a_failed_launcher_fails_the_run_with_the_pods_reason() {
+    let e = trainer_cluster(KubeletMode::Synthetic);
+    let dir = init_app(&e.root, "bad", "mpi-hello");
+    let mut c = e.hv(&dir);
+    c.args(["deploy", "--backend", "trainjob", "--run-id", "f1"])
+        .args(["--set", "env.FAKE_KUBELET_ONLY=launcher"])
+        .args(["--set", "env.FAKE_KUBELET_LINES=2"])
+        .args(["--set", "env.FAKE_KUBELET_EXIT=3"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let mut c = e.hv(&dir);
+    c.args(["status", "f1", "--wait", "-o", "json"]);
+    let o = run(c);
+    assert_eq!(o.code, 1, "{}\n{}", o.stdout, o.stderr);
+    let v = json(&o.stdout);
+    assert_eq!(v["state"], "Failed", "{v}");
+    let failed = v["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Failed")
+        .cloned()
+        .unwrap_or_else(|| panic!("no Failed condition: {v}"));
+    assert_eq!(failed["status"], "True");
+    assert!(
+        v["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("launcher ") && r.contains("exited with code 3")),
+        "{v}"
+    );
+}
