@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Cross-checks rendered manifests against the official Kubernetes 1.36 schema and the
-# CRDs of the backends' kinds with an external strict validator (kubeconform-like).
+# CRDs of the backends' kinds (MPIJob, Kubeflow Trainer) with an external strict validator.
 #   scripts/validate-manifests.sh [VALIDATOR]   (default: ../shared/tools/k8s-validate.py)
 # Renders every template x backend with `hvdctl init --no-input` + `deploy --dry-run`.
 set -euo pipefail
@@ -22,6 +22,8 @@ echo "validate-manifests: backends $(echo $backends)"
 for t in horovod horovod-tensorflow horovod-elastic mpi-hello; do
   "$hvdctl" init "$work/$t" --template "$t" --no-input -q
   for b in $backends; do
+    # Kubeflow Trainer runs no elastic Horovod (hvdctl refuses it).
+    if [ "$t/$b" = horovod-elastic/trainjob ]; then continue; fi
     out="$work/$t-$b.yaml"
     "$hvdctl" -C "$work/$t" deploy --dry-run --backend "$b" --run-id r1234 \
       --set gpusPerWorker=1 --set 'volumes[0]={name: data, mountPath: /data, nfs: {server: nfs.example.com, path: /exports}}' \

@@ -110,6 +110,8 @@ pub struct Identity {
     /// Subtracted from the index label's value (the MPI Operator counts a launcher that
     /// runs as a worker as replica 0).
     pub index_offset: u32,
+    /// The role label's value that means a worker (`worker`; JobSet's `node`).
+    pub worker_value: &'static str,
 }
 
 impl Identity {
@@ -118,12 +120,16 @@ impl Identity {
         role_label: LABEL_ROLE,
         index_label: LABEL_INDEX,
         index_offset: 0,
+        worker_value: ROLE_WORKER,
     };
 
     /// The role and index of a pod with `labels`.
     pub fn role(&self, labels: Option<&BTreeMap<String, String>>) -> Role {
         let get = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
-        let role = get(self.role_label).unwrap_or_default().to_string();
+        let role = match get(self.role_label).unwrap_or_default() {
+            v if v == self.worker_value => ROLE_WORKER.to_string(),
+            v => v.to_string(),
+        };
         let index = (role == ROLE_WORKER)
             .then(|| get(self.index_label)?.parse::<u32>().ok())
             .flatten()
@@ -241,12 +247,33 @@ mod tests {
             role_label: LABEL_ROLE,
             index_label: "training.kubeflow.org/replica-index",
             index_offset: 1,
+            worker_value: ROLE_WORKER,
         };
         let w = labels(&[
             (LABEL_ROLE, "worker"),
             ("training.kubeflow.org/replica-index", "2"),
         ]);
         assert_eq!(op.role(Some(&w)).index, Some(1));
+        // JobSet's replicated job name as the role: `node` is a worker.
+        let js = Identity {
+            role_label: "jobset.sigs.k8s.io/replicatedjob-name",
+            index_label: "batch.kubernetes.io/job-completion-index",
+            index_offset: 0,
+            worker_value: "node",
+        };
+        let n = labels(&[
+            ("jobset.sigs.k8s.io/replicatedjob-name", "node"),
+            ("batch.kubernetes.io/job-completion-index", "1"),
+        ]);
+        assert_eq!(
+            js.role(Some(&n)),
+            Role {
+                role: ROLE_WORKER.into(),
+                index: Some(1)
+            }
+        );
+        let l = labels(&[("jobset.sigs.k8s.io/replicatedjob-name", "launcher")]);
+        assert!(js.role(Some(&l)).is_launcher());
         assert_eq!(Identity::HVDCTL.role(None), Role::default());
     }
 

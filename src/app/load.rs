@@ -765,11 +765,14 @@ mod tests {
         let e = load_with("backend: bogus\n", &[]).unwrap_err();
         assert!(
             e.message
-                .ends_with("backend: `bogus` is not one of mpijob, native, local"),
+                .ends_with("backend: `bogus` is not one of mpijob, native, trainjob, local"),
             "{}",
             e.message
         );
-        assert_eq!(crate::backend::names().join(", "), "mpijob, native, local");
+        assert_eq!(
+            crate::backend::names().join(", "),
+            "mpijob, native, trainjob, local"
+        );
         // A scalar of another type is read as its text, then checked against the set.
         let e = load_with("mpi: {implementation: 1}\n", &[]).unwrap_err();
         assert!(

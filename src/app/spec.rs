@@ -399,6 +399,9 @@ pub struct App {
     pub env: BTreeMap<String, String>,
     #[serde(default)]
     pub elastic: Option<Elastic>,
+    /// The `trainjob` backend's settings (Kubeflow Trainer v2).
+    #[serde(default)]
+    pub trainjob: TrainJobSettings,
     /// Where rank 0 writes TensorBoard event files (`hvdctl tensorboard` serves them).
     #[serde(default)]
     pub tensorboard: Option<Tensorboard>,
@@ -654,6 +657,30 @@ pub struct SecurityContext {
     pub fs_group: Option<i64>,
     #[serde(default)]
     pub run_as_non_root: Option<bool>,
+}
+
+/// `trainjob:` — which Trainer runtime a `trainjob` run uses.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TrainJobSettings {
+    /// An existing runtime the admin installed; unset: hvdctl makes a TrainingRuntime for
+    /// the app from its pod settings.
+    #[serde(default)]
+    pub runtime: Option<String>,
+    /// The kind of `runtime`: `ClusterTrainingRuntime` (default, as the Trainer's own
+    /// default) or `TrainingRuntime` (in the run's namespace).
+    #[serde(default)]
+    pub runtime_kind: RuntimeKind,
+}
+
+closed_set! {
+    /// `trainjob.runtimeKind`.
+    #[derive(Default)]
+    pub enum RuntimeKind {
+        #[default]
+        ClusterTrainingRuntime = "ClusterTrainingRuntime",
+        TrainingRuntime = "TrainingRuntime",
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

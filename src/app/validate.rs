@@ -716,6 +716,15 @@ pub fn check(app: &App) -> Vec<Problem> {
         }
     }
 
+    if let Some(r) = &app.trainjob.runtime
+        && !is_dns1123_subdomain(r)
+    {
+        c.at(
+            &["trainjob", "runtime"],
+            format!("`{r}` is not a valid runtime name (lowercase letters, digits, '-' and '.')"),
+        );
+    }
+
     if let Some(tb) = &app.tensorboard
         && !tb.log_dir.starts_with('/')
     {

@@ -7,6 +7,8 @@
 //! launches —, and one line in [`BUILTIN`] (or a [`register`] call):
 //! - [`mpijob`]: one MPIJob; the MPI Operator makes the launcher Job, workers, ssh Secret, hostfile.
 //! - [`native`]: hvdctl makes them itself (see `templates/k8s/native.yaml.hbs`).
+//! - [`trainjob`]: one TrainJob for Kubeflow Trainer v2, with a TrainingRuntime hvdctl
+//!   makes for the app (shared by its runs) unless the app names one.
 //!
 //! The `local` backend is not a Kubernetes backend: it is the Docker engine's (see
 //! `crate::local`), and [`Backend::Local`] names it.
@@ -16,6 +18,7 @@ pub mod mpijob;
 pub mod native;
 pub mod rbac;
 pub mod ssh;
+pub mod trainjob;
 pub mod values;
 
 use crate::kinds::{ApiKind, JobCondition, KindDef};
@@ -40,6 +43,19 @@ pub struct Requirement {
     /// What is missing, for people ("the MPI Operator").
     pub provider: &'static str,
     /// What to do about it.
+    pub hint: &'static str,
+}
+
+/// An object that must exist before a run can be deployed (a runtime the app names).
+#[derive(Debug, Clone)]
+pub struct Prerequisite {
+    pub kind: ApiKind,
+    pub name: String,
+    /// In the run's namespace (else cluster-scoped).
+    pub namespaced: bool,
+    /// The `hvdctl.yaml` key that names it (`trainjob.runtime`).
+    pub what: &'static str,
+    /// What to do when it is missing.
     pub hint: &'static str,
 }
 
@@ -103,6 +119,24 @@ pub trait KubeBackend: Send + Sync + 'static {
         let rel = format!("k8s/{}.yaml.hbs", self.name());
         crate::assets::text(&rel)
             .unwrap_or_else(|| panic!("backend {}: no built-in template {rel}", self.name()))
+    }
+    /// Refuses an app this backend cannot run (exit 2), before anything is rendered.
+    fn check(&self, _app: &App) -> Result<()> {
+        Ok(())
+    }
+    /// Values of this backend's own, seen by templates as `<backend name>.…`; `values` are
+    /// the common ones already built.
+    fn template_values(&self, _run: &Run, _values: &serde_json::Value) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+    /// Kinds whose objects the app's runs share: rendered without the run label, kept while
+    /// a job object of the app is left, removed with the app's last run.
+    fn shared_kinds(&self) -> Vec<ApiKind> {
+        Vec::new()
+    }
+    /// Objects the app names that must exist before a deploy (checked by deploy and doctor).
+    fn prerequisites(&self, _app: &App) -> Vec<Prerequisite> {
+        Vec::new()
     }
     /// A last pass over the rendered objects (before labels are stamped).
     fn finish(&self, objects: Vec<Object>, _app: &App) -> Vec<Object> {
@@ -171,7 +205,11 @@ impl PartialEq for dyn KubeBackend {
 }
 
 /// The Kubernetes backends hvdctl ships; the first is the default.
-pub static BUILTIN: &[&dyn KubeBackend] = &[&mpijob::MpiJobBackend, &native::NativeBackend];
+pub static BUILTIN: &[&dyn KubeBackend] = &[
+    &mpijob::MpiJobBackend,
+    &native::NativeBackend,
+    &trainjob::TrainJobBackend,
+];
 
 /// Backends added at run time ([`register`]), e.g. by tests.
 static REGISTERED: RwLock<Vec<&'static dyn KubeBackend>> = RwLock::new(Vec::new());
@@ -305,6 +343,7 @@ pub fn objects(run: &Run, app_dir: &Path, ssh: Option<&SshKeys>) -> Result<Vec<O
             "the local backend has no Kubernetes manifests",
         ));
     };
+    kb.check(run.app)?;
     values::check(run)?;
     let values = values::values(run, ssh);
     let text = render::render(&name, &template, &values)?;
@@ -321,6 +360,13 @@ pub fn objects(run: &Run, app_dir: &Path, ssh: Option<&SshKeys>) -> Result<Vec<O
             rank_tags: values::rank_tags(run.app).label(),
         },
     );
+    // Shared objects belong to no one run.
+    let shared = kb.shared_kinds();
+    for o in objs.iter_mut().filter(|o| shared.contains(&o.api_kind())) {
+        if let Some(l) = o.meta_mut().labels.as_mut() {
+            l.remove(manifests::LABEL_RUN);
+        }
+    }
     objs.sort_by_key(manifests::apply_order);
     Ok(objs)
 }

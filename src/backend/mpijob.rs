@@ -87,6 +87,7 @@ impl KubeBackend for MpiJobBackend {
             role_label: LABEL_ROLE,
             index_label: REPLICA_INDEX_LABEL,
             index_offset: 0,
+            worker_value: ROLE_WORKER,
         }
     }
 

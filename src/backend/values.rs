@@ -658,6 +658,12 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
             });
         }
     }
+    if let crate::app::Backend::Kubernetes(kb) = run.backend {
+        let own = kb.template_values(run, &v);
+        if !own.is_null() {
+            v[kb.name()] = own;
+        }
+    }
     v
 }
 

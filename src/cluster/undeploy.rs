@@ -176,3 +176,64 @@ pub async fn wait_gone(
         }
     }
 }
+
+/// Objects an app's runs share (a backend's [`crate::backend::KubeBackend::shared_kinds`]:
+/// the app's labels without a run label) are deleted when no `job_kind` object of the app is
+/// left in `namespace` (one being deleted does not count). Returns what was deleted.
+pub async fn remove_shared_if_unused(
+    c: &Cluster,
+    namespace: &str,
+    app: &str,
+    job_kind: ApiKind,
+    shared: &[ApiKind],
+) -> Result<Vec<Deleted>> {
+    use crate::render::manifests::{LABEL_APP, LABEL_MANAGED_BY, LABEL_RUN, MANAGER};
+    if shared.is_empty() {
+        return Ok(Vec::new());
+    }
+    let runs = format!("{LABEL_MANAGED_BY}={MANAGER},{LABEL_APP}={app}");
+    let api = dynamic_api(c, namespace, job_kind);
+    let lp = ListParams::default().labels(&runs);
+    let jobs = retry(ATTEMPTS, || api.list(&lp)).await.map_err(|e| {
+        c.error(
+            &format!("list {} in namespace {namespace}", job_kind.plural),
+            &e,
+        )
+    })?;
+    if jobs
+        .items
+        .iter()
+        .any(|j| j.metadata.deletion_timestamp.is_none())
+    {
+        return Ok(Vec::new());
+    }
+    let selector = format!("{runs},!{LABEL_RUN}");
+    let lp = ListParams::default().labels(&selector);
+    let dp = DeleteParams::foreground();
+    let mut out = Vec::new();
+    for k in shared {
+        let api = dynamic_api(c, namespace, *k);
+        let list = retry(ATTEMPTS, || api.list(&lp))
+            .await
+            .map_err(|e| c.error(&format!("list {} in namespace {namespace}", k.plural), &e))?;
+        for o in list.items {
+            let name = o.metadata.name.unwrap_or_default();
+            match retry(ATTEMPTS, || api.delete(&name, &dp)).await {
+                Ok(_) => {}
+                Err(e) if status_code(&e) == Some(404) => continue,
+                Err(e) => {
+                    return Err(c.error(
+                        &format!("delete {} {name} in namespace {namespace}", k.kind),
+                        &e,
+                    ));
+                }
+            }
+            out.push(Deleted {
+                kind: k.kind,
+                name,
+                api: *k,
+            });
+        }
+    }
+    Ok(out)
+}

@@ -233,6 +233,69 @@ pub fn nodes_check(nodes: Result<Vec<Node>, String>, app: &App) -> Check {
     }
 }
 
+/// The objects the app names that must exist (a backend's `prerequisites`, e.g. the Trainer
+/// runtime in `trainjob.runtime`): each one found, missing (the error deploy refuses with)
+/// or not looked up.
+pub async fn prerequisite_errors(
+    c: &Cluster,
+    namespace: &str,
+    app: &App,
+    backend: &dyn KubeBackend,
+) -> Vec<(crate::backend::Prerequisite, Result<bool, String>)> {
+    let mut out = Vec::new();
+    for p in backend.prerequisites(app) {
+        let api = if p.namespaced {
+            crate::cluster::apply::dynamic_api(c, namespace, p.kind)
+        } else {
+            crate::cluster::apply::dynamic_api_all(c, p.kind)
+        };
+        let found = match retry(ATTEMPTS, || api.get_opt(&p.name)).await {
+            Ok(o) => Ok(o.is_some()),
+            // A kind that is not served: the kinds check says so.
+            Err(e) if status_code(&e) == Some(404) => Ok(false),
+            Err(e) => Err(c
+                .error(&format!("get {} {}", p.kind.kind, p.name), &e)
+                .to_string()),
+        };
+        out.push((p, found));
+    }
+    out
+}
+
+/// Where a prerequisite is looked for, for messages.
+pub fn prerequisite_place(p: &crate::backend::Prerequisite, namespace: &str) -> String {
+    if p.namespaced {
+        format!("{} {} in namespace {namespace}", p.kind.kind, p.name)
+    } else {
+        format!("{} {}", p.kind.kind, p.name)
+    }
+}
+
+/// One check per prerequisite of the backend (none when it has none).
+pub async fn prerequisites(
+    c: &Cluster,
+    namespace: &str,
+    app: &App,
+    backend: &dyn KubeBackend,
+) -> Vec<Check> {
+    prerequisite_errors(c, namespace, app, backend)
+        .await
+        .into_iter()
+        .map(|(p, found)| {
+            let place = prerequisite_place(&p, namespace);
+            match found {
+                Ok(true) => Check::ok(p.what, format!("{place} exists")),
+                Ok(false) => Check::fail(
+                    p.what,
+                    format!("{place} (named in {}) does not exist", p.what),
+                    p.hint,
+                ),
+                Err(e) => Check::warn(p.what, e, ""),
+            }
+        })
+        .collect()
+}
+
 pub async fn pull_secrets(c: &Cluster, namespace: &str, app: &App) -> Check {
     if app.image_pull_secrets.is_empty() {
         return Check::ok("pull-secrets", "no imagePullSecrets configured");

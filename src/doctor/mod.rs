@@ -198,8 +198,9 @@ where
             Err(fail) => return vec![fail],
         };
         let ns = s.namespace.as_str();
-        let (kinds, rbac, nodes, secrets, sources, istio, quotas) = futures::join!(
+        let (kinds, prereq, rbac, nodes, secrets, sources, istio, quotas) = futures::join!(
             kube::kinds(&c, b),
+            kube::prerequisites(&c, ns, s.app, b),
             kube::rbac(&c, ns, b),
             kube::nodes(&c),
             kube::pull_secrets(&c, ns, s.app),
@@ -207,16 +208,18 @@ where
             kube::istio(&c, ns, s.app),
             kube::quotas(&c, ns),
         );
-        vec![
-            first,
-            kinds,
-            rbac,
-            kube::nodes_check(nodes, s.app),
-            secrets,
-            sources,
-            istio,
-            kube::quota_check(ns, quotas, s.app),
-        ]
+        vec![first, kinds]
+            .into_iter()
+            .chain(prereq)
+            .chain([
+                rbac,
+                kube::nodes_check(nodes, s.app),
+                secrets,
+                sources,
+                istio,
+                kube::quota_check(ns, quotas, s.app),
+            ])
+            .collect::<Vec<_>>()
     };
     // The registry is asked whether or not the cluster answers.
     let registry = async {

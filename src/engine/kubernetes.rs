@@ -287,7 +287,8 @@ impl KubeRun {
 
     pub async fn undeploy(&self, wait: bool, ui: &Ui) -> Result<Removed> {
         let (c, ns, sel) = (&self.cluster, &self.run.namespace, self.run.selector());
-        let deleted = undeploy::delete(c, ns, &sel).await?;
+        let mut deleted = undeploy::delete(c, ns, &sel).await?;
+        deleted.extend(self.remove_shared().await?);
         let removed = Removed {
             items: deleted
                 .iter()
@@ -302,6 +303,20 @@ impl KubeRun {
             r?;
         }
         Ok(removed)
+    }
+
+    /// The objects the app's runs share (its backend's `shared_kinds`), when this run was
+    /// the app's last.
+    async fn remove_shared(&self) -> Result<Vec<undeploy::Deleted>> {
+        let b = self.run.backend;
+        undeploy::remove_shared_if_unused(
+            &self.cluster,
+            &self.run.namespace,
+            &self.run.app,
+            b.job_object(&self.run.job).0,
+            &b.shared_kinds(),
+        )
+        .await
     }
 
     /// Waits on a watch of the run's pods (kube's watcher, with backoff); the job's state is
@@ -458,6 +473,21 @@ pub async fn deploy(
                 req.provider, c.context, c.server, req.kind
             ))
             .hint(req.hint));
+        }
+    }
+    for (p, found) in crate::doctor::kube::prerequisite_errors(c, &run.namespace, run.app, b).await
+    {
+        let place = crate::doctor::kube::prerequisite_place(&p, &run.namespace);
+        match found {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(Error::failure(format!(
+                    "{place} (named in {}) does not exist in context `{}`",
+                    p.what, c.context
+                ))
+                .hint(p.hint));
+            }
+            Err(e) => return Err(Error::failure(e)),
         }
     }
     let create_ns =
@@ -662,6 +692,7 @@ async fn rollback(run: &KubeRun) -> Result<()> {
         if deleted.is_empty() {
             quiet_looks += 1;
             if quiet_looks == 2 {
+                run.remove_shared().await?;
                 return Ok(());
             }
         } else {

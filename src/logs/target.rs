@@ -204,6 +204,7 @@ mod tests {
             role_label: "hvdctl.io/role",
             index_label: "jobset.sigs.k8s.io/job-index",
             index_offset: 0,
+            worker_value: crate::types::ROLE_WORKER,
         };
         assert_eq!(pod_short_name("j", &p, jobset, false), "worker-2");
         assert_eq!(targets_of(&p, jobset, "worker-2", None)[0].index, Some(2));

@@ -252,7 +252,7 @@ fn bad_inputs_each_give_their_error() {
         dry("mpi launcher", with("mpi: {launcher: srun}\n"), &[], 2, "mpirun, horovodrun"),
         dry("toleration operator", with("tolerations:\n- {key: k, operator: Maybe}\n"), &[], 2, "Equal, Exists"),
         dry("toleration effect", with("tolerations:\n- {key: k, effect: NoSchedul}\n"), &[], 2, "not one of NoSchedule, PreferNoSchedule, NoExecute (did you mean `NoSchedule`?)"),
-        dry("backend in the file", with("backend: bogus\n"), &[], 2, "backend: `bogus` is not one of mpijob, native, local"),
+        dry("backend in the file", with("backend: bogus\n"), &[], 2, "backend: `bogus` is not one of mpijob, native, trainjob, local"),
         // --- volumes ----------------------------------------------------------------------------
         dry("two volume sources", with("volumes:\n- {name: d, mountPath: /d, pvc: {claimName: c}, nfs: {server: s, path: /p}}\n"), &[], 2, "exactly one of pvc, nfs, hostPath"),
         dry("no volume source", with("volumes:\n- {name: d, mountPath: /d}\n"), &[], 2, "found none"),

@@ -422,6 +422,18 @@ fn dev_picks_up_edits_in_an_mpijob_run_on_the_docker_kubelet() {
     edit_loop(On::Kubelet(&docker, &cluster), "mpijob", "m");
 }
 
+#[test]
+fn dev_picks_up_edits_in_a_trainjob_run_on_the_docker_kubelet() {
+    let Some(docker) = docker() else { return };
+    let cluster = Cluster::start(fake_cluster::Options {
+        kubelet: fake_cluster::KubeletMode::Docker,
+        pause_image: Some(busybox_image()),
+        trainer: true,
+        ..Default::default()
+    });
+    edit_loop(On::Kubelet(&docker, &cluster), "trainjob", "t");
+}
+
 /// Bad input: exit 2 and what is wrong, before anything is deployed.
 #[test]
 fn dev_refuses_bad_input() {

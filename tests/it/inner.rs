@@ -75,9 +75,9 @@ fn assert_same_tree(a: &Path, b: &Path) {
 }
 
 /// A running `hvdctl port-forward`, killed when dropped.
-struct Forward {
+pub(crate) struct Forward {
     child: std::process::Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Drop for Forward {
@@ -88,7 +88,7 @@ impl Drop for Forward {
 }
 
 /// Starts `hvdctl port-forward ARGS` and reads the local port from its first line.
-fn port_forward(dir: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> Forward {
+pub(crate) fn port_forward(dir: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> Forward {
     let mut c = hvdctl_process();
     c.current_dir(dir)
         .arg("port-forward")
@@ -124,7 +124,7 @@ fn port_forward(dir: &Path, kubeconfig: Option<&Path>, args: &[&str]) -> Forward
 /// A conversation with sshd through `127.0.0.1:port`: its banner line, then, after ours,
 /// the first bytes of its key exchange (both directions of the forward carry data). Returns
 /// the banner.
-fn ssh_hello(port: u16) -> String {
+pub(crate) fn ssh_hello(port: u16) -> String {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut reader = BufReader::new(s.try_clone().unwrap());

@@ -42,6 +42,8 @@ mod render;
 mod runs;
 // hvdctl tensorboard: a real TensorBoard in rank 0's container of a training local run.
 mod tensorboard;
+// The trainjob backend (Kubeflow Trainer v2) on fake-cluster --trainer, both kubelets.
+mod trainjob;
 // The horovod template training for real: local and docker kubelet, both launchers.
 mod training;
 // Values are data: any string given to --set or hvdctl.yaml stays one value.

@@ -163,6 +163,7 @@ spec:
                 role_label: LABEL_ROLE,
                 index_label: RANK_LABEL,
                 index_offset: 0,
+                worker_value: ROLE_WORKER,
             }
         }
         fn scaling(&self) -> Scaling {

@@ -1,6 +1,6 @@
 //! The `horovod` template trains for real on the Horovod base built here
 //! (`scripts/dev-services.sh horovod`): on the local backend and through Kubernetes manifests
-//! executed by the fake cluster's Docker kubelet (`native`, `mpijob`), with both launchers
+//! executed by the fake cluster's Docker kubelet (`native`, `mpijob`, `trainjob`), with both launchers
 //! (`mpirun`, `horovodrun`) and both shapes (2 workers × 1 slot, 1 worker × 2 slots). Every
 //! rank starts and joins the allreduce, rank 0's loss falls, it checkpoints, and a second run
 //! on the same checkpoint directory (a hostPath volume) starts at the next epoch.
@@ -20,6 +20,7 @@ enum On {
     Local,
     Native,
     MpiJob,
+    TrainJob,
 }
 
 impl On {
@@ -28,6 +29,16 @@ impl On {
             On::Local => "local",
             On::Native => "native",
             On::MpiJob => "mpijob",
+            On::TrainJob => "trainjob",
+        }
+    }
+
+    /// The host name of worker `i` of job `job`: a Trainer node is JobSet's
+    /// `<job>-node-0-<i>`.
+    fn worker_host(self, job: &str, i: u32) -> String {
+        match self {
+            On::TrainJob => format!("{job}-node-0-{i}"),
+            _ => format!("{job}-worker-{i}"),
         }
     }
 }
@@ -128,8 +139,8 @@ fn check(t: &Training, r: &Trained, first: u32, checkpoint_dir: &str) {
         // Open MPI and horovodrun fill a worker's slots before the next (`-map-by slot`).
         let (worker, local) = (rank / t.slots, rank % t.slots);
         let line = format!(
-            "rank {rank} of {n} (local rank {local}) on {}-worker-{worker}",
-            r.job
+            "rank {rank} of {n} (local rank {local}) on {}",
+            t.on.worker_host(&r.job, worker)
         );
         assert!(out.contains(&line), "no {line:?}:\n{out}");
     }
@@ -305,7 +316,13 @@ fn kubernetes_trains(on: On) {
         return;
     };
     let _training = one_training_at_a_time();
-    let cluster = Cluster::docker_kubelet(on == On::MpiJob);
+    let cluster = Cluster::start(fake_cluster::Options {
+        kubelet: fake_cluster::KubeletMode::Docker,
+        pause_image: Some(busybox_image()),
+        mpi_operator: on == On::MpiJob,
+        trainer: on == On::TrainJob,
+        ..Default::default()
+    });
     let kc = cluster.kubeconfig.clone();
     let (_tmp, dir) = horovod_dir();
     let ckpt = checkpoint_dir();
@@ -379,6 +396,13 @@ fn native_backend_trains_with_both_launchers_and_resumes() {
 #[test]
 fn mpijob_backend_trains_with_both_launchers_and_resumes() {
     kubernetes_trains(On::MpiJob);
+}
+
+/// Kubeflow Trainer v2 (`fake-cluster --trainer`): the TrainJob's launcher and JobSet's
+/// nodes train with both launchers.
+#[test]
+fn trainjob_backend_trains_with_both_launchers_and_resumes() {
+    kubernetes_trains(On::TrainJob);
 }
 
 /// `horovod-tensorflow` on the Debian TensorFlow base (tensorflow-cpu 2.12 + Horovod built

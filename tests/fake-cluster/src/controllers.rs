@@ -317,7 +317,29 @@ impl Controllers {
                 .iter()
                 .filter(|p| !matches!(phase(p), "Succeeded" | "Failed") && !deleting(p))
                 .collect();
-            let succeeded = mine.iter().filter(|p| phase(p) == "Succeeded").count() as i64;
+            // Indexed Jobs (the Job controller's `completionMode: Indexed`): one pod per
+            // index, done when every index has succeeded once.
+            let indexed = s(&job, "/spec/completionMode") == Some("Indexed");
+            let index_of = |p: &Value| -> Option<i64> {
+                s(
+                    p,
+                    "/metadata/labels/batch.kubernetes.io~1job-completion-index",
+                )?
+                .parse()
+                .ok()
+            };
+            let succeeded = if indexed {
+                let mut done: Vec<i64> = mine
+                    .iter()
+                    .filter(|p| phase(p) == "Succeeded")
+                    .filter_map(|p| index_of(p))
+                    .collect();
+                done.sort_unstable();
+                done.dedup();
+                done.len() as i64
+            } else {
+                mine.iter().filter(|p| phase(p) == "Succeeded").count() as i64
+            };
             let mut failed = mine.iter().filter(|p| phase(p) == "Failed").count() as i64;
             let on_failure = s(&job, "/spec/template/spec/restartPolicy") == Some("OnFailure");
             let restarts: i64 = if on_failure {
@@ -431,12 +453,42 @@ impl Controllers {
                     .pointer("/spec/template")
                     .cloned()
                     .unwrap_or_else(|| json!({}));
-                while active_n < want {
-                    let pod_name = format!("{}-{}", trim_name(&name, 57), util::random_suffix());
-                    let mut pod = pod_from_template(&template, &pod_name, &ns, &[], &job);
-                    pod["metadata"]["generateName"] = json!(format!("{name}-"));
-                    self.create(PODS, &ns, pod, &job, "pod");
-                    active_n += 1;
+                if indexed {
+                    // Each index without a running or succeeded pod gets one, named
+                    // `<job>-<index>-<random>` and hostnamed `<job>-<index>` as the Job
+                    // controller does (`pkg/controller/job/indexed_job_utils.go`).
+                    let busy: Vec<i64> = mine
+                        .iter()
+                        .filter(|p| !deleting(p) && phase(p) != "Failed")
+                        .filter_map(|p| index_of(p))
+                        .collect();
+                    for i in 0..completions {
+                        if active_n >= parallelism {
+                            break;
+                        }
+                        if busy.contains(&i) {
+                            continue;
+                        }
+                        let base = format!("{}-{i}", trim_name(&name, 50));
+                        let pod_name = format!("{base}-{}", util::random_suffix());
+                        let extra = [("batch.kubernetes.io/job-completion-index", i.to_string())];
+                        let mut pod = pod_from_template(&template, &pod_name, &ns, &extra, &job);
+                        pod["metadata"]["generateName"] = json!(format!("{base}-"));
+                        pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"] =
+                            json!(i.to_string());
+                        pod["spec"]["hostname"] = json!(base);
+                        self.create(PODS, &ns, pod, &job, "pod");
+                        active_n += 1;
+                    }
+                } else {
+                    while active_n < want {
+                        let pod_name =
+                            format!("{}-{}", trim_name(&name, 57), util::random_suffix());
+                        let mut pod = pod_from_template(&template, &pod_name, &ns, &[], &job);
+                        pod["metadata"]["generateName"] = json!(format!("{name}-"));
+                        self.create(PODS, &ns, pod, &job, "pod");
+                        active_n += 1;
+                    }
                 }
             }
             status["active"] = json!(active_n);

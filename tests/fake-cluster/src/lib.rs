@@ -24,6 +24,7 @@ pub mod selectors;
 mod server;
 pub mod store;
 pub mod table;
+pub mod trainer;
 pub mod util;
 
 use serde::{Deserialize, Serialize};
@@ -82,6 +83,9 @@ pub struct Options {
     /// Serve `kubeflow.org/v2beta1` MPIJobs and run the MPI Operator ([`mpi::MpiOperator`],
     /// added to [`Options::operators`]).
     pub mpi_operator: bool,
+    /// Serve Kubeflow Trainer v2's TrainJob/TrainingRuntime/ClusterTrainingRuntime and
+    /// JobSet, and run the Trainer and JobSet controllers ([`trainer`]).
+    pub trainer: bool,
     /// Operators: each serves its custom resources and reconciles them
     /// ([`controllers::Operator`]).
     pub operators: Vec<Arc<dyn controllers::Operator>>,
@@ -110,6 +114,7 @@ impl Default for Options {
             pause_image: None,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             mpi_operator: false,
+            trainer: false,
             operators: Vec::new(),
             faults: Faults::default(),
             kubelet_delay: Duration::from_millis(100),
@@ -200,6 +205,9 @@ impl FakeCluster {
         let mut operators = opts.operators.clone();
         if opts.mpi_operator {
             operators.push(Arc::new(mpi::MpiOperator));
+        }
+        if opts.trainer {
+            operators.extend(trainer::operators());
         }
         let custom: Vec<ResId> = operators
             .iter()

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use fake_cluster::{FakeCluster, Faults, KubeletMode, Options};
 
-const USAGE: &str = "usage: fake-cluster [--listen ADDR] [--kubeconfig FILE] [--mpi-operator]
+const USAGE: &str =
+    "usage: fake-cluster [--listen ADDR] [--kubeconfig FILE] [--mpi-operator] [--trainer]
   [--kubelet synthetic|docker] [--pause-image IMAGE]
   [--nodes N [--node-cpu C] [--node-memory M] [--node-gpus G] [--node-taint K=V:EFFECT]...]
   [--cut-logs-every N] [--fail-rate F] [--log-fail-rate F] [--watch-expire-secs S]
@@ -48,6 +49,7 @@ fn run() -> Result<(), String> {
             "--listen" => opts.listen = num(&flag, value()?)?,
             "--kubeconfig" => kubeconfig = Some(PathBuf::from(value()?)),
             "--mpi-operator" => opts.mpi_operator = true,
+            "--trainer" => opts.trainer = true,
             "--kubelet" => {
                 opts.kubelet = match value()?.as_str() {
                     "synthetic" => KubeletMode::Synthetic,
