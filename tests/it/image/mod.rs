@@ -7,6 +7,8 @@ mod auth;
 mod context;
 // Build and push through the real daemon and registry.
 mod docker;
+// Docker hosts: a second dockerd over TLS, through DOCKER_HOST and a Docker context.
+mod hosts;
 // .dockerignore: documented behaviour, exceptions, order.
 mod dockerignore;
 // Default image tags from git state or content.
