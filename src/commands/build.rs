@@ -2,7 +2,7 @@
 
 use super::block_on;
 use crate::app;
-use crate::cli::{BuildArgs, Global, ProgressChoice, PushArgs};
+use crate::cli::{BuildArgs, BuilderChoice, Global, ProgressChoice, PushArgs};
 use crate::error::{Error, Result};
 use crate::image::{self, DockerClient, ProgressMode};
 use crate::state::{self, ImageRecord};
@@ -12,6 +12,7 @@ fn progress(p: ProgressChoice) -> ProgressMode {
     match p {
         ProgressChoice::Auto => ProgressMode::Auto,
         ProgressChoice::Plain => ProgressMode::Plain,
+        ProgressChoice::Tty => ProgressMode::Tty,
     }
 }
 
@@ -30,6 +31,11 @@ fn options(a: &BuildArgs) -> image::AppBuild {
         no_cache: a.no_cache,
         pull: a.pull,
         progress: progress(a.progress),
+        builder: match a.builder {
+            BuilderChoice::Auto => image::Builder::Auto,
+            BuilderChoice::Buildkit => image::Builder::BuildKit,
+            BuilderChoice::Legacy => image::Builder::Legacy,
+        },
     }
 }
 

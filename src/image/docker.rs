@@ -19,6 +19,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE};
 use bytes::{Bytes, BytesMut};
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper::header::HeaderValue;
@@ -167,6 +168,21 @@ impl DockerClient {
         path_and_query: &str,
         headers: &[(&str, String)],
     ) -> Result<hyper::Response<Incoming>> {
+        let empty = Empty::<Bytes>::new()
+            .map_err(|never| match never {})
+            .boxed();
+        self.request_with_body(method, path_and_query, headers, empty)
+            .await
+    }
+
+    /// [`DockerClient::request`] with a body, sent as it is produced (a build's context).
+    pub(crate) async fn request_with_body(
+        &self,
+        method: hyper::Method,
+        path_and_query: &str,
+        headers: &[(&str, String)],
+        body: BoxBody<Bytes, std::io::Error>,
+    ) -> Result<hyper::Response<Incoming>> {
         let uri = format!("/v{}{}", self.api_version, path_and_query);
         let mut req = hyper::Request::builder()
             .method(method)
@@ -180,7 +196,7 @@ impl DockerClient {
             req = req.header(*k, v.as_str());
         }
         let req = req
-            .body(Empty::<Bytes>::new())
+            .body(body)
             .map_err(|e| Error::failure(format!("building the request {uri}: {e}")))?;
         let stream = self.host().dial().await.map_err(endpoint_error)?;
         send(stream, req).await.map_err(|e| {
@@ -209,12 +225,7 @@ impl DockerClient {
                 status.as_u16()
             )));
         }
-        Ok(JsonLines {
-            body: resp.into_body(),
-            buf: BytesMut::new(),
-            done: false,
-            _t: std::marker::PhantomData,
-        })
+        Ok(JsonLines::new(resp.into_body()))
     }
 }
 
@@ -238,7 +249,7 @@ pub(crate) async fn daemon_message(resp: hyper::Response<Incoming>) -> String {
 
 async fn send<S>(
     stream: S,
-    req: hyper::Request<Empty<Bytes>>,
+    req: hyper::Request<BoxBody<Bytes, std::io::Error>>,
 ) -> hyper::Result<hyper::Response<Incoming>>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -260,6 +271,15 @@ pub(crate) struct JsonLines<T> {
 }
 
 impl<T: DeserializeOwned> JsonLines<T> {
+    pub(crate) fn new(body: Incoming) -> JsonLines<T> {
+        JsonLines {
+            body,
+            buf: BytesMut::new(),
+            done: false,
+            _t: std::marker::PhantomData,
+        }
+    }
+
     /// The next message, `None` at the end of the body.
     pub(crate) async fn next(&mut self) -> Result<Option<T>> {
         loop {

@@ -102,6 +102,8 @@ async fn build_push_and_read_the_manifest_back() {
         .insert("GREETING".into(), "hello-from-arg".into());
     req.labels.insert("hvdctl.io/app".into(), "test-app".into());
     req.progress = ProgressMode::Plain;
+    // The classic builder's output is checked here; BuildKit's in image::buildkit.
+    req.builder = hvdctl::image::Builder::Legacy;
     let mut log = Vec::new();
     let built = build(&svc.docker, &req, &mut log)
         .await
@@ -293,6 +295,7 @@ async fn failing_run_step_shows_its_output() {
     );
     let mut req = BuildRequest::new(d.path(), util::unique("hvdctl-tests/fails"), "t");
     req.progress = ProgressMode::Plain;
+    req.builder = hvdctl::image::Builder::Legacy;
     req.no_cache = true;
     let mut log = Vec::new();
     let e = build(&svc.docker, &req, &mut log).await.unwrap_err();

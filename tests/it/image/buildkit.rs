@@ -1,0 +1,169 @@
+//! `hvdctl build` with BuildKit on the test daemon (Debian's dockerd 20.10, API 1.41): a
+//! cache mount kept across builds, a rebuild after touching only the training script that
+//! reuses every step before its `COPY`, a failing third step named with its last lines, and
+//! `--builder legacy` refusing BuildKit-only syntax as the classic builder does.
+
+use crate::util::*;
+use std::path::Path;
+
+/// An app in `dir` with `dockerfile`, on the busybox base; `hvdctl build` there returns
+/// its output.
+fn app(dir: &Path, dockerfile: &str) {
+    write_tree(
+        dir,
+        &[
+            (
+                "hvdctl.yaml",
+                "name: bk\nimage: hvdctl-test/buildkit\ncommand: [/bin/true]\n",
+            ),
+            ("Dockerfile", dockerfile),
+            ("train.py", "print('epoch 1')\n"),
+            ("requirements.txt", "numpy\n"),
+        ],
+    );
+}
+
+fn build(dir: &Path, host: &str, args: &[&str]) -> Out {
+    let mut c = hvdctl_in(dir);
+    c.env("DOCKER_HOST", host)
+        .env_remove("DOCKER_CONTEXT")
+        .args(["build", "--progress", "plain"])
+        .args(args);
+    run(c)
+}
+
+/// The state BuildKit's plain output gives the step whose name contains `name`: `CACHED`,
+/// `DONE …`, `ERROR: …`, or `None` when it did not end.
+fn step_state(out: &str, name: &str) -> Option<String> {
+    let n = out.lines().find_map(|l| {
+        let (num, rest) = l.split_once(' ')?;
+        (num.starts_with('#') && rest.contains(name)).then(|| num.to_string())
+    })?;
+    out.lines().find_map(|l| {
+        let rest = l.strip_prefix(&format!("{n} "))?;
+        (rest == "CACHED" || rest.starts_with("DONE ") || rest.starts_with("ERROR"))
+            .then(|| rest.to_string())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_mounts_persist_and_a_script_edit_reuses_every_step_before_copy() {
+    let Some((_, host)) = docker_with(&busybox_image()).await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // A unique cache id: a rerun of the test starts from an empty cache.
+    let cache = unique("hvdctl-test-pip");
+    app(
+        dir,
+        &format!(
+            "FROM {base}\n\
+             ARG ROUND=1\n\
+             COPY requirements.txt /app/\n\
+             RUN --mount=type=cache,id={cache},target=/root/.cache/pip \\\n    \
+             if [ -f /root/.cache/pip/wheel ]; then echo \"cache hit: $(cat /root/.cache/pip/wheel)\"; \\\n    \
+             else echo cache empty; fi; echo \"round $ROUND\" > /root/.cache/pip/wheel\n\
+             COPY train.py /app/\n",
+            base = busybox_image()
+        ),
+    );
+    let first = build(dir, &host, &["--tag", "one", "--build-arg", "ROUND=1"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(first.stderr.contains("with BuildKit"), "{}", first.stderr);
+    assert!(first.stderr.contains("cache empty"), "{}", first.stderr);
+
+    // The RUN step runs again (another ROUND) and finds what the first build left in the
+    // cache mount — which is not in any image layer.
+    let second = build(dir, &host, &["--tag", "two", "--build-arg", "ROUND=2"]);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert!(
+        second.stderr.contains("cache hit: round 1"),
+        "{}",
+        second.stderr
+    );
+
+    // Touch only the training script: every step before `COPY train.py` is reused.
+    std::fs::write(dir.join("train.py"), "print('epoch 2')\n").unwrap();
+    let third = build(dir, &host, &["--tag", "three", "--build-arg", "ROUND=2"]);
+    assert_eq!(third.code, 0, "{}", third.stderr);
+    assert_eq!(
+        step_state(&third.stderr, "COPY requirements.txt").as_deref(),
+        Some("CACHED"),
+        "{}",
+        third.stderr
+    );
+    assert_eq!(
+        step_state(&third.stderr, "RUN --mount=type=cache").as_deref(),
+        Some("CACHED"),
+        "{}",
+        third.stderr
+    );
+    let copy = step_state(&third.stderr, "COPY train.py").unwrap_or_default();
+    assert!(copy.starts_with("DONE"), "{copy}: {}", third.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_third_step_is_named_with_its_last_lines() {
+    let Some((_, host)) = docker_with(&busybox_image()).await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    app(
+        dir,
+        &format!(
+            "FROM {}\nRUN echo step two\nRUN echo installing; echo 'no such package: nump' >&2; exit 3\nRUN echo never\n",
+            busybox_image()
+        ),
+    );
+    let out = build(dir, &host, &["--tag", "fail", "--builder", "buildkit"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("failed at step") && out.stderr.contains("3/4] RUN echo installing"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("  | no such package: nump"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("exit code: 3"), "{}", out.stderr);
+    // The fourth step never ran: no output line of it.
+    assert!(
+        !out.stderr
+            .lines()
+            .any(|l| l.starts_with('#') && l.ends_with(" never") && !l.contains("RUN")),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_legacy_builder_is_chosen_by_flag() {
+    let Some((_, host)) = docker_with(&busybox_image()).await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    app(
+        dir,
+        &format!("FROM {}\nRUN echo classic\n", busybox_image()),
+    );
+    let out = build(dir, &host, &["--tag", "legacy", "--builder", "legacy"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("Step 2/"), "{}", out.stderr);
+    assert!(!out.stderr.contains("with BuildKit"), "{}", out.stderr);
+    // BuildKit-only syntax fails on the classic builder, naming the step.
+    app(
+        dir,
+        &format!(
+            "FROM {}\nRUN --mount=type=cache,target=/c true\n",
+            busybox_image()
+        ),
+    );
+    let out = build(dir, &host, &["--tag", "legacy2", "--builder", "legacy"]);
+    assert_ne!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("--mount"), "{}", out.stderr);
+}
