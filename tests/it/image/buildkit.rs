@@ -167,3 +167,92 @@ async fn the_legacy_builder_is_chosen_by_flag() {
     assert_ne!(out.code, 0, "{}", out.stderr);
     assert!(out.stderr.contains("--mount"), "{}", out.stderr);
 }
+
+/// Whether a process whose command line holds `marker` runs on this machine (BuildKit runs
+/// a step's processes with runc on the daemon's host: here, this machine).
+fn process_with(marker: &str) -> bool {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()).any(|e| {
+                std::fs::read(e.path().join("cmdline"))
+                    .map(|c| {
+                        String::from_utf8_lossy(&c)
+                            .replace('\0', " ")
+                            .contains(marker)
+                    })
+                    .unwrap_or(false)
+            })
+        })
+        .unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_cancels_the_build_on_the_daemon() {
+    use std::io::{BufRead, BufReader};
+    let Some((_, host)) = docker_with(&busybox_image()).await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // A step that would run for an hour, with a number of seconds no other process uses.
+    let secs = 3600 + rand::random::<u16>() as u32 % 10_000;
+    let marker = format!("sleep {secs}");
+    app(
+        dir,
+        &format!(
+            "FROM {}\nRUN echo step-started; {marker}\n",
+            busybox_image()
+        ),
+    );
+    let mut c = hvdctl_process();
+    c.current_dir(dir)
+        .env("DOCKER_HOST", &host)
+        .env_remove("DOCKER_CONTEXT")
+        .args([
+            "build",
+            "--progress",
+            "plain",
+            "--no-cache",
+            "--tag",
+            "cancel",
+        ])
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref().map_while(Result::ok) {
+        let started = line.ends_with(" step-started");
+        seen.push(line);
+        if started {
+            break;
+        }
+    }
+    // The rest of stderr is read on (what hvdctl says as it stops).
+    let rest = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    assert!(
+        seen.last().is_some_and(|l| l.ends_with(" step-started")),
+        "{}",
+        seen.join("\n")
+    );
+    assert!(process_with(&marker), "the step's process runs");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    let rest = rest.join().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "{}\n{}",
+        seen.join("\n"),
+        rest.join("\n")
+    );
+    // The daemon stops the step once the client is gone.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while process_with(&marker) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "`{marker}` still runs a minute after Ctrl-C"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
