@@ -596,8 +596,8 @@ pub struct BuildArgs {
     #[arg(long)]
     pub pull: bool,
     /// Progress display: live on a terminal (auto), the builder's lines (plain; BuildKit's
-    /// as `docker buildx --progress plain` shows them), or live even when stderr is not a
-    /// terminal (tty)
+    /// as `docker buildx --progress plain` shows them), or live even with TERM=dumb (tty;
+    /// where stderr is no terminal at all, only the result is printed)
     #[arg(long, value_enum, default_value_t = ProgressChoice::Auto)]
     pub progress: ProgressChoice,
     /// Builder: BuildKit when the daemon has it (auto), or forced
