@@ -603,6 +603,10 @@ pub struct BuildArgs {
     /// Builder: BuildKit when the daemon has it (auto), or forced
     #[arg(long, value_enum, default_value_t = BuilderChoice::Auto)]
     pub builder: BuilderChoice,
+    /// A build secret for `RUN --mount=type=secret,id=ID` (repeatable; BuildKit only; the
+    /// file is never part of the image or printed)
+    #[arg(long, value_name = "id=ID,src=PATH")]
+    pub secret: Vec<String>,
     /// Override a key of hvdctl.yaml (as for deploy)
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,

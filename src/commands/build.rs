@@ -18,13 +18,19 @@ fn progress(p: ProgressChoice) -> ProgressMode {
 
 pub fn run(g: &Global, ui: &Ui, a: BuildArgs) -> Result<u8> {
     let loaded = app::load(&g.app_dir, &a.set)?;
-    block_on(image::build_app(&loaded, &options(&a), ui))?;
+    let opts = options(&a)?;
+    block_on(image::build_app(&loaded, &opts, ui))?;
     Ok(0)
 }
 
 /// `hvdctl build`'s flags as the image module's options.
-fn options(a: &BuildArgs) -> image::AppBuild {
-    image::AppBuild {
+fn options(a: &BuildArgs) -> Result<image::AppBuild> {
+    let secrets = a
+        .secret
+        .iter()
+        .map(|s| image::session::SecretSpec::parse(s))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(image::AppBuild {
         push: a.push,
         tag: a.tag.clone(),
         build_args: a.build_arg.clone(),
@@ -36,7 +42,8 @@ fn options(a: &BuildArgs) -> image::AppBuild {
             BuilderChoice::Buildkit => image::Builder::BuildKit,
             BuilderChoice::Legacy => image::Builder::Legacy,
         },
-    }
+        secrets,
+    })
 }
 
 /// Pushes `reference` with the credentials Docker would use for its registry.

@@ -22,6 +22,8 @@ pub struct AppBuild {
     pub pull: bool,
     pub progress: ProgressMode,
     pub builder: Builder,
+    /// `--secret`s for BuildKit.
+    pub secrets: Vec<super::session::SecretSpec>,
 }
 
 impl Default for AppBuild {
@@ -35,6 +37,7 @@ impl Default for AppBuild {
             pull: false,
             progress: ProgressMode::Plain,
             builder: Builder::Auto,
+            secrets: Vec::new(),
         }
     }
 }
@@ -77,6 +80,7 @@ pub async fn build_app(loaded: &app::Loaded, a: &AppBuild, ui: &Ui) -> Result<St
     req.pull = a.pull;
     req.progress = a.progress;
     req.builder = a.builder;
+    req.secrets = a.secrets.clone();
     req.labels.insert("hvdctl.io/app".into(), app.name.clone());
     let docker = DockerClient::connect().await?;
     let built = super::build(&docker, &req, &mut std::io::stderr()).await?;

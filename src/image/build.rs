@@ -81,6 +81,8 @@ pub struct BuildRequest {
     pub labels: BTreeMap<String, String>,
     pub progress: ProgressMode,
     pub builder: Builder,
+    /// `--secret`s: served to BuildKit's `RUN --mount=type=secret` through a session.
+    pub secrets: Vec<super::session::SecretSpec>,
 }
 
 impl BuildRequest {
@@ -103,6 +105,7 @@ impl BuildRequest {
             labels: BTreeMap::new(),
             progress: ProgressMode::Auto,
             builder: Builder::Auto,
+            secrets: Vec::new(),
         }
     }
 
@@ -217,7 +220,14 @@ pub async fn build(
         chunk
     });
 
+    let secrets = super::session::read_secrets(&req.secrets)?;
     let use_buildkit = match req.builder {
+        Builder::Legacy if !secrets.is_empty() => {
+            return Err(Error::input(
+                "--secret needs BuildKit: the classic builder has no build secrets",
+            )
+            .hint("drop --builder legacy"));
+        }
         Builder::Legacy => false,
         Builder::BuildKit => {
             super::buildkit::supported(docker).await.map_err(|why| {
@@ -231,6 +241,12 @@ pub async fn build(
         }
         Builder::Auto => match super::buildkit::supported(docker).await {
             Ok(()) => true,
+            Err(why) if !secrets.is_empty() => {
+                return Err(Error::failure(format!(
+                    "--secret needs BuildKit, and the daemon at {} cannot build with it: {why}",
+                    docker.host()
+                )));
+            }
             Err(why) => {
                 let _ = writeln!(log, "note: building with the classic builder: {why}");
                 false
@@ -259,8 +275,9 @@ pub async fn build(
             pull: req.pull,
             registry_config,
             progress: req.progress,
+            secrets,
         };
-        let result = super::buildkit::build(docker, &params, body, sent.clone(), log).await;
+        let result = super::buildkit::build(docker, params, body, sent.clone(), log).await;
         if let Some(e) = tar_error.lock().unwrap_or_else(|p| p.into_inner()).take() {
             return Err(e.context(format!(
                 "sending the build context {}",

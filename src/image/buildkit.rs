@@ -71,13 +71,15 @@ pub(crate) struct Params<'a> {
     /// `X-Registry-Config` (base64url JSON of the credentials by registry), if any.
     pub registry_config: Option<String>,
     pub progress: ProgressMode,
+    /// Served through a session when not empty.
+    pub secrets: HashMap<String, zeroize::Zeroizing<Vec<u8>>>,
 }
 
 /// Builds with BuildKit; `body` is the context's tar stream, `sent` counts its bytes.
 /// Returns the image id.
 pub(crate) async fn build<S>(
     docker: &DockerClient,
-    p: &Params<'_>,
+    p: Params<'_>,
     body: S,
     sent: Arc<AtomicU64>,
     log: &mut (dyn Write + Send),
@@ -111,6 +113,15 @@ where
     }
     if p.pull {
         q.push(("pull", "1".into()));
+    }
+    // Kept open until the build ends (dropped on return, Ctrl-C included).
+    let session = if p.secrets.is_empty() {
+        None
+    } else {
+        Some(super::session::start(docker, p.secrets.clone()).await?)
+    };
+    if let Some(s) = &session {
+        q.push(("session", s.id.clone()));
     }
     let query = serde_urlencoded::to_string(&q)
         .map_err(|e| Error::failure(format!("encoding the build's parameters: {e}")))?;

@@ -19,6 +19,7 @@ pub mod context;
 pub mod docker;
 pub mod dockerignore;
 pub mod push;
+pub mod session;
 pub mod tag;
 
 mod progress;

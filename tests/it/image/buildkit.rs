@@ -256,3 +256,76 @@ async fn ctrl_c_cancels_the_build_on_the_daemon() {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_reaches_its_step_and_nothing_else() {
+    let Some((docker, host)) = docker_with(&busybox_image()).await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("app");
+    let value = unique("s3cr3t");
+    let token = tmp.path().join("token");
+    std::fs::write(&token, &value).unwrap();
+    app(
+        &dir,
+        &format!(
+            "FROM {}\n\
+             RUN --mount=type=secret,id=token,required sha256sum < /run/secrets/token\n\
+             RUN ls /run/secrets 2>/dev/null | wc -l > /left\n",
+            busybox_image()
+        ),
+    );
+    let secret = format!("id=token,src={}", token.display());
+    let out = build(
+        &dir,
+        &host,
+        &["--tag", "secret", "--no-cache", "--secret", &secret],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The step read the file's contents (its digest is printed), never the value itself.
+    use sha2::Digest;
+    let digest = format!("{:x}", sha2::Sha256::digest(value.as_bytes()));
+    assert!(out.stderr.contains(&digest), "{}", out.stderr);
+    assert!(!out.stderr.contains(&value), "{}", out.stderr);
+    // Nothing of it is in the image: no file under /run/secrets, no layer holding it.
+    let image = "hvdctl-test/buildkit:secret";
+    let history = docker.bollard().image_history(image).await.unwrap();
+    assert!(!history.is_empty());
+    let saved = util_save(&host, image);
+    assert!(
+        !saved.windows(value.len()).any(|w| w == value.as_bytes()),
+        "the secret is in the saved image"
+    );
+
+    // A required secret that is not given: the step fails, named.
+    let out = build(&dir, &host, &["--tag", "nosecret", "--no-cache"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("failed at step"), "{}", out.stderr);
+    // A secret file that does not exist: exit 2 naming it, before anything is built.
+    let out = build(
+        &dir,
+        &host,
+        &["--tag", "x", "--secret", "id=token,src=/nonexistent/token"],
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("/nonexistent/token"), "{}", out.stderr);
+    // The classic builder has no secrets.
+    let out = build(
+        &dir,
+        &host,
+        &["--tag", "x", "--builder", "legacy", "--secret", &secret],
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+}
+
+/// `docker save IMAGE` as bytes (layers included).
+fn util_save(host: &str, image: &str) -> Vec<u8> {
+    let out = std::process::Command::new("docker")
+        .args(["save", image])
+        .env("DOCKER_HOST", host)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    out.stdout
+}
