@@ -567,6 +567,18 @@ pub struct LogsArgs {
 pub enum ProgressChoice {
     Auto,
     Plain,
+    Tty,
+}
+
+/// Which builder of the Docker daemon builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BuilderChoice {
+    /// BuildKit when the daemon has it (API 1.39+ on Linux), else the classic builder
+    Auto,
+    /// BuildKit (cache mounts, `# syntax=`, heredocs); an error if the daemon cannot
+    Buildkit,
+    /// The classic builder
+    Legacy,
 }
 
 #[derive(Debug, Args)]
@@ -586,9 +598,18 @@ pub struct BuildArgs {
     /// Always pull newer versions of the base images
     #[arg(long)]
     pub pull: bool,
-    /// Progress display: bars on a terminal (auto) or the daemon's lines (plain)
+    /// Progress display: live on a terminal (auto), the builder's lines (plain; BuildKit's
+    /// as `docker buildx --progress plain` shows them), or live even with TERM=dumb (tty;
+    /// where stderr is no terminal at all, only the result is printed)
     #[arg(long, value_enum, default_value_t = ProgressChoice::Auto)]
     pub progress: ProgressChoice,
+    /// Builder: BuildKit when the daemon has it (auto), or forced
+    #[arg(long, value_enum, default_value_t = BuilderChoice::Auto)]
+    pub builder: BuilderChoice,
+    /// A build secret for `RUN --mount=type=secret,id=ID` (repeatable; BuildKit only; the
+    /// file is never part of the image or printed)
+    #[arg(long, value_name = "id=ID,src=PATH")]
+    pub secret: Vec<String>,
     /// Override a key of hvdctl.yaml (as for deploy)
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,

@@ -2,7 +2,7 @@
 
 use super::block_on;
 use crate::app;
-use crate::cli::{BuildArgs, Global, ProgressChoice, PushArgs};
+use crate::cli::{BuildArgs, BuilderChoice, Global, ProgressChoice, PushArgs};
 use crate::error::{Error, Result};
 use crate::image::{self, DockerClient, ProgressMode};
 use crate::state::{self, ImageRecord};
@@ -12,25 +12,38 @@ fn progress(p: ProgressChoice) -> ProgressMode {
     match p {
         ProgressChoice::Auto => ProgressMode::Auto,
         ProgressChoice::Plain => ProgressMode::Plain,
+        ProgressChoice::Tty => ProgressMode::Tty,
     }
 }
 
 pub fn run(g: &Global, ui: &Ui, a: BuildArgs) -> Result<u8> {
     let loaded = app::load(&g.app_dir, &a.set)?;
-    block_on(image::build_app(&loaded, &options(&a), ui))?;
+    let opts = options(&a)?;
+    block_on(image::build_app(&loaded, &opts, ui))?;
     Ok(0)
 }
 
 /// `hvdctl build`'s flags as the image module's options.
-fn options(a: &BuildArgs) -> image::AppBuild {
-    image::AppBuild {
+fn options(a: &BuildArgs) -> Result<image::AppBuild> {
+    let secrets = a
+        .secret
+        .iter()
+        .map(|s| image::session::SecretSpec::parse(s))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(image::AppBuild {
         push: a.push,
         tag: a.tag.clone(),
         build_args: a.build_arg.clone(),
         no_cache: a.no_cache,
         pull: a.pull,
         progress: progress(a.progress),
-    }
+        builder: match a.builder {
+            BuilderChoice::Auto => image::Builder::Auto,
+            BuilderChoice::Buildkit => image::Builder::BuildKit,
+            BuilderChoice::Legacy => image::Builder::Legacy,
+        },
+        secrets,
+    })
 }
 
 /// Pushes `reference` with the credentials Docker would use for its registry.

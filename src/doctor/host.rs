@@ -3,21 +3,23 @@
 //! is in the daemon.
 
 use super::Check;
-use crate::image::docker::{DockerClient, DockerHost};
+use crate::image::docker::DockerClient;
 
 /// Below this, a build or a local run is likely to fail for space.
 const LOW_SPACE: u64 = 5 << 30;
 
 pub async fn docker(needed: bool) -> (Check, Option<DockerClient>) {
-    let bad = |m: String| {
-        let hint = "start the Docker daemon, or point DOCKER_HOST at one";
+    let bad = |m: String, hint: Option<String>| {
+        let hint = hint.unwrap_or_else(|| {
+            "start the Docker daemon, or point DOCKER_HOST (or DOCKER_CONTEXT) at one".into()
+        });
         if needed {
-            Check::fail("docker", m, hint)
+            Check::fail("docker", m, &hint)
         } else {
             Check::warn(
                 "docker",
                 format!("{m} (needed by `hvdctl build` and the local backend)"),
-                hint,
+                &hint,
             )
         }
     };
@@ -27,28 +29,14 @@ pub async fn docker(needed: bool) -> (Check, Option<DockerClient>) {
                 "docker",
                 format!(
                     "daemon at {} answers: Docker {} (API {})",
-                    describe(d.host()),
+                    d.host().describe(),
                     d.server_version(),
                     d.api_version()
                 ),
             ),
             Some(d),
         ),
-        Err(e) => (bad(e.to_string()), None),
-    }
-}
-
-fn describe(h: &DockerHost) -> String {
-    match h {
-        DockerHost::Unix(p) => format!("unix://{}", p.display()),
-        DockerHost::Tcp(a) => format!("tcp://{a}"),
-    }
-}
-
-fn is_local(h: &DockerHost) -> bool {
-    match h {
-        DockerHost::Unix(_) => true,
-        DockerHost::Tcp(a) => a.starts_with("127.") || a.starts_with("localhost"),
+        Err(e) => (bad(e.message, e.hint), None),
     }
 }
 
@@ -62,12 +50,12 @@ fn free_bytes(path: &str) -> Option<u64> {
 }
 
 pub async fn disk(d: &DockerClient) -> Check {
-    if !is_local(d.host()) {
+    if !d.host().is_local() {
         return Check::ok(
             "disk",
             format!(
                 "the daemon is remote ({}): its space is not measured from here",
-                describe(d.host())
+                d.host().describe()
             ),
         );
     }
@@ -110,7 +98,7 @@ pub async fn local_image(d: &DockerClient, image: &str) -> Check {
             "image",
             format!(
                 "{image} is not in the Docker daemon at {}",
-                describe(d.host())
+                d.host().describe()
             ),
             "build it with `hvdctl build` (local runs need no push)",
         ),

@@ -115,13 +115,18 @@ impl Missing {
     }
 }
 
-/// Whether a Docker engine is configured here (DOCKER_HOST set, or the default socket exists).
+/// Whether a Docker engine is configured here: `DOCKER_HOST` or a Docker context names one
+/// (a malformed setting counts: asking the engine then says what is wrong), or the default
+/// socket exists.
 fn docker_configured() -> bool {
-    std::env::var("DOCKER_HOST").is_ok_and(|v| !v.trim().is_empty())
-        || std::path::Path::new(
-            crate::image::docker::DEFAULT_DOCKER_HOST.trim_start_matches("unix://"),
-        )
-        .exists()
+    use crate::image::docker::{Endpoint, Host};
+    match Endpoint::from_env() {
+        Ok(e) => match (&e.source, &e.host) {
+            (docker_endpoint::Source::Default, Host::Unix(p)) => p.exists(),
+            _ => true,
+        },
+        Err(_) => true,
+    }
 }
 
 impl<'a> Env<'a> {

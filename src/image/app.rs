@@ -1,7 +1,7 @@
 //! An app's image: its build as `hvdctl build` and `hvdctl dev`'s rebuilds make it (the app's
 //! defaults, the options of [`AppBuild`]), recorded in `.hvdctl/`.
 
-use super::{BuildContext, BuildRequest, DockerClient, ProgressMode};
+use super::{BuildContext, BuildRequest, Builder, DockerClient, ProgressMode};
 use crate::app;
 use crate::error::{Error, Result};
 use crate::state::{self, ImageRecord};
@@ -21,6 +21,9 @@ pub struct AppBuild {
     pub no_cache: bool,
     pub pull: bool,
     pub progress: ProgressMode,
+    pub builder: Builder,
+    /// `--secret`s for BuildKit.
+    pub secrets: Vec<super::session::SecretSpec>,
 }
 
 impl Default for AppBuild {
@@ -33,6 +36,8 @@ impl Default for AppBuild {
             no_cache: false,
             pull: false,
             progress: ProgressMode::Plain,
+            builder: Builder::Auto,
+            secrets: Vec::new(),
         }
     }
 }
@@ -74,6 +79,8 @@ pub async fn build_app(loaded: &app::Loaded, a: &AppBuild, ui: &Ui) -> Result<St
     req.no_cache = a.no_cache;
     req.pull = a.pull;
     req.progress = a.progress;
+    req.builder = a.builder;
+    req.secrets = a.secrets.clone();
     req.labels.insert("hvdctl.io/app".into(), app.name.clone());
     let docker = DockerClient::connect().await?;
     let built = super::build(&docker, &req, &mut std::io::stderr()).await?;

@@ -1,4 +1,7 @@
-//! Building an image with the daemon's classic builder (`POST /build`).
+//! Building an image (`POST /build`): with BuildKit when the daemon has it (see
+//! [`super::buildkit`]), else with the classic builder, which this file drives.
+//! [`Builder`] forces one; `Auto` says once, on the log, when it falls back to the classic
+//! builder and why.
 //!
 //! The context is tarred while it is uploaded ([`BuildContext::tar_stream`]). Output goes to
 //! stderr as live progress on a terminal (the step running, its last line of output, the
@@ -43,6 +46,18 @@ pub const PROXY_VARS: [&str; 10] = [
     "ALL_PROXY",
 ];
 
+/// Which builder of the daemon builds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Builder {
+    /// BuildKit when the daemon has it (API ≥ 1.39 on Linux), else the classic builder.
+    #[default]
+    Auto,
+    /// BuildKit, or an error when the daemon cannot.
+    BuildKit,
+    /// The classic builder (deprecated by Docker 23; no `RUN --mount`).
+    Legacy,
+}
+
 /// What to build.
 #[derive(Debug, Clone)]
 pub struct BuildRequest {
@@ -65,6 +80,9 @@ pub struct BuildRequest {
     /// Labels set on the image.
     pub labels: BTreeMap<String, String>,
     pub progress: ProgressMode,
+    pub builder: Builder,
+    /// `--secret`s: served to BuildKit's `RUN --mount=type=secret` through a session.
+    pub secrets: Vec<super::session::SecretSpec>,
 }
 
 impl BuildRequest {
@@ -86,6 +104,8 @@ impl BuildRequest {
             target: None,
             labels: BTreeMap::new(),
             progress: ProgressMode::Auto,
+            builder: Builder::Auto,
+            secrets: Vec::new(),
         }
     }
 
@@ -151,7 +171,7 @@ pub async fn build(
         pull: req.pull.then(|| "1".to_string()),
         rm: true,
         forcerm: true,
-        buildargs: (!build_args.is_empty()).then_some(build_args),
+        buildargs: (!build_args.is_empty()).then(|| build_args.clone()),
         labels: (!req.labels.is_empty()).then(|| {
             req.labels
                 .iter()
@@ -199,6 +219,81 @@ pub async fn build(
         }
         chunk
     });
+
+    let secrets = super::session::read_secrets(&req.secrets)?;
+    let use_buildkit = match req.builder {
+        Builder::Legacy if !secrets.is_empty() => {
+            return Err(Error::input(
+                "--secret needs BuildKit: the classic builder has no build secrets",
+            )
+            .hint("drop --builder legacy"));
+        }
+        Builder::Legacy => false,
+        Builder::BuildKit => {
+            super::buildkit::supported(docker).await.map_err(|why| {
+                Error::failure(format!(
+                    "--builder buildkit: the daemon at {} cannot build with BuildKit: {why}",
+                    docker.host()
+                ))
+                .hint("build with --builder legacy, or use a newer Docker daemon")
+            })?;
+            true
+        }
+        Builder::Auto => match super::buildkit::supported(docker).await {
+            Ok(()) => true,
+            Err(why) if !secrets.is_empty() => {
+                return Err(Error::failure(format!(
+                    "--secret needs BuildKit, and the daemon at {} cannot build with it: {why}",
+                    docker.host()
+                )));
+            }
+            Err(why) => {
+                let _ = writeln!(log, "note: building with the classic builder: {why}");
+                false
+            }
+        },
+    };
+    if use_buildkit {
+        let labels: HashMap<String, String> = req
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let registry_config = credentials.as_ref().and_then(|c| {
+            use base64::Engine;
+            serde_json::to_vec(c)
+                .ok()
+                .map(|j| base64::engine::general_purpose::URL_SAFE.encode(j))
+        });
+        let params = super::buildkit::Params {
+            reference: &reference,
+            dockerfile: ctx.dockerfile(),
+            build_args: &build_args,
+            labels: &labels,
+            target: req.target.as_deref(),
+            no_cache: req.no_cache,
+            pull: req.pull,
+            registry_config,
+            progress: req.progress,
+            secrets,
+        };
+        let result = super::buildkit::build(docker, params, body, sent.clone(), log).await;
+        if let Some(e) = tar_error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Err(e.context(format!(
+                "sending the build context {}",
+                ctx.root().display()
+            )));
+        }
+        let id = result?;
+        let _ = writeln!(log, "built {reference} ({}) with BuildKit", short_id(&id));
+        return Ok(BuiltImage {
+            id,
+            reference,
+            repo: req.repo.clone(),
+            tag: req.tag.clone(),
+            context_bytes: sent.load(Ordering::Relaxed),
+        });
+    }
 
     let mut ui = BuildUi::new(req.progress, sent.clone());
     let mut stream =

@@ -1,31 +1,37 @@
 //! The connection to the Docker daemon.
 //!
-//! `DOCKER_HOST` decides where: `unix:///path/to/socket` or `tcp://host:port` (also
-//! `http://`), unset or empty meaning `unix:///var/run/docker.sock`. The API version is
-//! negotiated with the daemon on connect (Debian's docker.io 20.10 speaks 1.41), so the
-//! first request already tells whether a daemon answers; if none does, the error names the
-//! address tried and how to start one.
+//! Where the daemon is comes from [`docker_endpoint`], read as the docker CLI reads it:
+//! `DOCKER_HOST` (unix, tcp, ssh) with `DOCKER_TLS_VERIFY` and `DOCKER_CERT_PATH`, else
+//! `DOCKER_CONTEXT` or the Docker config's `currentContext` with the context's endpoint and
+//! TLS material, else `unix:///var/run/docker.sock`. The API version is negotiated with the
+//! daemon on connect (Debian's docker.io 20.10 speaks 1.41), so the first request already
+//! tells whether a daemon answers; if none does, the error names the address tried, how it
+//! was chosen (the variable or the context) and what to do.
 //!
-//! Most calls go through [`bollard`]. A few need the daemon's JSON stream verbatim (push
-//! progress carries per-layer ids that bollard's typed messages drop); those use
-//! [`DockerClient::json_stream`], a plain HTTP/1.1 request on the same socket.
+//! Most calls go through [`bollard`], whose every connection is one of the endpoint's
+//! streams (unix socket, TCP, TLS, `ssh … docker system dial-stdio`). A few need the daemon's
+//! JSON stream verbatim (push progress carries per-layer ids that bollard's typed messages
+//! drop); those use [`DockerClient::json_stream`], a plain HTTP/1.1 request on a stream of
+//! the same endpoint.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE};
 use bytes::{Bytes, BytesMut};
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper::header::HeaderValue;
 use hyper_util::rt::TokioIo;
 use serde::de::DeserializeOwned;
 
+pub use docker_endpoint::{Endpoint, Host};
+
 use crate::error::{Error, Result};
 
-/// The daemon address used when `DOCKER_HOST` is unset.
-pub const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
+/// The daemon address used when nothing names one.
+pub const DEFAULT_DOCKER_HOST: &str = docker_endpoint::DEFAULT_HOST;
 
 /// How long connecting and negotiating the API version may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -33,140 +39,102 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 /// output as they go, but the classic builder answers only once it has the whole context.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
 
-/// Where the daemon listens.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DockerHost {
-    /// A unix socket path.
-    Unix(PathBuf),
-    /// `host:port` over plain TCP.
-    Tcp(String),
-}
-
-impl DockerHost {
-    /// From `DOCKER_HOST`, or the default socket.
-    pub fn from_env() -> Result<DockerHost> {
-        match std::env::var("DOCKER_HOST") {
-            Ok(v) if !v.trim().is_empty() => DockerHost::parse(v.trim()),
-            _ => DockerHost::parse(DEFAULT_DOCKER_HOST),
-        }
-    }
-
-    /// Parses a `DOCKER_HOST` value.
-    pub fn parse(s: &str) -> Result<DockerHost> {
-        if let Some(path) = s.strip_prefix("unix://") {
-            if path.is_empty() {
-                return Err(Error::input(format!(
-                    "DOCKER_HOST={s}: the socket path is missing"
-                )));
-            }
-            return Ok(DockerHost::Unix(PathBuf::from(path)));
-        }
-        if let Some(rest) = s
-            .strip_prefix("tcp://")
-            .or_else(|| s.strip_prefix("http://"))
-        {
-            let addr = rest.trim_end_matches('/');
-            if addr.is_empty() {
-                return Err(Error::input(format!(
-                    "DOCKER_HOST={s}: the address is missing"
-                )));
-            }
-            if std::env::var("DOCKER_TLS_VERIFY").is_ok_and(|v| !v.is_empty()) {
-                return Err(Error::input(format!(
-                    "DOCKER_HOST={s} with DOCKER_TLS_VERIFY set: hvdctl talks to the daemon without TLS only"
-                ))
-                .hint("unset DOCKER_TLS_VERIFY, or reach the daemon through its unix socket or an ssh tunnel"));
-            }
-            // Docker's default port for plain TCP.
-            let has_port = addr
-                .rsplit_once(':')
-                .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-                && !addr.ends_with(']');
-            let addr = if has_port {
-                addr.to_string()
-            } else {
-                format!("{addr}:2375")
-            };
-            return Ok(DockerHost::Tcp(addr));
-        }
-        Err(Error::input(format!(
-            "DOCKER_HOST={s} is not supported: use unix:///path/to/docker.sock or tcp://host:port"
-        )))
+/// An endpoint error as hvdctl's: bad settings are input errors (exit 2).
+pub fn endpoint_error(e: docker_endpoint::Error) -> Error {
+    let err = if e.bad_input {
+        Error::input(e.message)
+    } else {
+        Error::failure(e.message)
+    };
+    match e.hint {
+        Some(h) => err.hint(h),
+        None => err,
     }
 }
 
-impl std::fmt::Display for DockerHost {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DockerHost::Unix(p) => write!(f, "unix://{}", p.display()),
-            DockerHost::Tcp(a) => write!(f, "tcp://{a}"),
-        }
-    }
+/// The endpoint the docker CLI would use here.
+pub fn endpoint_from_env() -> Result<Endpoint> {
+    Endpoint::from_env().map_err(endpoint_error)
 }
 
 /// A connected, version-negotiated Docker client.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DockerClient {
     docker: bollard::Docker,
-    host: DockerHost,
+    /// The endpoint and what explains its failures (shared: clients are cloned freely).
+    client: std::sync::Arc<docker_endpoint::Client>,
     api_version: String,
     server_version: String,
 }
 
+impl std::fmt::Debug for DockerClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DockerClient")
+            .field("host", &self.host().to_string())
+            .field("api_version", &self.api_version)
+            .finish()
+    }
+}
+
 impl DockerClient {
-    /// Connects to the daemon named by `DOCKER_HOST` (default `unix:///var/run/docker.sock`).
+    /// Connects to the daemon the docker CLI would use (see the module's documentation).
     pub async fn connect() -> Result<DockerClient> {
-        DockerClient::connect_to(&DockerHost::from_env()?).await
+        DockerClient::connect_to(&endpoint_from_env()?).await
     }
 
     /// Connects to `host` and negotiates the API version; fails with a clear message naming
-    /// `host` when no daemon answers.
-    pub async fn connect_to(host: &DockerHost) -> Result<DockerClient> {
+    /// `host` (and the context that chose it) when no daemon answers.
+    pub async fn connect_to(host: &Endpoint) -> Result<DockerClient> {
         let unreachable = |why: String| {
-            let mut hint = "start the Docker daemon (`sudo systemctl start docker`, or run `sudo dockerd`), \
-                            or point DOCKER_HOST at one that runs (for hvdctl's tests: scripts/dev-services.sh)"
-                .to_string();
-            if why.to_lowercase().contains("permission denied") {
-                hint = "add your user to the `docker` group (then log in again), or run with sudo"
-                    .into();
-            }
+            let lower = why.to_lowercase();
+            let hint = if lower.contains("permission denied") && matches!(host.host, Host::Unix(_))
+            {
+                "add your user to the `docker` group (then log in again), or run with sudo"
+                    .to_string()
+            } else if host.tls.is_some() && lower.contains("certificate") {
+                "DOCKER_CERT_PATH (or the context's TLS files) must hold the ca.pem that signed the daemon's certificate and a cert.pem/key.pem the daemon trusts".to_string()
+            } else if let docker_endpoint::Source::Context { name, .. } = &host.source {
+                format!(
+                    "start the daemon of Docker context {name:?}, or choose another (`docker context ls`; DOCKER_CONTEXT=default for the local daemon)"
+                )
+            } else if matches!(host.host, Host::Ssh(_)) {
+                "check that `ssh` reaches the host without a prompt and that `docker` runs there"
+                    .to_string()
+            } else {
+                "start the Docker daemon (`sudo systemctl start docker`, or run `sudo dockerd`), \
+                 or point DOCKER_HOST at one that runs (for hvdctl's tests: scripts/dev-services.sh)"
+                    .to_string()
+            };
             Error::failure(format!(
-                "cannot connect to the Docker daemon at {host}: {why}"
+                "cannot connect to the Docker daemon at {}: {why}",
+                host.describe()
             ))
             .hint(hint)
         };
-        let docker = match host {
-            DockerHost::Unix(path) => {
-                if !path.exists() {
-                    return Err(unreachable("no such socket".into()));
-                }
-                bollard::Docker::connect_with_unix(
-                    &path.to_string_lossy(),
-                    CONNECT_TIMEOUT.as_secs(),
-                    bollard::API_DEFAULT_VERSION,
-                )
-            }
-            DockerHost::Tcp(addr) => bollard::Docker::connect_with_http(
-                &format!("tcp://{addr}"),
-                CONNECT_TIMEOUT.as_secs(),
-                bollard::API_DEFAULT_VERSION,
-            ),
+        if let Host::Unix(path) = &host.host
+            && !path.exists()
+        {
+            return Err(unreachable("no such socket".into()));
         }
-        .map_err(|e| unreachable(e.to_string()))?;
-        let docker = docker
+        let client = host
+            .bollard(CONNECT_TIMEOUT.as_secs())
+            .map_err(endpoint_error)?;
+        let docker = client
+            .docker
+            .clone()
             .with_request_modifier(url_safe_registry_headers)
             .negotiate_version()
             .await
-            .map_err(|e| unreachable(describe_bollard(&e)))?;
+            .map_err(|e| unreachable(client.explain(&e)))?;
         let version = docker
             .version()
             .await
-            .map_err(|e| unreachable(describe_bollard(&e)))?;
+            .map_err(|e| unreachable(client.explain(&e)))?;
         let v = docker.client_version();
         let docker = docker.with_timeout(REQUEST_TIMEOUT);
         Ok(DockerClient {
             docker,
-            host: host.clone(),
+            client: std::sync::Arc::new(client),
             api_version: format!("{}.{}", v.major_version, v.minor_version),
             server_version: version.version.unwrap_or_default(),
         })
@@ -178,8 +146,8 @@ impl DockerClient {
     }
 
     /// Where the daemon is.
-    pub fn host(&self) -> &DockerHost {
-        &self.host
+    pub fn host(&self) -> &Endpoint {
+        self.client.endpoint()
     }
 
     /// The negotiated API version, e.g. `1.41`.
@@ -200,6 +168,21 @@ impl DockerClient {
         path_and_query: &str,
         headers: &[(&str, String)],
     ) -> Result<hyper::Response<Incoming>> {
+        let empty = Empty::<Bytes>::new()
+            .map_err(|never| match never {})
+            .boxed();
+        self.request_with_body(method, path_and_query, headers, empty)
+            .await
+    }
+
+    /// [`DockerClient::request`] with a body, sent as it is produced (a build's context).
+    pub(crate) async fn request_with_body(
+        &self,
+        method: hyper::Method,
+        path_and_query: &str,
+        headers: &[(&str, String)],
+        body: BoxBody<Bytes, std::io::Error>,
+    ) -> Result<hyper::Response<Incoming>> {
         let uri = format!("/v{}{}", self.api_version, path_and_query);
         let mut req = hyper::Request::builder()
             .method(method)
@@ -213,29 +196,16 @@ impl DockerClient {
             req = req.header(*k, v.as_str());
         }
         let req = req
-            .body(Empty::<Bytes>::new())
+            .body(body)
             .map_err(|e| Error::failure(format!("building the request {uri}: {e}")))?;
-        let fail = |e: &dyn std::fmt::Display| {
+        let stream = self.host().dial().await.map_err(endpoint_error)?;
+        send(stream, req).await.map_err(|e| {
             Error::failure(format!(
-                "talking to the Docker daemon at {}: {e}",
-                self.host
+                "talking to the Docker daemon at {}: {}",
+                self.host().describe(),
+                docker_endpoint::explain(&e)
             ))
-        };
-        match &self.host {
-            DockerHost::Unix(p) => {
-                let s = tokio::net::UnixStream::connect(p)
-                    .await
-                    .map_err(|e| fail(&e))?;
-                send(s, req).await
-            }
-            DockerHost::Tcp(a) => {
-                let s = tokio::net::TcpStream::connect(a.as_str())
-                    .await
-                    .map_err(|e| fail(&e))?;
-                send(s, req).await
-            }
-        }
-        .map_err(|e| fail(&e))
+        })
     }
 
     /// [`DockerClient::request`] whose JSON-lines body is read as a stream of `T`. A non-2xx
@@ -255,12 +225,7 @@ impl DockerClient {
                 status.as_u16()
             )));
         }
-        Ok(JsonLines {
-            body: resp.into_body(),
-            buf: BytesMut::new(),
-            done: false,
-            _t: std::marker::PhantomData,
-        })
+        Ok(JsonLines::new(resp.into_body()))
     }
 }
 
@@ -284,7 +249,7 @@ pub(crate) async fn daemon_message(resp: hyper::Response<Incoming>) -> String {
 
 async fn send<S>(
     stream: S,
-    req: hyper::Request<Empty<Bytes>>,
+    req: hyper::Request<BoxBody<Bytes, std::io::Error>>,
 ) -> hyper::Result<hyper::Response<Incoming>>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -306,6 +271,15 @@ pub(crate) struct JsonLines<T> {
 }
 
 impl<T: DeserializeOwned> JsonLines<T> {
+    pub(crate) fn new(body: Incoming) -> JsonLines<T> {
+        JsonLines {
+            body,
+            buf: BytesMut::new(),
+            done: false,
+            _t: std::marker::PhantomData,
+        }
+    }
+
     /// The next message, `None` at the end of the body.
     pub(crate) async fn next(&mut self) -> Result<Option<T>> {
         loop {

@@ -5,7 +5,8 @@
 //! * [`auth`]: registry credentials from the Docker config (`auths`, `credsStore`,
 //!   `credHelpers`), kept secret.
 //! * [`docker`]: the connection to the daemon (`DOCKER_HOST`, version negotiation).
-//! * [`build`]: classic-builder builds with progress and readable failures.
+//! * [`build`]: builds with progress and readable failures: BuildKit when the daemon has it
+//!   ([`buildkit`]), else the classic builder.
 //! * [`tag`]: reproducible default tags from git and the context's contents.
 //! * [`app`]: an app's image as `build` and `dev` make it, recorded in `.hvdctl/`.
 //! * [`push`]: pushing with per-layer progress, and checking whether a tag is already there.
@@ -13,17 +14,19 @@
 pub mod app;
 pub mod auth;
 pub mod build;
+pub mod buildkit;
 pub mod context;
 pub mod docker;
 pub mod dockerignore;
 pub mod push;
+pub mod session;
 pub mod tag;
 
 mod progress;
 
 pub use app::{AppBuild, build_app};
 pub use auth::{Credentials, DockerConfig};
-pub use build::{BuildRequest, BuiltImage, build};
+pub use build::{BuildRequest, Builder, BuiltImage, build};
 pub use context::{BuildContext, ContextEntry, EntryKind};
 pub use docker::DockerClient;
 pub use progress::ProgressMode;

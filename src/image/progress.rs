@@ -10,15 +10,22 @@ pub enum ProgressMode {
     Auto,
     /// Always plain lines, as the daemon sends them.
     Plain,
+    /// Live progress on stderr even when it does not look like a terminal.
+    Tty,
 }
 
 impl ProgressMode {
-    /// True when this mode means live bars on stderr right now: `Auto`, stderr a terminal,
-    /// and not `TERM=dumb`.
+    /// True when this mode means live bars on stderr right now: `Tty`, or `Auto` with stderr a
+    /// terminal and not `TERM=dumb`.
     pub fn use_bars(self) -> bool {
-        self == ProgressMode::Auto
-            && std::io::stderr().is_terminal()
-            && std::env::var("TERM").map_or(true, |t| t != "dumb")
+        match self {
+            ProgressMode::Tty => true,
+            ProgressMode::Plain => false,
+            ProgressMode::Auto => {
+                std::io::stderr().is_terminal()
+                    && std::env::var("TERM").map_or(true, |t| t != "dumb")
+            }
+        }
     }
 }
 

@@ -10,7 +10,7 @@
 
 use assert_cmd::Command;
 use fake_cluster::{FakeCluster, KubeletMode, Options};
-use hvdctl::image::docker::{DockerClient, DockerHost};
+use hvdctl::image::docker::{DockerClient, Endpoint};
 use hvdctl::image::{BuildRequest, ProgressMode};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -374,7 +374,7 @@ pub async fn docker_with(image: &str) -> Option<(DockerClient, String)> {
         .remove("DOCKER_HOST")
         .unwrap_or_else(|| "unix:///var/run/docker.sock".into());
     let what = "the Docker test services";
-    let docker = match DockerHost::parse(&host) {
+    let docker = match Endpoint::parse(&host) {
         Ok(h) => match DockerClient::connect_to(&h).await {
             Ok(d) => d,
             Err(e) => return unavailable(what, format!("{e} ({START_SERVICES})")),

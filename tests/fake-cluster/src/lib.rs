@@ -66,7 +66,8 @@ pub enum KubeletMode {
     /// Containers are simulated; their behaviour and logs come from `FAKE_KUBELET_*` env.
     #[default]
     Synthetic,
-    /// Pods become real containers on the Docker engine named by `DOCKER_HOST`.
+    /// Pods become real containers on the Docker engine the docker CLI would use
+    /// (`DOCKER_HOST`, a Docker context, or the default socket).
     Docker,
 }
 

@@ -276,6 +276,9 @@ async fn sends_the_same_files_as_docker_build() {
     // 2. hvdctl.
     let mut req = BuildRequest::new(&ctx_dir, util::unique("hvdctl-test/ctx-hvdctl"), "t");
     req.progress = ProgressMode::Plain;
+    // Compared with the CLI's classic builder. With BuildKit the daemon does not drop an
+    // excluded Dockerfile and .dockerignore from the uploaded context (docs/architecture.md).
+    req.builder = hvdctl::image::Builder::Legacy;
     let mut log = Vec::new();
     let built = build(&svc.docker, &req, &mut log)
         .await

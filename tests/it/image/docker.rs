@@ -7,7 +7,7 @@ use std::process::Command;
 use hvdctl::image::ProgressMode;
 use hvdctl::image::auth::{DockerConfig, registry_of};
 use hvdctl::image::build::{BuildRequest, build};
-use hvdctl::image::docker::{DockerClient, DockerHost};
+use hvdctl::image::docker::{DockerClient, Endpoint, Host, endpoint_error};
 use hvdctl::image::push::{PushRequest, push, tag_exists};
 
 /// GET a manifest from the registry's HTTP API with basic auth; returns (status, headers, body).
@@ -58,7 +58,7 @@ fn app_dir() -> tempfile::TempDir {
 
 #[tokio::test]
 async fn no_daemon_is_a_clear_error() {
-    let host = DockerHost::parse("unix:///nonexistent.sock").unwrap();
+    let host = Endpoint::parse("unix:///nonexistent.sock").unwrap();
     let e = DockerClient::connect_to(&host).await.unwrap_err();
     assert_eq!(e.exit_code(), 1);
     let text = e.to_string();
@@ -69,19 +69,19 @@ async fn no_daemon_is_a_clear_error() {
     );
 
     // A TCP address where nothing listens: the address is named too.
-    let host = DockerHost::parse("tcp://127.0.0.1:9").unwrap();
+    let host = Endpoint::parse("tcp://127.0.0.1:9").unwrap();
     let e = DockerClient::connect_to(&host).await.unwrap_err();
     assert!(e.to_string().contains("tcp://127.0.0.1:9"), "{e}");
     assert!(e.to_string().to_lowercase().contains("refused"), "{e}");
 
     // Unsupported schemes are input errors.
     assert_eq!(
-        DockerHost::parse("ssh://me@host").unwrap_err().exit_code(),
+        endpoint_error(Endpoint::parse("fd://").unwrap_err()).exit_code(),
         2
     );
     assert_eq!(
-        DockerHost::parse("tcp://h").unwrap(),
-        DockerHost::Tcp("h:2375".into())
+        Endpoint::parse("tcp://h").unwrap().host,
+        Host::Tcp("h:2375".into())
     );
 }
 
@@ -102,6 +102,8 @@ async fn build_push_and_read_the_manifest_back() {
         .insert("GREETING".into(), "hello-from-arg".into());
     req.labels.insert("hvdctl.io/app".into(), "test-app".into());
     req.progress = ProgressMode::Plain;
+    // The classic builder's output is checked here; BuildKit's in image::buildkit.
+    req.builder = hvdctl::image::Builder::Legacy;
     let mut log = Vec::new();
     let built = build(&svc.docker, &req, &mut log)
         .await
@@ -293,6 +295,7 @@ async fn failing_run_step_shows_its_output() {
     );
     let mut req = BuildRequest::new(d.path(), util::unique("hvdctl-tests/fails"), "t");
     req.progress = ProgressMode::Plain;
+    req.builder = hvdctl::image::Builder::Legacy;
     req.no_cache = true;
     let mut log = Vec::new();
     let e = build(&svc.docker, &req, &mut log).await.unwrap_err();
@@ -412,11 +415,11 @@ async fn docker_host_over_tcp() {
     let Some(svc) = util::services().await else {
         return;
     };
-    let DockerHost::Unix(socket) = DockerHost::parse(&svc.docker_host).unwrap() else {
+    let Host::Unix(socket) = Endpoint::parse(&svc.docker_host).unwrap().host else {
         panic!("the test daemon is expected on a unix socket");
     };
     let addr = tcp_to_unix_proxy(socket).await;
-    let tcp = DockerClient::connect_to(&DockerHost::parse(&format!("tcp://{addr}")).unwrap())
+    let tcp = DockerClient::connect_to(&Endpoint::parse(&format!("tcp://{addr}")).unwrap())
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(tcp.api_version(), svc.docker.api_version());

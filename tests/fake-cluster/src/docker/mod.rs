@@ -1,5 +1,5 @@
 //! The Docker kubelet (`--kubelet docker`): every scheduled pod becomes real containers on
-//! the Docker engine named by `DOCKER_HOST` — a sandbox container (the pod's network, IPC
+//! the Docker engine the docker CLI would use (`docker-endpoint`) — a sandbox container (the pod's network, IPC
 //! and hostname) plus one container per spec container joined to it, volumes materialised
 //! on the host, `/etc/hosts` per pod kept current, logs and exec from the real containers.
 //!
@@ -135,13 +135,19 @@ const NODE: &str = "fake-node-0";
 const HOST_IP: &str = "172.18.0.2";
 
 impl DockerKubelet {
-    /// Connects to the daemon (`DOCKER_HOST` or the default socket), removes leftovers of
+    /// Connects to the daemon (as the docker CLI finds it), removes leftovers of
     /// dead fake clusters, creates this cluster's network.
     pub async fn start(pause_image: String, backoff: Duration) -> io::Result<Arc<Self>> {
         let err = |what: &str, e: bollard::errors::Error| {
             io::Error::other(format!("docker kubelet: {what}: {}", describe(&e)))
         };
-        let docker = Docker::connect_with_defaults().map_err(|e| err("connecting", e))?;
+        // The daemon the docker CLI would use: DOCKER_HOST (with TLS) or a Docker context.
+        let endpoint = docker_endpoint::Endpoint::from_env()
+            .map_err(|e| io::Error::other(format!("docker kubelet: {e}")))?;
+        let docker = endpoint
+            .bollard(120)
+            .map_err(|e| io::Error::other(format!("docker kubelet: {e}")))?
+            .docker;
         let docker = docker
             .negotiate_version()
             .await

@@ -1,0 +1,296 @@
+//! A BuildKit session serving build secrets (`--secret id=…,src=…`).
+//!
+//! `POST /session` with `Upgrade: h2c` turns the connection around: the daemon becomes an
+//! HTTP/2 gRPC client of hvdctl on it, calling the methods hvdctl names in
+//! `X-Docker-Expose-Session-Grpc-Method`. Two are served, by hand (their messages are one
+//! field each): `grpc.health.v1.Health/Check` (BuildKit checks the session is alive) and
+//! `moby.buildkit.secrets.v1.Secrets/GetSecret` (the file's bytes for an id). The build names
+//! the session with `session=<id>`. Secret files are read before the build starts (a
+//! missing one is exit 2) and never printed.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use zeroize::Zeroizing;
+
+use super::docker::{DockerClient, endpoint_error};
+use crate::error::{Error, Result};
+
+const HEALTH: &str = "/grpc.health.v1.Health/Check";
+const GET_SECRET: &str = "/moby.buildkit.secrets.v1.Secrets/GetSecret";
+
+/// A `--secret id=ID,src=PATH` (also `source=`, `type=file`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretSpec {
+    pub id: String,
+    pub src: PathBuf,
+}
+
+impl SecretSpec {
+    pub fn parse(s: &str) -> Result<SecretSpec> {
+        let (mut id, mut src) = (None, None);
+        for part in s.split(',') {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| Error::input(format!("--secret {s}: expected id=ID,src=PATH")))?;
+            match k.trim() {
+                "id" => id = Some(v.trim().to_string()),
+                "src" | "source" => src = Some(PathBuf::from(v.trim())),
+                "type" if v.trim() == "file" => {}
+                other => {
+                    return Err(Error::input(format!(
+                        "--secret {s}: unknown key {other:?} (id, src and type=file are known)"
+                    )));
+                }
+            }
+        }
+        match (id, src) {
+            (Some(id), Some(src)) if !id.is_empty() => Ok(SecretSpec { id, src }),
+            _ => Err(Error::input(format!(
+                "--secret {s}: both id= and src= are needed"
+            ))),
+        }
+    }
+}
+
+/// The secrets' contents by id, read now.
+pub(crate) fn read_secrets(specs: &[SecretSpec]) -> Result<HashMap<String, Zeroizing<Vec<u8>>>> {
+    let mut out = HashMap::new();
+    for s in specs {
+        let data = std::fs::read(&s.src).map_err(|e| {
+            Error::input(format!(
+                "--secret id={}: reading {}: {e}",
+                s.id,
+                s.src.display()
+            ))
+        })?;
+        out.insert(s.id.clone(), Zeroizing::new(data));
+    }
+    Ok(out)
+}
+
+/// An open session; dropping it ends the session.
+pub(crate) struct Session {
+    pub id: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Opens a session on `docker` serving `secrets`.
+pub(crate) async fn start(
+    docker: &DockerClient,
+    secrets: HashMap<String, Zeroizing<Vec<u8>>>,
+) -> Result<Session> {
+    let id: String = (0..25)
+        .map(|_| char::from(b'a' + rand::random::<u8>() % 26))
+        .collect();
+    let mut req = hyper::Request::builder()
+        .method(hyper::Method::POST)
+        .uri(format!("/v{}/session", docker.api_version()))
+        .header(hyper::header::HOST, "docker")
+        .header(hyper::header::CONNECTION, "Upgrade")
+        .header(hyper::header::UPGRADE, "h2c")
+        .header("X-Docker-Expose-Session-Uuid", &id)
+        .header("X-Docker-Expose-Session-Name", "hvdctl")
+        .header("X-Docker-Expose-Session-Sharedkey", "");
+    for m in [HEALTH, GET_SECRET] {
+        req = req.header("X-Docker-Expose-Session-Grpc-Method", m);
+    }
+    let req = req
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| Error::failure(format!("building the session request: {e}")))?;
+    let fail = |e: &dyn std::fmt::Display| {
+        Error::failure(format!(
+            "opening a BuildKit session on the Docker daemon at {}: {e}",
+            docker.host().describe()
+        ))
+    };
+    let stream = docker.host().dial().await.map_err(endpoint_error)?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| fail(&e))?;
+    tokio::spawn(async move {
+        let _ = conn.with_upgrades().await;
+    });
+    let resp = sender.send_request(req).await.map_err(|e| fail(&e))?;
+    if resp.status() != hyper::StatusCode::SWITCHING_PROTOCOLS {
+        let status = resp.status().as_u16();
+        let msg = super::docker::daemon_message(resp).await;
+        return Err(fail(&format!("{msg} (HTTP {status})")));
+    }
+    let upgraded = hyper::upgrade::on(resp).await.map_err(|e| fail(&e))?;
+    let secrets = Arc::new(secrets);
+    let task = tokio::spawn(async move {
+        let service = hyper::service::service_fn(move |req| {
+            let secrets = secrets.clone();
+            async move { Ok::<_, Infallible>(serve(req, &secrets).await) }
+        });
+        let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .serve_connection(upgraded, service)
+            .await;
+    });
+    Ok(Session { id, task })
+}
+
+type Reply = hyper::Response<BoxBody<Bytes, Infallible>>;
+
+async fn serve(
+    req: hyper::Request<Incoming>,
+    secrets: &HashMap<String, Zeroizing<Vec<u8>>>,
+) -> Reply {
+    let path = req.uri().path().to_string();
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return status(13, "reading the request failed"),
+    };
+    // One gRPC frame: a compression flag, a big-endian length, the message.
+    let msg = if body.len() >= 5 { &body[5..] } else { &[][..] };
+    match path.as_str() {
+        HEALTH => reply(&[0x08, 0x01]), // status: SERVING
+        GET_SECRET => {
+            let id = first_string(msg);
+            match secrets.get(&id) {
+                Some(data) => {
+                    let mut m = Vec::with_capacity(data.len() + 10);
+                    m.push(0x0a); // field 1 (data), length-delimited
+                    put_varint(&mut m, data.len() as u64);
+                    m.extend_from_slice(data);
+                    let r = reply(&m);
+                    // The copy made for the frame is wiped too.
+                    zeroize::Zeroize::zeroize(&mut m);
+                    r
+                }
+                None => status(5, &format!("secret {id} not found")),
+            }
+        }
+        _ => status(12, "not served by hvdctl"),
+    }
+}
+
+/// Field 1 of a message as a string (the secret's id).
+fn first_string(mut b: &[u8]) -> String {
+    while !b.is_empty() {
+        let Some((key, rest)) = varint(b) else { break };
+        match key & 7 {
+            2 => {
+                let Some((len, rest)) = varint(rest) else {
+                    break;
+                };
+                let len = len as usize;
+                if rest.len() < len {
+                    break;
+                }
+                if key >> 3 == 1 {
+                    return String::from_utf8_lossy(&rest[..len]).into_owned();
+                }
+                b = &rest[len..];
+            }
+            0 => {
+                let Some((_, rest)) = varint(rest) else { break };
+                b = rest;
+            }
+            _ => break,
+        }
+    }
+    String::new()
+}
+
+fn varint(b: &[u8]) -> Option<(u64, &[u8])> {
+    let mut v = 0u64;
+    for (i, byte) in b.iter().enumerate().take(10) {
+        v |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((v, &b[i + 1..]));
+        }
+    }
+    None
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+fn trailers(code: u32, message: &str) -> hyper::HeaderMap {
+    let mut t = hyper::HeaderMap::new();
+    t.insert("grpc-status", code.into());
+    if let Ok(v) = hyper::header::HeaderValue::from_str(message)
+        && !message.is_empty()
+    {
+        t.insert("grpc-message", v);
+    }
+    t
+}
+
+fn grpc_response(frames: Vec<Frame<Bytes>>) -> Reply {
+    let body = StreamBody::new(futures::stream::iter(
+        frames.into_iter().map(Ok::<_, Infallible>),
+    ));
+    hyper::Response::builder()
+        .header(hyper::header::CONTENT_TYPE, "application/grpc")
+        .body(BodyExt::boxed(body))
+        .unwrap_or_default()
+}
+
+fn reply(message: &[u8]) -> Reply {
+    let mut frame = BytesMut::with_capacity(message.len() + 5);
+    frame.put_u8(0);
+    frame.put_u32(message.len() as u32);
+    frame.put_slice(message);
+    grpc_response(vec![
+        Frame::data(frame.freeze()),
+        Frame::trailers(trailers(0, "")),
+    ])
+}
+
+fn status(code: u32, message: &str) -> Reply {
+    grpc_response(vec![Frame::trailers(trailers(code, message))])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_flags() {
+        assert_eq!(
+            SecretSpec::parse("id=pip,src=/tmp/pip.conf").unwrap(),
+            SecretSpec {
+                id: "pip".into(),
+                src: "/tmp/pip.conf".into()
+            }
+        );
+        assert!(SecretSpec::parse("type=file,id=a,source=b").is_ok());
+        for bad in ["id=a", "src=b", "id=,src=b", "pip", "id=a,src=b,env=X"] {
+            assert_eq!(SecretSpec::parse(bad).unwrap_err().exit_code(), 2, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_secret_id_is_read_from_the_request() {
+        // GetSecretRequest { ID: "token", annotations: {} }
+        let mut m = vec![0x0a, 5];
+        m.extend_from_slice(b"token");
+        assert_eq!(first_string(&m), "token");
+        assert_eq!(first_string(&[]), "");
+    }
+}

@@ -1,0 +1,331 @@
+//! `hvdctl build` with BuildKit on the test daemon (Debian's dockerd 20.10, API 1.41): a
+//! cache mount kept across builds, a rebuild after touching only the training script that
+//! reuses every step before its `COPY`, a failing third step named with its last lines, and
+//! `--builder legacy` refusing BuildKit-only syntax as the classic builder does.
+
+use crate::util::*;
+use std::path::Path;
+
+/// An app in `dir` with `dockerfile`, on the busybox base; `hvdctl build` there returns
+/// its output.
+fn app(dir: &Path, dockerfile: &str) {
+    write_tree(
+        dir,
+        &[
+            (
+                "hvdctl.yaml",
+                "name: bk\nimage: hvdctl-test/buildkit\ncommand: [/bin/true]\n",
+            ),
+            ("Dockerfile", dockerfile),
+            ("train.py", "print('epoch 1')\n"),
+            ("requirements.txt", "numpy\n"),
+        ],
+    );
+}
+
+fn build(dir: &Path, host: &str, args: &[&str]) -> Out {
+    let mut c = hvdctl_in(dir);
+    c.env("DOCKER_HOST", host)
+        .env_remove("DOCKER_CONTEXT")
+        .args(["build", "--progress", "plain"])
+        .args(args);
+    run(c)
+}
+
+/// The state BuildKit's plain output gives the step whose name contains `name`: `CACHED`,
+/// `DONE …`, `ERROR: …`, or `None` when it did not end.
+fn step_state(out: &str, name: &str) -> Option<String> {
+    let n = out.lines().find_map(|l| {
+        let (num, rest) = l.split_once(' ')?;
+        (num.starts_with('#') && rest.contains(name)).then(|| num.to_string())
+    })?;
+    out.lines().find_map(|l| {
+        let rest = l.strip_prefix(&format!("{n} "))?;
+        (rest == "CACHED" || rest.starts_with("DONE ") || rest.starts_with("ERROR"))
+            .then(|| rest.to_string())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_mounts_persist_and_a_script_edit_reuses_every_step_before_copy() {
+    let Some((_, host)) = docker_with(&busybox_image()).await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // A unique cache id: a rerun of the test starts from an empty cache.
+    let cache = unique("hvdctl-test-pip");
+    app(
+        dir,
+        &format!(
+            "FROM {base}\n\
+             ARG ROUND=1\n\
+             COPY requirements.txt /app/\n\
+             RUN --mount=type=cache,id={cache},target=/root/.cache/pip \\\n    \
+             if [ -f /root/.cache/pip/wheel ]; then echo \"cache hit: $(cat /root/.cache/pip/wheel)\"; \\\n    \
+             else echo cache empty; fi; echo \"round $ROUND\" > /root/.cache/pip/wheel\n\
+             COPY train.py /app/\n",
+            base = busybox_image()
+        ),
+    );
+    let first = build(dir, &host, &["--tag", "one", "--build-arg", "ROUND=1"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(first.stderr.contains("with BuildKit"), "{}", first.stderr);
+    assert!(first.stderr.contains("cache empty"), "{}", first.stderr);
+
+    // The RUN step runs again (another ROUND) and finds what the first build left in the
+    // cache mount — which is not in any image layer.
+    let second = build(dir, &host, &["--tag", "two", "--build-arg", "ROUND=2"]);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert!(
+        second.stderr.contains("cache hit: round 1"),
+        "{}",
+        second.stderr
+    );
+
+    // Touch only the training script: every step before `COPY train.py` is reused.
+    std::fs::write(dir.join("train.py"), "print('epoch 2')\n").unwrap();
+    let third = build(dir, &host, &["--tag", "three", "--build-arg", "ROUND=2"]);
+    assert_eq!(third.code, 0, "{}", third.stderr);
+    assert_eq!(
+        step_state(&third.stderr, "COPY requirements.txt").as_deref(),
+        Some("CACHED"),
+        "{}",
+        third.stderr
+    );
+    assert_eq!(
+        step_state(&third.stderr, "RUN --mount=type=cache").as_deref(),
+        Some("CACHED"),
+        "{}",
+        third.stderr
+    );
+    let copy = step_state(&third.stderr, "COPY train.py").unwrap_or_default();
+    assert!(copy.starts_with("DONE"), "{copy}: {}", third.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_third_step_is_named_with_its_last_lines() {
+    let Some((_, host)) = docker_with(&busybox_image()).await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    app(
+        dir,
+        &format!(
+            "FROM {}\nRUN echo step two\nRUN echo installing; echo 'no such package: nump' >&2; exit 3\nRUN echo never\n",
+            busybox_image()
+        ),
+    );
+    let out = build(dir, &host, &["--tag", "fail", "--builder", "buildkit"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("failed at step") && out.stderr.contains("3/4] RUN echo installing"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("  | no such package: nump"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("exit code: 3"), "{}", out.stderr);
+    // The fourth step never ran: no output line of it.
+    assert!(
+        !out.stderr
+            .lines()
+            .any(|l| l.starts_with('#') && l.ends_with(" never") && !l.contains("RUN")),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_legacy_builder_is_chosen_by_flag() {
+    let Some((_, host)) = docker_with(&busybox_image()).await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    app(
+        dir,
+        &format!("FROM {}\nRUN echo classic\n", busybox_image()),
+    );
+    let out = build(dir, &host, &["--tag", "legacy", "--builder", "legacy"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("Step 2/"), "{}", out.stderr);
+    assert!(!out.stderr.contains("with BuildKit"), "{}", out.stderr);
+    // BuildKit-only syntax fails on the classic builder, naming the step.
+    app(
+        dir,
+        &format!(
+            "FROM {}\nRUN --mount=type=cache,target=/c true\n",
+            busybox_image()
+        ),
+    );
+    let out = build(dir, &host, &["--tag", "legacy2", "--builder", "legacy"]);
+    assert_ne!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("--mount"), "{}", out.stderr);
+}
+
+/// Whether a process whose command line holds `marker` runs on this machine (BuildKit runs
+/// a step's processes with runc on the daemon's host: here, this machine).
+fn process_with(marker: &str) -> bool {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()).any(|e| {
+                std::fs::read(e.path().join("cmdline"))
+                    .map(|c| {
+                        String::from_utf8_lossy(&c)
+                            .replace('\0', " ")
+                            .contains(marker)
+                    })
+                    .unwrap_or(false)
+            })
+        })
+        .unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_cancels_the_build_on_the_daemon() {
+    use std::io::{BufRead, BufReader};
+    let Some((_, host)) = docker_with(&busybox_image()).await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // A step that would run for an hour, with a number of seconds no other process uses.
+    let secs = 3600 + rand::random::<u16>() as u32 % 10_000;
+    let marker = format!("sleep {secs}");
+    app(
+        dir,
+        &format!(
+            "FROM {}\nRUN echo step-started; {marker}\n",
+            busybox_image()
+        ),
+    );
+    let mut c = hvdctl_process();
+    c.current_dir(dir)
+        .env("DOCKER_HOST", &host)
+        .env_remove("DOCKER_CONTEXT")
+        .args([
+            "build",
+            "--progress",
+            "plain",
+            "--no-cache",
+            "--tag",
+            "cancel",
+        ])
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in lines.by_ref().map_while(Result::ok) {
+        let started = line.ends_with(" step-started");
+        seen.push(line);
+        if started {
+            break;
+        }
+    }
+    // The rest of stderr is read on (what hvdctl says as it stops).
+    let rest = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    assert!(
+        seen.last().is_some_and(|l| l.ends_with(" step-started")),
+        "{}",
+        seen.join("\n")
+    );
+    assert!(process_with(&marker), "the step's process runs");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    let rest = rest.join().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "{}\n{}",
+        seen.join("\n"),
+        rest.join("\n")
+    );
+    // The daemon stops the step once the client is gone.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while process_with(&marker) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "`{marker}` still runs a minute after Ctrl-C"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_reaches_its_step_and_nothing_else() {
+    let Some((docker, host)) = docker_with(&busybox_image()).await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("app");
+    let value = unique("s3cr3t");
+    let token = tmp.path().join("token");
+    std::fs::write(&token, &value).unwrap();
+    app(
+        &dir,
+        &format!(
+            "FROM {}\n\
+             RUN --mount=type=secret,id=token,required sha256sum < /run/secrets/token\n\
+             RUN ls /run/secrets 2>/dev/null | wc -l > /left\n",
+            busybox_image()
+        ),
+    );
+    let secret = format!("id=token,src={}", token.display());
+    let out = build(
+        &dir,
+        &host,
+        &["--tag", "secret", "--no-cache", "--secret", &secret],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // The step read the file's contents (its digest is printed), never the value itself.
+    use sha2::Digest;
+    let digest = format!("{:x}", sha2::Sha256::digest(value.as_bytes()));
+    assert!(out.stderr.contains(&digest), "{}", out.stderr);
+    assert!(!out.stderr.contains(&value), "{}", out.stderr);
+    // Nothing of it is in the image: no file under /run/secrets, no layer holding it.
+    let image = "hvdctl-test/buildkit:secret";
+    let history = docker.bollard().image_history(image).await.unwrap();
+    assert!(!history.is_empty());
+    let saved = util_save(&host, image);
+    assert!(
+        !saved.windows(value.len()).any(|w| w == value.as_bytes()),
+        "the secret is in the saved image"
+    );
+
+    // A required secret that is not given: the step fails, named.
+    let out = build(&dir, &host, &["--tag", "nosecret", "--no-cache"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("failed at step"), "{}", out.stderr);
+    // A secret file that does not exist: exit 2 naming it, before anything is built.
+    let out = build(
+        &dir,
+        &host,
+        &["--tag", "x", "--secret", "id=token,src=/nonexistent/token"],
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("/nonexistent/token"), "{}", out.stderr);
+    // The classic builder has no secrets.
+    let out = build(
+        &dir,
+        &host,
+        &["--tag", "x", "--builder", "legacy", "--secret", &secret],
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+}
+
+/// `docker save IMAGE` as bytes (layers included).
+fn util_save(host: &str, image: &str) -> Vec<u8> {
+    let out = std::process::Command::new("docker")
+        .args(["save", image])
+        .env("DOCKER_HOST", host)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    out.stdout
+}
