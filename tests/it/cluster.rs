@@ -358,9 +358,11 @@ fn interrupted_deploys_leave_no_orphans() {
         delay_ms: 3,
         ..Default::default()
     });
+    let total = |fc: &fake_cluster::FakeCluster| fc.request_counts().values().sum::<u64>();
     let mut interrupted = 0;
     for i in 0..50u64 {
         let backend = if i % 2 == 0 { "native" } else { "mpijob" };
+        let sent = total(&e.fc);
         let mut child = hvdctl_process()
             .env("KUBECONFIG", &e.kubeconfig)
             .arg("-C")
@@ -370,8 +372,16 @@ fn interrupted_deploys_leave_no_orphans() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        // Pseudo-random point: 0-120 ms after start.
-        std::thread::sleep(Duration::from_millis((i * 37) % 120));
+        // Interrupted after its k-th request reached the server (k pseudo-random, 1-30): a
+        // point within the deploy however slow the machine, with its Ctrl-C handler already
+        // listening (the handler is polled with the first step that sends a request).
+        let k = 1 + (i * 7) % 30;
+        loop {
+            if child.try_wait().unwrap().is_some() || total(&e.fc) >= sent + k {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
         let _ = std::process::Command::new("kill")
             .args(["-INT", &child.id().to_string()])
             .status();

@@ -510,9 +510,14 @@ fn worker_pod_deleted_between_epochs(backend: &str) -> Option<Deleted> {
         .fc
         .delete("pods", "default", &name, None)
         .unwrap_or_else(|e| panic!("deleting {name}: {e:?}"));
-    // Until the pod is gone (native) or replaced by a new one (the MPI Operator's).
+    // Until the pod is gone (native) or replaced by a new one (the MPI Operator's: a pod
+    // that is gone is not yet replaced — under load the operator's next pass can come later).
+    let settled = |now: &Option<String>| match backend {
+        "mpijob" => now.is_some() && *now != old,
+        _ => now.is_none(),
+    };
     let deadline = Instant::now() + Duration::from_secs(60);
-    while uid(&cluster.fc) == old && Instant::now() < deadline {
+    while !settled(&uid(&cluster.fc)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
     }
     let replaced = uid(&cluster.fc).is_some();
