@@ -251,29 +251,16 @@ fn volumes(app: &App) -> (Vec<Value>, Vec<Value>) {
             vol.insert("hostPath".into(), Value::Object(hp));
         }
         if let Some(sec) = &v.secret {
-            let mut m = json!({"secretName": sec.secret_name});
-            if !sec.items.is_empty() {
-                m["items"] = key_to_paths(&sec.items);
-            }
-            if let Some(mode) = sec.default_mode {
-                m["defaultMode"] = json!(mode.0);
-            }
-            if let Some(o) = sec.optional {
-                m["optional"] = json!(o);
-            }
+            let m = object_source(
+                ("secretName", &sec.secret_name),
+                &sec.items,
+                sec.default_mode,
+                sec.optional,
+            );
             vol.insert("secret".into(), m);
         }
         if let Some(cm) = &v.config_map {
-            let mut m = json!({"name": cm.name});
-            if !cm.items.is_empty() {
-                m["items"] = key_to_paths(&cm.items);
-            }
-            if let Some(mode) = cm.default_mode {
-                m["defaultMode"] = json!(mode.0);
-            }
-            if let Some(o) = cm.optional {
-                m["optional"] = json!(o);
-            }
+            let m = object_source(("name", &cm.name), &cm.items, cm.default_mode, cm.optional);
             vol.insert("configMap".into(), m);
         }
         if let Some(ed) = &v.empty_dir {
@@ -379,6 +366,27 @@ pub fn claim_name(app: &App, name: &str) -> String {
 }
 
 /// A Secret's or ConfigMap's `items` as Kubernetes' `KeyToPath` list.
+/// A Secret or ConfigMap volume source: the field naming the object, then what both kinds
+/// share (`items`, `defaultMode`, `optional`), each only when set.
+fn object_source(
+    (key, name): (&str, &str),
+    items: &[crate::app::spec::KeyToPath],
+    default_mode: Option<crate::app::spec::FileMode>,
+    optional: Option<bool>,
+) -> Value {
+    let mut m = json!({ key: name });
+    if !items.is_empty() {
+        m["items"] = key_to_paths(items);
+    }
+    if let Some(mode) = default_mode {
+        m["defaultMode"] = json!(mode.0);
+    }
+    if let Some(o) = optional {
+        m["optional"] = json!(o);
+    }
+    m
+}
+
 fn key_to_paths(items: &[crate::app::spec::KeyToPath]) -> Value {
     Value::Array(
         items

@@ -61,6 +61,9 @@ pub struct Changes {
     root: PathBuf,
     /// A changed path, and whether it was created.
     rx: mpsc::UnboundedReceiver<(PathBuf, bool)>,
+    /// Reports of the batch being gathered: kept here, not in [`Changes::next`]'s future, so
+    /// a `next` dropped unfinished (a `select!` whose other branch won) loses none of them.
+    pending: Vec<(PathBuf, bool)>,
     debounce: Duration,
     _watcher: RecommendedWatcher,
 }
@@ -90,6 +93,7 @@ pub fn watch(root: &Path, debounce: Duration) -> Result<Changes> {
     Ok(Changes {
         root,
         rx,
+        pending: Vec::new(),
         debounce,
         _watcher: watcher,
     })
@@ -104,15 +108,18 @@ impl Changes {
     /// The next batch of changed paths: everything reported until `debounce` passes without
     /// a report; relative to the root, `/`-separated, sorted, each once. A directory that
     /// appeared brings every file under it as the batch closes: files written into it before
-    /// the watcher added its watch raise no event of their own.
+    /// the watcher added its watch raise no event of their own. Cancel-safe: dropped before
+    /// it returns, the reports it gathered go into the next call's batch.
     pub async fn next(&mut self) -> Option<Vec<String>> {
-        let first = self.rx.recv().await?;
-        let mut events = vec![first];
+        if self.pending.is_empty() {
+            let first = self.rx.recv().await?;
+            self.pending.push(first);
+        }
         while let Ok(Some(e)) = tokio::time::timeout(self.debounce, self.rx.recv()).await {
-            events.push(e);
+            self.pending.push(e);
         }
         let mut all = Vec::new();
-        for (p, created) in events {
+        for (p, created) in std::mem::take(&mut self.pending) {
             if created && p.symlink_metadata().is_ok_and(|m| m.is_dir()) {
                 files_under(&p, &mut all);
             }
@@ -183,6 +190,25 @@ mod tests {
         std::fs::write(d.path().join("pkg/sub/data.txt"), "x").unwrap();
         let batch = changes.next().await.unwrap();
         assert!(batch.contains(&"pkg/sub/data.txt".to_string()), "{batch:?}");
+    }
+
+    /// `dev` waits on a change and on the running attempt at once: when the attempt ends
+    /// while a batch is being gathered, that `next` is dropped — its changes must come with
+    /// the next call, not be lost (the edit loop then waited forever for an attempt).
+    #[tokio::test]
+    async fn a_batch_cut_short_is_not_lost() {
+        let d = tempfile::tempdir().unwrap();
+        let mut changes = watch(d.path(), Duration::from_secs(5)).unwrap();
+        std::fs::write(d.path().join("train.py"), "x").unwrap();
+        // Dropped within the debounce: the write's report is (almost always) already taken
+        // from the channel by then.
+        let cut = tokio::time::timeout(Duration::from_secs(1), changes.next()).await;
+        assert!(cut.is_err(), "a batch closed before its debounce: {cut:?}");
+        let batch = tokio::time::timeout(Duration::from_secs(60), changes.next())
+            .await
+            .expect("the change of the batch cut short never came")
+            .unwrap();
+        assert!(batch.contains(&"train.py".to_string()), "{batch:?}");
     }
 
     #[test]
