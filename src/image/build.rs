@@ -28,8 +28,7 @@ use super::progress::{ProgressMode, human_bytes};
 use super::tag::{validate_repo, validate_tag};
 use crate::error::{Error, Result};
 
-/// How many lines of a failed step's output the error keeps.
-pub const FAILED_STEP_LINES: usize = 40;
+use super::progress::FAILED_STEP_LINES;
 
 /// Proxy variables passed from the environment as build args (the builder accepts them
 /// without an `ARG` and keeps them out of the image history).

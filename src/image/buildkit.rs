@@ -8,7 +8,7 @@
 //! Output is `docker buildx --progress plain`'s: `#N name` when a step appears, `#N line`
 //! for its output, `#N DONE 1.2s` / `#N CACHED` / `#N ERROR: …` when it ends. A failed build
 //! is an [`Error`] naming the failing step (its vertex name, e.g. `[stage-0 3/4] RUN make`),
-//! the daemon's message and the step's last [`super::build::FAILED_STEP_LINES`] lines.
+//! the daemon's message and the step's last [`FAILED_STEP_LINES`] lines.
 //! Dropping the build (Ctrl-C) closes the connection, which cancels the build on the daemon.
 
 use std::collections::{HashMap, VecDeque};
@@ -24,8 +24,8 @@ use futures::StreamExt;
 use http_body_util::BodyExt;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::build::FAILED_STEP_LINES;
 use super::docker::DockerClient;
+use super::progress::FAILED_STEP_LINES;
 use super::progress::{ProgressMode, human_bytes};
 use crate::error::{Error, Result};
 

@@ -44,3 +44,6 @@ pub(crate) fn human_bytes(n: u64) -> String {
         format!("{v:.1} {}", UNITS[u])
     }
 }
+
+/// How many lines of a failed step's output a build error keeps (both builders).
+pub const FAILED_STEP_LINES: usize = 40;
