@@ -687,13 +687,17 @@ impl<S: LogSource> Tail<S> {
         let end = self.read(req, None).await;
         inst.drained = true;
         inst.partial = None;
-        if end.clean
+        // A stream that ends cleanly may still have been cut at a line's end: the log's end
+        // counts as reached only when its last lines are the ones just read.
+        let reached_end =
+            end.clean && self.confirm(previous, end.partial.as_deref()).await == Some(true);
+        if reached_end
             && end.met_resume
             && let Some(p) = end.partial.as_deref()
         {
             self.emit_partial(p).await;
         }
-        if end.clean && end.met_resume {
+        if reached_end && end.met_resume {
             return;
         }
         let at = |t: Option<Ts>| t.map_or("its start".to_string(), |t| t.to_string());
@@ -704,7 +708,7 @@ impl<S: LogSource> Tail<S> {
                 None => format!("after {}", at(last)),
             });
         }
-        if !end.clean && end.first_new.is_some() {
+        if !reached_end && end.first_new.is_some() {
             gaps.push(format!("after {}", at(self.resume.last)));
         }
         self.report.warning = Some(format!(

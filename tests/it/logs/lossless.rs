@@ -330,7 +330,9 @@ fn fault_outside_the_apis_limit_is_named_not_hidden() {
             && err.contains("may be missing"),
         "the loss is named: {err}"
     );
-    // 300 lines from the start, 300 from 10,000 before the end: both gaps named.
-    assert_eq!(t.printed, 600, "{t}");
+    // At least 300 lines from the start (more when a slowed writer put fewer than a cut's
+    // worth into a second) and 300 from 10,000 before the end; both gaps named, the second
+    // also when the tail read's cut fell on a line's end (the end is then checked, not taken).
+    assert!((600..LINES).contains(&t.printed), "{t}");
     assert!(err.contains(", and after "), "{err}");
 }
