@@ -1,7 +1,7 @@
 //! The command line (clap derive): global flags and one struct per subcommand. Parsing only;
 //! `commands/` turns these into work.
 
-use crate::app::Backend;
+use crate::backend::Backend;
 pub use crate::options::{
     Global, ListFormat, ManifestFormat, RoleFilter, StatusFormat, TargetRole, Watch,
 };

@@ -39,7 +39,7 @@ impl RunRecord {
     pub fn engine(&self) -> crate::types::EngineKind {
         use crate::types::EngineKind;
         self.engine
-            .unwrap_or(if self.backend == crate::app::Backend::LOCAL {
+            .unwrap_or(if self.backend == crate::app::BackendName::LOCAL {
                 EngineKind::Docker
             } else {
                 EngineKind::Kubernetes

@@ -18,6 +18,11 @@ pub const LABEL_INDEX: &str = "hvdctl.io/index";
 pub const LABEL_BACKEND: &str = "hvdctl.io/backend";
 pub const MANAGER: &str = "hvdctl";
 
+/// Where hvdctl mounts its scripts (and, in `native` pods, the run's ssh keys).
+pub const SCRIPTS_DIR: &str = "/etc/hvdctl";
+/// Where the hostfile and `discover_hosts.sh` live (the MPI Operator's path, for every backend).
+pub const MPI_DIR: &str = "/etc/mpi";
+
 /// Role of a pod (or local container) within a run.
 pub const ROLE_LAUNCHER: &str = "launcher";
 pub const ROLE_WORKER: &str = "worker";

@@ -253,7 +253,9 @@ fn check_text(
                 .iter()
                 .any(|r| p.starts_with(r) || r.starts_with(p))
         };
-        for p in validate::check(app) {
+        let mut problems = validate::check(app);
+        problems.extend(backend_problems(app));
+        for p in problems {
             if !overlaps(&p.path) {
                 let (at, place) = locate(&marked, file, &p.path, false);
                 found.push(Found {
@@ -270,6 +272,25 @@ fn check_text(
             found.truncate(MAX_PROBLEMS);
             Err(combine(found, sets))
         }
+    }
+}
+
+/// What only the backend the app names can tell: whether the name answers to one, and how
+/// long the app's name may be for that backend's pod names. (Loading sits above the backends;
+/// the app's own checks do not know them.)
+fn backend_problems(app: &App) -> Vec<validate::Problem> {
+    match app.backend.as_str().parse::<crate::backend::Backend>() {
+        Ok(b) => {
+            let limit = b.max_app_name_len(validate::max_worker_index(app));
+            validate::name_length_problem(app, limit)
+                .into_iter()
+                .collect()
+        }
+        Err(message) => vec![validate::Problem {
+            path: Path(vec![Seg::Key("backend".into())]),
+            message,
+            hint: None,
+        }],
     }
 }
 
@@ -761,7 +782,8 @@ mod tests {
 
     #[test]
     fn closed_sets_list_every_value_from_the_enum() {
-        use crate::app::spec::{Backend, Launcher, MpiImplementation};
+        use crate::app::spec::{Launcher, MpiImplementation};
+        use crate::backend::Backend;
         let e = load_with("backend: bogus\n", &[]).unwrap_err();
         assert!(
             e.message

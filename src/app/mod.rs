@@ -7,4 +7,4 @@ pub mod spec;
 pub mod validate;
 
 pub use load::{APP_FILE, Loaded, load};
-pub use spec::{App, Backend};
+pub use spec::{App, BackendName};

@@ -120,78 +120,34 @@ macro_rules! closed_set {
     };
 }
 
-/// Where and how a run's job is made: a Kubernetes backend (`mpijob`, `native`, or one
-/// registered through [`crate::backend::register`]) or `local` (Docker on this machine).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Backend {
-    Kubernetes(&'static dyn crate::backend::KubeBackend),
-    /// No cluster: launcher and worker containers on a private network of the local Docker engine.
-    Local,
-}
+/// `backend:`: which backend runs the app, by name (`mpijob`, `native`, `trainjob`, `local`,
+/// or one a library user registered). An app names its backend and does not hold it:
+/// `crate::backend::Backend::of` looks the name up, and loading refuses a name nothing
+/// answers to (so the app's types need no backend's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct BackendName(pub String);
 
-impl Default for Backend {
-    /// The first built-in Kubernetes backend (`mpijob`).
-    fn default() -> Backend {
-        Backend::Kubernetes(crate::backend::BUILTIN[0])
-    }
-}
-
-impl Backend {
-    /// The name of the Docker engine's backend.
+impl BackendName {
+    /// The backend of an app that names none: the MPI Operator's.
+    pub const DEFAULT: &'static str = "mpijob";
+    /// The Docker engine's backend (no cluster).
     pub const LOCAL: &'static str = "local";
 
-    /// Whether runs of this backend live in a Kubernetes cluster.
-    pub fn is_kubernetes(self) -> bool {
-        matches!(self, Backend::Kubernetes(_))
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Kubernetes(b) => b.name(),
-            Backend::Local => Backend::LOCAL,
-        }
-    }
-
-    /// Who starts sshd and writes the hostfile (see [`crate::backend::KubeBackend::launch`];
-    /// the local backend's scripts do).
-    pub fn launch(self) -> crate::backend::Launch {
-        match self {
-            Backend::Kubernetes(b) => b.launch(),
-            Backend::Local => crate::backend::Launch::Scripts,
-        }
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 }
 
-impl std::str::FromStr for Backend {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Backend, String> {
-        crate::backend::lookup(s).ok_or_else(|| {
-            let names = crate::backend::names();
-            let mut msg = format!("`{s}` is not one of {}", names.join(", "));
-            if let Some(m) = crate::text::did_you_mean(s, &names) {
-                msg.push_str(&format!(" (did you mean `{m}`?)"));
-            }
-            msg
-        })
+impl Default for BackendName {
+    fn default() -> BackendName {
+        BackendName(BackendName::DEFAULT.into())
     }
 }
 
-impl std::fmt::Display for Backend {
+impl std::fmt::Display for BackendName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for Backend {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for Backend {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Backend, D::Error> {
-        let name = String::deserialize(d)?;
-        name.parse().map_err(serde::de::Error::custom)
+        f.write_str(&self.0)
     }
 }
 
@@ -346,7 +302,7 @@ pub struct App {
     #[serde(default)]
     pub namespace: Option<String>,
     #[serde(default)]
-    pub backend: Backend,
+    pub backend: BackendName,
     #[serde(default = "one")]
     pub workers: u32,
     #[serde(default = "one")]
@@ -421,6 +377,25 @@ pub struct App {
     /// (upper case, `-` and `.` become `_`).
     #[serde(default)]
     pub parameters: BTreeMap<String, String>,
+}
+
+impl App {
+    /// Whether the containers run as root (no `securityContext.runAsUser`, or 0).
+    pub fn runs_as_root(&self) -> bool {
+        self.security_context.run_as_user.is_none_or(|u| u == 0)
+    }
+
+    /// Where the run's ssh keys are mounted: `mpi.sshAuthMountPath`, else the user's `~/.ssh`
+    /// (`/root/.ssh`, or `/home/mpiuser/.ssh` for a non-root run).
+    pub fn ssh_auth_mount_path(&self) -> String {
+        self.mpi.ssh_auth_mount_path.clone().unwrap_or_else(|| {
+            if self.runs_as_root() {
+                "/root/.ssh".into()
+            } else {
+                "/home/mpiuser/.ssh".into()
+            }
+        })
+    }
 }
 
 fn one() -> u32 {

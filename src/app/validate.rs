@@ -19,7 +19,7 @@ pub struct Problem {
 /// Length of a run id (`<app>-<run id>` is the job name).
 pub const RUN_ID_LEN: usize = 5;
 /// Kubernetes label (and DNS label) limit.
-const MAX_LABEL: usize = 63;
+pub const MAX_LABEL: usize = 63;
 
 static DNS1123_LABEL: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").unwrap());
@@ -145,16 +145,6 @@ pub fn int_bounds(path: &Path) -> (Option<i64>, Option<i64>) {
 const MAX_WORKERS: i64 = 10_000;
 const MAX_GPUS: i64 = 64;
 
-/// [`max_name_len`] for the pod names `backend` makes (its own suffix after `<name>-<run id>`).
-fn max_name_len_for(backend: super::Backend, max_worker_index: u32) -> usize {
-    match backend {
-        super::Backend::Kubernetes(b) => {
-            MAX_LABEL.saturating_sub(1 + RUN_ID_LEN + b.pod_name_suffix(max_worker_index))
-        }
-        super::Backend::Local => max_name_len(max_worker_index),
-    }
-}
-
 struct Checker {
     problems: Vec<Problem>,
 }
@@ -193,21 +183,38 @@ impl Checker {
     }
 }
 
+/// The highest worker index a run of `app` can have (elastic runs grow to `maxWorkers`).
+pub fn max_worker_index(app: &App) -> u32 {
+    let max_workers = app
+        .elastic
+        .as_ref()
+        .map_or(app.workers, |e| e.max_workers.max(app.workers));
+    max_workers.saturating_sub(1)
+}
+
+/// `name` too long for its pod names, given the longest app name the backend's pod names
+/// allow (`limit`, from the backend: the app does not know its backend's naming).
+pub fn name_length_problem(app: &App, limit: usize) -> Option<Problem> {
+    (DNS1035_LABEL.is_match(&app.name) && app.name.len() > limit).then(|| Problem {
+        path: Path(vec![Seg::Key("name".into())]),
+        message: format!(
+            "`{}` is {} characters; with the run id and `-worker-{}` pod names it must be at most {limit}",
+            app.name,
+            app.name.len(),
+            max_worker_index(app)
+        ),
+        hint: None,
+    })
+}
+
 /// All problems of an app, in file order of the keys (roughly).
 pub fn check(app: &App) -> Vec<Problem> {
     let mut c = Checker {
         problems: Vec::new(),
     };
 
-    let max_workers = app
-        .elastic
-        .as_ref()
-        .map_or(app.workers, |e| e.max_workers.max(app.workers));
-    let limit = max_name_len_for(app.backend, max_workers.saturating_sub(1));
     if !DNS1035_LABEL.is_match(&app.name) {
         c.at(&["name"], format!("`{}` is not a valid app name: use lowercase letters, digits and `-`, starting with a letter and ending alphanumeric (e.g. `mnist-demo`)", app.name));
-    } else if app.name.len() > limit {
-        c.at(&["name"], format!("`{}` is {} characters; with the run id and `-worker-{}` pod names it must be at most {limit}", app.name, app.name.len(), max_workers.saturating_sub(1)));
     }
     if app.image.is_empty() || !is_image_ref(&app.image) {
         c.at(&["image"], format!("`{}` is not a valid image reference (e.g. `registry.example.com/team/mnist` or `mnist:1.0`; repository paths are lowercase)", app.image));
@@ -827,7 +834,7 @@ fn resource_name_problem(name: &str) -> Option<(String, Option<String>)> {
 /// Where hvdctl (or the MPI Operator) mounts its own files in the pods and containers, with
 /// what is there: a user's volume at or under one of them would clash with it.
 fn reserved_mounts(app: &App) -> Vec<(String, &'static str)> {
-    use crate::backend::values::{MPI_DIR, SCRIPTS_DIR, ssh_auth_mount_path};
+    use crate::types::{MPI_DIR, SCRIPTS_DIR};
     let mut r = vec![
         (MPI_DIR.to_string(), "hostfile and discover_hosts.sh"),
         (
@@ -835,7 +842,7 @@ fn reserved_mounts(app: &App) -> Vec<(String, &'static str)> {
             "launcher/worker scripts and ssh keys",
         ),
         (
-            ssh_auth_mount_path(app),
+            app.ssh_auth_mount_path(),
             "the ssh keys (mpi.sshAuthMountPath)",
         ),
     ];

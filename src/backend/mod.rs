@@ -26,7 +26,7 @@ use crate::types::{Identity, JobState};
 use k8s_openapi::api::core::v1::Pod;
 use std::sync::RwLock;
 
-use crate::app::{App, Backend};
+use crate::app::{App, BackendName};
 use crate::error::{Context, Error, Result};
 use crate::kinds::Object;
 use crate::render::{self, manifests};
@@ -247,6 +247,89 @@ pub fn all_kinds() -> Vec<KindDef> {
     }
     out.sort_by_key(|k| std::cmp::Reverse(k.order));
     out
+}
+
+/// Where and how a run's job is made: a Kubernetes backend (`mpijob`, `native`, `trainjob`,
+/// or one registered through [`register`]) or `local` (Docker on this machine). An app names
+/// its backend ([`BackendName`]); this is what the name stands for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Backend {
+    Kubernetes(&'static dyn KubeBackend),
+    /// No cluster: launcher and worker containers on a private network of the local Docker engine.
+    Local,
+}
+
+impl Backend {
+    /// The name of the Docker engine's backend.
+    pub const LOCAL: &'static str = BackendName::LOCAL;
+
+    /// The backend `app` names (loading has refused a name nothing answers to; an app made
+    /// in code may still name one).
+    pub fn of(app: &App) -> Result<Backend> {
+        app.backend
+            .as_str()
+            .parse()
+            .map_err(|e: String| Error::input(format!("backend: {e}")))
+    }
+
+    /// Whether runs of this backend live in a Kubernetes cluster.
+    pub fn is_kubernetes(self) -> bool {
+        matches!(self, Backend::Kubernetes(_))
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Kubernetes(b) => b.name(),
+            Backend::Local => Backend::LOCAL,
+        }
+    }
+
+    /// Who starts sshd and writes the hostfile (see [`KubeBackend::launch`]; the local
+    /// backend's scripts do).
+    pub fn launch(self) -> Launch {
+        match self {
+            Backend::Kubernetes(b) => b.launch(),
+            Backend::Local => Launch::Scripts,
+        }
+    }
+
+    /// The longest app name whose pod names still fit a label (63) with the run id and this
+    /// backend's suffix for a worker index up to `max_worker_index`.
+    pub fn max_app_name_len(self, max_worker_index: u32) -> usize {
+        use crate::app::validate::{MAX_LABEL, RUN_ID_LEN, max_name_len};
+        match self {
+            Backend::Kubernetes(b) => {
+                MAX_LABEL.saturating_sub(1 + RUN_ID_LEN + b.pod_name_suffix(max_worker_index))
+            }
+            Backend::Local => max_name_len(max_worker_index),
+        }
+    }
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Backend, String> {
+        lookup(s).ok_or_else(|| {
+            let names = names();
+            let mut msg = format!("`{s}` is not one of {}", names.join(", "));
+            if let Some(m) = crate::text::did_you_mean(s, &names) {
+                msg.push_str(&format!(" (did you mean `{m}`?)"));
+            }
+            msg
+        })
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for Backend {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
 }
 
 /// The backend called `name`.

@@ -11,7 +11,7 @@
 //!   and `EnforceMLPolicy` errors on anything else; kubeflow/trainer#3712 asks for MPICH and
 //!   Intel MPI); the ssh Secret and hostfile are mounted on containers named `node` only; the
 //!   private key is mounted with mode 0640 — which OpenSSH refuses when its owner is the user
-//!   (root: the Secret's files are root's) — see [`runs_as_root`] for what hvdctl does.
+//!   (root: the Secret's files are root's) — see [`App::runs_as_root`] for what hvdctl does.
 //! - `pkg/runtime/framework/plugins/jobset/builder.go` (`Trainer`): `spec.trainer`'s image,
 //!   command and env reach only the `node` container of the replicated job labelled
 //!   `trainer.kubeflow.org/trainjob-ancestor-step: trainer` (here the launcher); the node
@@ -50,7 +50,7 @@ pub const LAUNCHER_JOB: &str = "launcher";
 pub const NODE_JOB: &str = "node";
 /// Where the Trainer mounts the hostfile.
 const HOSTFILE: &str = "/etc/mpi/hostfile";
-/// Where the ssh Secret is mounted for a root run (see [`runs_as_root`]).
+/// Where the ssh Secret is mounted for a root run (see [`App::runs_as_root`]).
 const SSH_STAGING: &str = "/etc/hvdctl/mpi-ssh";
 /// The runtimePatches entry hvdctl owns.
 const PATCH_MANAGER: &str = "hvdctl.io/hvdctl";
@@ -67,8 +67,6 @@ pub fn runtime_name(app: &str) -> String {
     format!("hvdctl-{app}")
 }
 
-/// Runs as root unless the security context says otherwise.
-///
 /// The Trainer v2.3.0 mounts the private key with mode 0640 (kubeflow/trainer#3649, made for
 /// its runtimes that run as user 1000 with the key's group). The files of a Secret volume
 /// are root's, so for root the key is its own and group-readable: ssh refuses it ("bad
@@ -76,11 +74,8 @@ pub fn runtime_name(app: &str) -> String {
 /// aside ([`SSH_STAGING`]) and each container copies it into `~/.ssh` with 0600 before its
 /// command; a non-root run gets it where `mpi.sshAuthMountPath` says (the key must then be
 /// readable through `securityContext.fsGroup`, as in the Trainer's own runtimes).
-fn runs_as_root(app: &App) -> bool {
-    app.security_context.run_as_user.is_none_or(|u| u == 0)
-}
-
-/// What a root run's containers do before their command (see [`runs_as_root`]).
+///
+/// What a root run's containers do before their command (see [`App::runs_as_root`]).
 const STAGE_SSH: &str = "d=\"$HOME/.ssh\"; s=/etc/hvdctl/mpi-ssh; \
 mkdir -p \"$d\" && chmod 700 \"$d\" && \
 cp \"$s/id_rsa\" \"$d/id_rsa\" && chmod 600 \"$d/id_rsa\" && \
@@ -90,7 +85,7 @@ exec \"$@\"";
 
 /// `command` run after the ssh keys are staged (root runs), or as it is.
 fn wrapped(app: &App, command: &[String]) -> Vec<String> {
-    if !runs_as_root(app) {
+    if !app.runs_as_root() {
         return command.to_vec();
     }
     let mut out: Vec<String> = ["/bin/sh", "-c", STAGE_SSH, "hvdctl-ssh"]
@@ -181,10 +176,10 @@ impl KubeBackend for TrainJobBackend {
             |v: &Value| -> Vec<String> { serde_json::from_value(v.clone()).unwrap_or_default() };
         let launcher = wrapped(app, &command(&values["launcher"]["command"]));
         let node = wrapped(app, &command(&values["worker"]["command"]));
-        let ssh_path = if runs_as_root(app) {
+        let ssh_path = if app.runs_as_root() {
             SSH_STAGING.to_string()
         } else {
-            super::values::ssh_auth_mount_path(app)
+            app.ssh_auth_mount_path()
         };
         // The runtime is shared by the app's runs: its containers get the app's own
         // environment, not one run's (the launcher gets the run's through spec.trainer.env,

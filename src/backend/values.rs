@@ -12,28 +12,10 @@ use crate::render::manifests::{LABEL_ROLE, LABEL_RUN};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
-/// Where hvdctl mounts its scripts and the run's ssh keys in `native` pods.
-pub const SCRIPTS_DIR: &str = "/etc/hvdctl";
+pub use crate::types::{MPI_DIR, SCRIPTS_DIR};
 pub const SSH_DIR: &str = "/etc/hvdctl/ssh";
-/// Where the hostfile and `discover_hosts.sh` live (the MPI Operator's path, for both backends).
-pub const MPI_DIR: &str = "/etc/mpi";
 pub const HOSTFILE: &str = "/etc/mpi/hostfile";
 pub const DISCOVER_HOSTS: &str = "/etc/mpi/discover_hosts.sh";
-
-/// Runs as root unless the security context says otherwise.
-fn runs_as_root(app: &App) -> bool {
-    app.security_context.run_as_user.is_none_or(|u| u == 0)
-}
-
-pub fn ssh_auth_mount_path(app: &App) -> String {
-    app.mpi.ssh_auth_mount_path.clone().unwrap_or_else(|| {
-        if runs_as_root(app) {
-            "/root/.ssh".into()
-        } else {
-            "/home/mpiuser/.ssh".into()
-        }
-    })
-}
 
 /// Names of the environment variables every rank gets (app env + parameters + hvdctl's own,
 /// and `TENSORBOARD_LOG_DIR` with `tensorboard.logDir`).
@@ -122,7 +104,7 @@ pub fn launch_argv(run: &Run, hostfile: Option<&str>) -> Vec<String> {
         }
         (Launcher::Mpirun, MpiImplementation::OpenMpi) => {
             push(&["mpirun"]);
-            if runs_as_root(app) {
+            if app.runs_as_root() {
                 push(&["--allow-run-as-root"]);
             }
             push(&["-np", &np.to_string()]);
@@ -503,7 +485,7 @@ pub fn discover_hosts_listed() -> String {
 pub fn ssh_port(app: &App) -> u16 {
     app.mpi
         .ssh_port
-        .unwrap_or(if runs_as_root(app) { 22 } else { 2222 })
+        .unwrap_or(if app.runs_as_root() { 22 } else { 2222 })
 }
 
 /// The `fsGroup` a non-root run gets when it names none: its `runAsGroup`, else its
@@ -512,7 +494,7 @@ pub fn ssh_port(app: &App) -> u16 {
 /// names an `fsGroup`.
 pub fn default_fs_group(app: &App) -> Option<i64> {
     let sc = &app.security_context;
-    if sc.fs_group.is_some() || runs_as_root(app) {
+    if sc.fs_group.is_some() || app.runs_as_root() {
         return None;
     }
     sc.run_as_group.or(sc.run_as_user)
@@ -567,7 +549,7 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
         "gpusPerWorker": app.gpus_per_worker,
         "np": app.workers * app.slots_per_worker,
         "mpiImplementation": app.mpi.implementation.as_str(),
-        "sshAuthMountPath": ssh_auth_mount_path(app),
+        "sshAuthMountPath": app.ssh_auth_mount_path(),
         "ssh": {"port": ssh_port(app)},
         "warm": app.warm,
         "runPolicy": {
@@ -666,7 +648,7 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
             });
         }
     }
-    if let crate::app::Backend::Kubernetes(kb) = run.backend {
+    if let crate::backend::Backend::Kubernetes(kb) = run.backend {
         let own = kb.template_values(run, &v);
         if !own.is_null() {
             v[kb.name()] = own;
@@ -678,7 +660,7 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
 #[cfg(test)]
 mod launch_tests {
     use super::*;
-    use crate::app::Backend;
+    use crate::backend::Backend;
 
     fn app(yaml: &str) -> App {
         crate::app::load::from_text(

@@ -22,7 +22,7 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
     let plan = Plan {
         app,
         dir: &loaded.dir,
-        backend: a.app.backend.unwrap_or(app.backend),
+        backend: super::backend(a.app.backend, app)?,
         run_id,
         image,
         unpushed,

@@ -21,7 +21,7 @@ pub fn run(g: &Global, ui: &Ui, a: DevArgs) -> Result<u8> {
     loaded.app.warm = true;
     let (image, unpushed) = super::deploy::image(&loaded, a.image.as_deref())?;
     let opts = Options {
-        backend: a.app.backend.unwrap_or(loaded.app.backend),
+        backend: super::backend(a.app.backend, &loaded.app)?,
         run_id,
         image,
         unpushed,

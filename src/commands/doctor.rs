@@ -12,7 +12,7 @@ use crate::ui::Ui;
 pub fn run(g: &Global, ui: &Ui, a: DoctorArgs) -> Result<u8> {
     let loaded = app::load(&g.app_dir, &a.app.set)?;
     let app = &loaded.app;
-    let backend = a.app.backend.unwrap_or(app.backend);
+    let backend = super::backend(a.app.backend, app)?;
     let env = Env::with_app(g, ui, Some(app.clone()));
     let namespace = if backend.is_kubernetes() {
         env.namespace()?
@@ -20,7 +20,7 @@ pub fn run(g: &Global, ui: &Ui, a: DoctorArgs) -> Result<u8> {
         String::new()
     };
     if a.print_role {
-        let app::Backend::Kubernetes(kb) = backend else {
+        let crate::backend::Backend::Kubernetes(kb) = backend else {
             return Err(crate::Error::input(
                 "--print-role: the local backend runs Docker containers and needs no Kubernetes role",
             )

@@ -91,3 +91,11 @@ pub(crate) fn runtime(multi: bool) -> Result<tokio::runtime::Runtime> {
         .build()
         .map_err(|e| crate::Error::failure(format!("cannot start the async runtime: {e}")))
 }
+
+/// The backend a command works with: `--backend`, else the one the app names.
+pub(crate) fn backend(
+    flag: Option<crate::backend::Backend>,
+    app: &crate::app::App,
+) -> Result<crate::backend::Backend> {
+    flag.map_or_else(|| crate::backend::Backend::of(app), Ok)
+}

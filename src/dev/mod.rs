@@ -19,7 +19,8 @@ pub mod attempt;
 pub mod sync;
 pub mod watch;
 
-use crate::app::{Backend, Loaded};
+use crate::app::Loaded;
+use crate::backend::Backend;
 use crate::backend::values::{HOSTFILE, launch_argv};
 use crate::engine::{self, DeployOptions, Env, Plan, Run};
 use crate::error::{Error, Result};

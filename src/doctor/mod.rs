@@ -12,7 +12,8 @@ pub mod host;
 pub mod kube;
 pub mod registry;
 
-use crate::app::{App, Backend};
+use crate::app::App;
+use crate::backend::Backend;
 use crate::cluster::Cluster;
 use crate::error::{Error, Result};
 use crate::ui::Ui;

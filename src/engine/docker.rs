@@ -46,7 +46,11 @@ impl Docker {
     async fn runs(&self, labels: Vec<String>) -> Result<Vec<DockerRun>> {
         let mut l = vec![
             format!("{LABEL_MANAGED_BY}={MANAGER}"),
-            format!("{}={}", local::LABEL_BACKEND, crate::app::Backend::LOCAL),
+            format!(
+                "{}={}",
+                local::LABEL_BACKEND,
+                crate::app::BackendName::LOCAL
+            ),
         ];
         l.extend(labels);
         let list = self
@@ -112,7 +116,7 @@ impl DockerRun {
             run_id: run.run_id.clone(),
             app: run.app.clone(),
             job: run.job.clone(),
-            backend: crate::app::Backend::LOCAL.to_string(),
+            backend: crate::app::BackendName::LOCAL.to_string(),
             place: place(&docker),
             created,
         };

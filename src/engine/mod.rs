@@ -10,7 +10,8 @@ pub mod docker;
 pub mod kubernetes;
 pub mod resolve;
 
-use crate::app::{App, Backend};
+use crate::app::App;
+use crate::backend::Backend;
 use crate::cluster::events::RunEvent;
 use crate::cluster::status::JobState;
 use crate::error::{Error, Result};
@@ -156,7 +157,7 @@ impl Run {
                 let targets = cs
                     .iter()
                     .filter(|c| c.has_started())
-                    .map(crate::local::logs::target)
+                    .map(crate::local::status::Container::target)
                     .collect();
                 let source = crate::logs::docker::ContainerSource::new(r.docker.clone());
                 rec.logs(&source, targets).await;

@@ -4,7 +4,8 @@
 
 use super::rundir::{Contents, RunDir};
 use super::{LocalRef, connect, docker_error, is_not_found, spec, undeploy};
-use crate::app::{App, Backend};
+use crate::app::App;
+use crate::backend::Backend;
 use crate::backend::{Run, SshKeys};
 use crate::error::{Error, Result};
 use crate::image::docker::DockerClient;

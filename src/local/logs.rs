@@ -17,7 +17,6 @@ use crate::cluster::status::JobState;
 use crate::error::{Error, Result};
 use crate::image::docker::DockerClient;
 use crate::logs::docker::ContainerSource;
-use crate::logs::target::{Engine, Target};
 use crate::logs::{LogOptions, LogsOutcome, Tails, until_interrupted};
 use crate::options::RoleFilter;
 use crate::ui::Ui;
@@ -79,21 +78,6 @@ fn wanted(c: &Container, opts: &LogOptions) -> bool {
         && opts.container.as_ref().is_none_or(|want| *want == c.role)
 }
 
-/// A container of a local run as a log target: the container is the "pod", its role the
-/// container name (one container per "pod").
-pub fn target(c: &Container) -> Target {
-    Target {
-        engine: Engine::Docker,
-        pod: c.name.clone(),
-        uid: c.id.clone(),
-        container: c.role.clone(),
-        role: c.role.clone(),
-        index: c.index,
-        ranks: c.ranks,
-        prefix: c.short_name(),
-    }
-}
-
 /// The containers tailed so far (by id).
 struct Found<'a> {
     source: &'a ContainerSource,
@@ -106,7 +90,7 @@ impl Found<'_> {
     fn spawn(&mut self, tails: &mut Tails<'_>, cs: &[Container]) {
         for c in cs {
             if c.has_started() && wanted(c, self.opts) && self.seen.insert(c.id.clone()) {
-                tails.spawn(self.source, [target(c)]);
+                tails.spawn(self.source, [c.target()]);
             }
         }
     }

@@ -3,8 +3,9 @@
 
 use super::rundir::RunDir;
 use super::{LABEL_BACKEND, LABEL_DIR, LABEL_JOB, launcher_name, network_name, worker_name};
+use crate::app::App;
 use crate::app::spec::ResourceSpec;
-use crate::app::{App, Backend};
+use crate::backend::Backend;
 use crate::backend::Run;
 use crate::backend::values::{
     HOSTFILE, MPI_DIR, SCRIPTS_DIR, SSH_DIR, env_pairs, launch_argv, rank_tags,
@@ -453,7 +454,7 @@ mod tests {
     fn run(app: &App) -> Run<'_> {
         Run {
             app,
-            backend: crate::app::Backend::Local,
+            backend: crate::backend::Backend::Local,
             run_id: "ab1".into(),
             namespace: "local".into(),
             image: "hello:1".into(),

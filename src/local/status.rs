@@ -62,6 +62,21 @@ pub enum Status {
 }
 
 impl Container {
+    /// The container as a log target: the container is the "pod", its role the container
+    /// name (one container per "pod").
+    pub fn target(&self) -> crate::logs::target::Target {
+        crate::logs::target::Target {
+            engine: crate::logs::target::Engine::Docker,
+            pod: self.name.clone(),
+            uid: self.id.clone(),
+            container: self.role.clone(),
+            role: self.role.clone(),
+            index: self.index,
+            ranks: self.ranks,
+            prefix: self.short_name(),
+        }
+    }
+
     /// Pod-like phase: Pending, Running, Succeeded, Failed.
     pub fn phase(&self) -> &'static str {
         match self.status {
@@ -481,7 +496,7 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
     let targets = cs
         .iter()
         .filter(|c| c.has_started())
-        .map(super::logs::target)
+        .map(Container::target)
         .collect();
     let source = crate::logs::docker::ContainerSource::new(docker.clone());
     let key = format!(
@@ -497,7 +512,7 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
         engine: crate::types::EngineKind::Docker,
         namespace: None,
         context: None,
-        backend: crate::app::Backend::LOCAL.into(),
+        backend: crate::app::BackendName::LOCAL.into(),
         state,
         conditions,
         workers: crate::report::running_workers(&pods),

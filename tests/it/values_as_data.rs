@@ -2,9 +2,9 @@
 //! manifest, lands verbatim as that field's value and adds nothing else to the object set; and
 //! a value written inside a larger scalar of any style is part of that one scalar.
 
-use hvdctl::app::Backend;
 use hvdctl::app::load::from_text;
 use hvdctl::app::set;
+use hvdctl::backend::Backend;
 use hvdctl::backend::{Run, objects};
 use hvdctl::render::{self, manifests, quote::quote};
 use proptest::prelude::*;

@@ -44,7 +44,10 @@ impl DockerRun {
                 self.run.run_id, self.run.job
             )));
         }
-        let targets: Vec<Target> = all.iter().map(crate::local::logs::target).collect();
+        let targets: Vec<Target> = all
+            .iter()
+            .map(crate::local::status::Container::target)
+            .collect();
         let t = choose(&targets, pick, &self.run.job)?;
         let c = all
             .into_iter()
@@ -56,7 +59,10 @@ impl DockerRun {
     /// Every container of the run as a log target.
     pub async fn targets(&self) -> Result<Vec<Target>> {
         let all = containers(&self.docker, &self.run).await?;
-        Ok(all.iter().map(crate::local::logs::target).collect())
+        Ok(all
+            .iter()
+            .map(crate::local::status::Container::target)
+            .collect())
     }
 
     /// Runs `req` in the container; its exit code.
