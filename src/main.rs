@@ -10,7 +10,7 @@ fn main() -> ExitCode {
     match hvdctl::commands::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {e}");
+            hvdctl::errln!("error: {e}");
             ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1))
         }
     }

@@ -155,9 +155,9 @@ where
                 && !last.is_empty()
                 && matches!(a.output, StatusFormat::Text | StatusFormat::Wide)
             {
-                println!();
+                crate::outln!();
             }
-            print!("{text}");
+            crate::out!("{text}");
             last = text;
         }
         if finished || !(a.watch || a.wait) {

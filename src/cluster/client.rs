@@ -246,8 +246,8 @@ where
             let r = fut.await;
             let ms = started.elapsed().as_millis();
             match &r {
-                Ok(resp) => eprintln!("{method} {path} {} {ms} ms", resp.status().as_u16()),
-                Err(e) => eprintln!("{method} {path} failed ({e}) {ms} ms"),
+                Ok(resp) => crate::errln!("{method} {path} {} {ms} ms", resp.status().as_u16()),
+                Err(e) => crate::errln!("{method} {path} failed ({e}) {ms} ms"),
             }
             r
         })

@@ -30,7 +30,7 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
     };
     let env = Env::with_app(g, ui, Some(app.clone()));
     if a.dry_run() == Some(DryRun::Client) {
-        print!("{}", engine::dry_run(&env, &plan, a.output)?);
+        crate::out!("{}", engine::dry_run(&env, &plan, a.output)?);
         return Ok(0);
     }
     let opts = DeployOptions {

@@ -26,7 +26,7 @@ pub fn run(g: &Global, ui: &Ui, a: DoctorArgs) -> Result<u8> {
             )
             .hint("pass --backend with a Kubernetes backend (e.g. --backend native)"));
         };
-        print!("{}", doctor::kube::role_yaml(kb, &namespace));
+        crate::out!("{}", doctor::kube::role_yaml(kb, &namespace));
         return Ok(0);
     }
     let (image, _) = super::deploy::image(&loaded, a.image.as_deref())?;
@@ -41,9 +41,9 @@ pub fn run(g: &Global, ui: &Ui, a: DoctorArgs) -> Result<u8> {
         Ok(doctor::run(&subject, connect).await)
     })?;
     match a.output {
-        ListFormat::Text => print!("{}", doctor::render_text(&checks)),
-        ListFormat::Json => print!("{}", crate::text::json(&checks)?),
-        ListFormat::Yaml => print!("{}", crate::text::yaml(&checks)?),
+        ListFormat::Text => crate::out!("{}", doctor::render_text(&checks)),
+        ListFormat::Json => crate::out!("{}", crate::text::json(&checks)?),
+        ListFormat::Yaml => crate::out!("{}", crate::text::yaml(&checks)?),
     }
     Ok(doctor::exit_code(&checks))
 }

@@ -30,7 +30,7 @@ pub fn run(g: &Global, ui: &Ui, a: EventsArgs) -> Result<u8> {
                             _ => crate::text::yaml(e).map(|y| format!("---\n{}", y.trim_end())),
                         };
                         match one {
-                            Ok(line) if failed.is_none() => println!("{line}"),
+                            Ok(line) if failed.is_none() => crate::outln!("{line}"),
                             Ok(_) => {}
                             Err(err) => {
                                 failed.get_or_insert(err);
@@ -70,17 +70,20 @@ pub fn run(g: &Global, ui: &Ui, a: EventsArgs) -> Result<u8> {
 }
 
 fn header() {
-    println!(
+    crate::outln!(
         "{:<25} {:<8} {:<20} {:<40} MESSAGE",
-        "TIME", "TYPE", "REASON", "OBJECT"
+        "TIME",
+        "TYPE",
+        "REASON",
+        "OBJECT"
     )
 }
 
 fn print_all(format: ListFormat, all: &[RunEvent]) -> Result<()> {
     if format == ListFormat::Json {
-        print!("{}", crate::text::json(all)?);
+        crate::out!("{}", crate::text::json(all)?);
     } else {
-        print!("{}", crate::text::yaml(all)?);
+        crate::out!("{}", crate::text::yaml(all)?);
     }
     Ok(())
 }
@@ -91,8 +94,12 @@ fn print_event(e: &RunEvent) {
     } else {
         e.reason.clone()
     };
-    println!(
+    crate::outln!(
         "{:<25} {:<8} {:<20} {:<40} {}",
-        e.time, e.type_, reason, e.object, e.message
+        e.time,
+        e.type_,
+        reason,
+        e.object,
+        e.message
     );
 }

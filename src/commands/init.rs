@@ -28,7 +28,7 @@ pub fn run(g: &Global, ui: &Ui, a: InitArgs) -> Result<u8> {
     let plan = init::plan(&req)?;
     let written = init::write(&plan)?;
     for p in plan.replaced() {
-        eprintln!("replaced {}", p.display());
+        crate::errln!("replaced {}", p.display());
     }
     let shown = if dir.as_os_str() == "." {
         ".".to_string()
@@ -47,7 +47,7 @@ pub fn run(g: &Global, ui: &Ui, a: InitArgs) -> Result<u8> {
         } else {
             format!("  cd {shown}\n")
         };
-        eprintln!("Next:\n{cd}  hvdctl build --push\n  hvdctl deploy\n  hvdctl logs -f");
+        crate::errln!("Next:\n{cd}  hvdctl build --push\n  hvdctl deploy\n  hvdctl logs -f");
     }
     Ok(0)
 }

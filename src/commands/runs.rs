@@ -45,17 +45,17 @@ pub fn run(g: &Global, ui: &Ui, a: RunsArgs) -> Result<u8> {
             };
             if !a.watch {
                 if rows.is_empty() && a.output == ListFormat::Text {
-                    eprint!("{text}");
+                    crate::err!("{text}");
                 } else {
-                    print!("{text}");
+                    crate::out!("{text}");
                 }
                 return Ok(0);
             }
             if text != last {
                 if !last.is_empty() {
-                    println!();
+                    crate::outln!();
                 }
-                print!("{text}");
+                crate::out!("{text}");
                 last = text;
             }
             tokio::time::sleep(Duration::from_secs(2)).await;

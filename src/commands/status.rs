@@ -17,7 +17,7 @@ pub fn run(g: &Global, ui: &Ui, a: StatusArgs) -> Result<u8> {
             Answer::Live(run) => run,
             Answer::Record(rec) => {
                 // A record does not change: shown once, whatever --watch/--wait say.
-                print!("{}", crate::report::render(&rec.report, a.output)?);
+                crate::out!("{}", crate::report::render(&rec.report, a.output)?);
                 return Ok(if a.wait {
                     rec.report.state.exit_code()
                 } else {
@@ -42,16 +42,22 @@ async fn list_all(env: &Env<'_>, a: &StatusArgs) -> Result<u8> {
         reports.push(r.status().await?);
     }
     match a.output {
-        StatusFormat::Json => print!("{}", crate::text::json(&reports)?),
-        StatusFormat::Yaml => print!("{}", crate::text::yaml(&reports)?),
+        StatusFormat::Json => crate::out!("{}", crate::text::json(&reports)?),
+        StatusFormat::Yaml => crate::out!("{}", crate::text::yaml(&reports)?),
         StatusFormat::Text | StatusFormat::Wide => {
             if reports.is_empty() {
-                eprintln!("No hvdctl runs in {}", looked.join(" or "));
+                crate::errln!("No hvdctl runs in {}", looked.join(" or "));
                 return Ok(0);
             }
-            println!(
+            crate::outln!(
                 "{:<7} {:<30} {:<20} {:<8} {:<10} {:<5} {:<8} WHERE",
-                "RUN", "JOB", "APP", "BACKEND", "STATE", "PODS", "WORKERS"
+                "RUN",
+                "JOB",
+                "APP",
+                "BACKEND",
+                "STATE",
+                "PODS",
+                "WORKERS"
             );
             for r in &reports {
                 let place = match (&r.namespace, &r.context) {
@@ -62,7 +68,7 @@ async fn list_all(env: &Env<'_>, a: &StatusArgs) -> Result<u8> {
                     Some(b) => format!("{} ({}-{})", r.workers, b.min_workers, b.max_workers),
                     None => r.workers.to_string(),
                 };
-                println!(
+                crate::outln!(
                     "{:<7} {:<30} {:<20} {:<8} {:<10} {:<5} {:<8} {place}",
                     r.run,
                     r.job,

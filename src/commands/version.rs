@@ -66,19 +66,19 @@ pub fn run(g: &Global, ui: &Ui, a: VersionArgs) -> Result<u8> {
         }
     }
     match a.output {
-        ListFormat::Json => print!("{}", crate::text::json(&v)?),
-        ListFormat::Yaml => print!("{}", crate::text::yaml(&v)?),
+        ListFormat::Json => crate::out!("{}", crate::text::json(&v)?),
+        ListFormat::Yaml => crate::out!("{}", crate::text::yaml(&v)?),
         ListFormat::Text => {
-            println!("Client: hvdctl {} (commit {})", v.client, v.commit);
+            crate::outln!("Client: hvdctl {} (commit {})", v.client, v.commit);
             if let (Some(s), Some(c)) = (&v.server, &v.context) {
-                println!("Server: Kubernetes {s} (context {c})");
+                crate::outln!("Server: Kubernetes {s} (context {c})");
                 if v.mpi_job_versions.is_empty() {
-                    println!("MPIJob: not served (no MPI Operator)");
+                    crate::outln!("MPIJob: not served (no MPI Operator)");
                 } else {
-                    println!("MPIJob: {}", v.mpi_job_versions.join(", "));
+                    crate::outln!("MPIJob: {}", v.mpi_job_versions.join(", "));
                 }
             } else if let Some(e) = &v.server_error {
-                println!("Server: not reached ({e})");
+                crate::outln!("Server: not reached ({e})");
             }
         }
     }

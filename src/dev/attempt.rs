@@ -95,6 +95,6 @@ fn write(out: &[u8]) {
     }
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout.write_all(out).and_then(|_| stdout.flush()) {
-        eprintln!("hvdctl: writing an attempt's lines to stdout: {e}");
+        crate::errln!("hvdctl: writing an attempt's lines to stdout: {e}");
     }
 }

@@ -406,7 +406,7 @@ pub async fn after_deploy(env: &Env<'_>, run: &Run, logs: bool, wait: bool) -> R
         return Ok(code);
     }
     if !ui.quiet {
-        eprintln!(
+        crate::errln!(
             "Next: hvdctl status {0} · hvdctl logs -f {0} · hvdctl undeploy {0}",
             run.info().run_id
         );

@@ -291,7 +291,7 @@ pub(crate) mod testing {
             if std::env::var_os("CI").is_some_and(|v| !v.is_empty()) {
                 panic!("CI is set but the Docker engine for the log tests is not available: {why}");
             }
-            eprintln!("SKIPPED: no Docker engine for the log tests: {why}");
+            crate::errln!("SKIPPED: no Docker engine for the log tests: {why}");
             None
         };
         let d = match DockerClient::connect().await {
@@ -585,7 +585,7 @@ mod tests {
         );
         assert_eq!(report.warning, None);
         let cuts = opened.load(Ordering::Relaxed);
-        eprintln!("{cuts} streams opened, {} requests", report.requests);
+        crate::errln!("{cuts} streams opened, {} requests", report.requests);
         assert!(cuts >= 5, "the streams were cut only {cuts} times");
     }
 }

@@ -95,7 +95,7 @@ where
                 Ok(mut stream) => {
                     let _ = tokio::io::copy_bidirectional(&mut conn, &mut stream).await;
                 }
-                Err(e) => eprintln!(
+                Err(e) => crate::errln!(
                     "port-forward: connection from {peer} to port {remote} of {target}: {}",
                     e.message
                 ),

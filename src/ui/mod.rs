@@ -1,6 +1,7 @@
 //! Terminal awareness: colour, progress, prompts. Nothing else in hvdctl asks whether it is
 //! talking to a terminal; it asks a [`Ui`].
 
+pub mod out;
 pub mod prompt;
 pub mod raw;
 
@@ -67,14 +68,14 @@ impl Ui {
     /// A status line for people, on stderr (suppressed by `-q`).
     pub fn note(&self, msg: impl AsRef<str>) {
         if !self.quiet {
-            eprintln!("{}", msg.as_ref());
+            crate::errln!("{}", msg.as_ref());
         }
     }
 
     /// Extra detail shown with `-v`.
     pub fn debug(&self, msg: impl AsRef<str>) {
         if self.verbose > 0 {
-            eprintln!("{}", msg.as_ref());
+            crate::errln!("{}", msg.as_ref());
         }
     }
 
@@ -136,6 +137,6 @@ pub fn confirm(question: &str) -> crate::Result<bool> {
 /// why the command failed).
 pub fn print_reason(reason: Option<&str>) {
     if let Some(r) = reason {
-        eprintln!("Reason: {r}");
+        crate::errln!("Reason: {r}");
     }
 }

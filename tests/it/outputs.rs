@@ -115,3 +115,42 @@ fn help_and_version_read_the_same_everywhere() {
     }
     assert!(!pf.stdout.contains("<ARG>"), "{}", pf.stdout);
 }
+
+/// A reader that went away is not a crash: `hvdctl templates | head -0` (stdout closed before
+/// anything is written) ends with exit 0 and says nothing; a closed stderr loses the error
+/// message but not the exit code. The pipes' read ends are closed before the process starts,
+/// so every write fails, whatever the machine's load.
+#[test]
+fn a_closed_stdout_or_stderr_is_not_a_panic() {
+    let closed = || {
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        writer
+    };
+    let out = hvdctl_process()
+        .arg("templates")
+        .stdout(closed())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("hvdctl runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout closed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // An error with stderr closed: still its exit code (2, bad input), not 101.
+    let out = hvdctl_process()
+        .args(["-C", "/nonexistent-app-dir", "deploy"])
+        .stdout(std::process::Stdio::null())
+        .stderr(closed())
+        .output()
+        .expect("hvdctl runs");
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -303,7 +303,7 @@ impl KubeRun {
                 if let Some(error) = pf.take_error(remote) {
                     tokio::spawn(async move {
                         if let Some(e) = error.await {
-                            eprintln!("port-forward: {what}: {e}");
+                            crate::errln!("port-forward: {what}: {e}");
                         }
                     });
                 }
@@ -363,7 +363,7 @@ fn exit_status(status: Option<Status>, what: &str) -> Result<u8> {
         }
     }
     if let Some(code) = stdio::cannot_run_code(&message) {
-        eprintln!("{message}");
+        crate::errln!("{message}");
         return Ok(code);
     }
     Err(Error::failure(format!("{what}: {message}")))
