@@ -3,6 +3,9 @@
 //! The binary (`src/main.rs`) only parses flags and maps errors to exit codes; everything
 //! else lives here so it can be tested without the CLI. See `docs/architecture.md`.
 
+// Output goes through `ui::out`'s macros, which do not panic on a closed pipe.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod app;
 pub mod assets;
 pub mod backend;
