@@ -69,8 +69,9 @@ pub enum Launch {
     Operator {
         /// Where the operator writes the hostfile.
         hostfile: &'static str,
-        /// The workers' command (the operator's images expect sshd in the foreground).
-        worker_command: &'static [&'static str],
+        /// The workers' command, when it is not sshd in the foreground as the MPI
+        /// Operator's and the Trainer's pods expect ([`values::operator_worker_command`]).
+        worker_command: Option<&'static [&'static str]>,
     },
 }
 

@@ -42,13 +42,7 @@ impl KubeBackend for MpiJobBackend {
     fn launch(&self) -> Launch {
         Launch::Operator {
             hostfile: HOSTFILE,
-            // sshd quiet but for errors, as worker.sh runs it on the other backends, after one
-            // line saying the worker is up (sshd itself says nothing when all goes well).
-            worker_command: &[
-                "/bin/sh",
-                "-c",
-                "echo 'hvdctl: starting sshd (it logs errors only)'; exec /usr/sbin/sshd -De -o LogLevel=ERROR",
-            ],
+            worker_command: None,
         }
     }
 

@@ -55,13 +55,6 @@ const SSH_STAGING: &str = "/etc/hvdctl/mpi-ssh";
 /// The runtimePatches entry hvdctl owns.
 const PATCH_MANAGER: &str = "hvdctl.io/hvdctl";
 
-/// The worker's command (sshd quiet but for errors, after one line), as for MPIJobs.
-const NODE_COMMAND: &[&str] = &[
-    "/bin/sh",
-    "-c",
-    "echo 'hvdctl: starting sshd (it logs errors only)'; exec /usr/sbin/sshd -De -o LogLevel=ERROR",
-];
-
 /// The TrainingRuntime hvdctl makes for `app` (unless it names one).
 pub fn runtime_name(app: &str) -> String {
     format!("hvdctl-{app}")
@@ -140,7 +133,7 @@ impl KubeBackend for TrainJobBackend {
     fn launch(&self) -> Launch {
         Launch::Operator {
             hostfile: HOSTFILE,
-            worker_command: NODE_COMMAND,
+            worker_command: None,
         }
     }
 

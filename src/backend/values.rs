@@ -96,7 +96,7 @@ pub fn launch_argv(run: &Run, hostfile: Option<&str>) -> Vec<String> {
                     }
                 }
             }
-            if let Some(port) = app.mpi.ssh_port
+            if let Some(port) = launcher_ssh_port(run)
                 && !extra_has(app, &["--ssh-port", "-p"])
             {
                 push(&["--ssh-port", &port.to_string()]);
@@ -143,7 +143,8 @@ pub fn launch_argv(run: &Run, hostfile: Option<&str>) -> Vec<String> {
             // Under an operator nobody writes an ssh_config: the port goes to Open MPI's ssh
             // (with the MPI Operator's own ConnectionAttempts, which this replaces). hvdctl's
             // launcher.sh writes `Port` into the ssh_config on the other backends.
-            if let (Some(port), Launch::Operator { .. }) = (app.mpi.ssh_port, run.backend.launch())
+            if let (Some(port), Launch::Operator { .. }) =
+                (launcher_ssh_port(run), run.backend.launch())
                 && !mca_given("plm_rsh_args")
             {
                 push(&[
@@ -328,7 +329,7 @@ fn pod_values(app: &App) -> Value {
 /// no flag hvdctl passes).
 pub fn check(run: &Run) -> crate::error::Result<()> {
     let app = run.app;
-    if app.mpi.ssh_port.is_some()
+    if launcher_ssh_port(run).is_some()
         && app.mpi.launcher == Launcher::Mpirun
         && app.mpi.implementation != MpiImplementation::OpenMpi
         && matches!(run.backend.launch(), Launch::Operator { .. })
@@ -488,6 +489,45 @@ pub fn ssh_port(app: &App) -> u16 {
         .unwrap_or(if app.runs_as_root() { 22 } else { 2222 })
 }
 
+/// The port the launcher's ssh must be told: `mpi.sshPort`, and under an operator also a
+/// non-root run's 2222 (hvdctl's launcher.sh writes it into ssh_config on the other backends;
+/// nobody does under an operator).
+fn launcher_ssh_port(run: &Run) -> Option<u16> {
+    match run.backend.launch() {
+        Launch::Operator { .. } => Some(ssh_port(run.app)).filter(|p| *p != 22),
+        Launch::Scripts => run.app.mpi.ssh_port,
+    }
+}
+
+/// The workers' command under an operator (its pods expect sshd in the foreground): one line
+/// saying sshd starts, then sshd logging errors only. As root, the image's sshd on
+/// [`ssh_port`]; as another user, which cannot use the image's host keys nor a port below
+/// 1024, sshd with a host key and configuration of its own in /tmp, on [`ssh_port`] (2222
+/// unless `mpi.sshPort`), accepting the run's key where the operator mounts it. If sshd
+/// ends, the worker says how (sshd itself may exit without a word).
+pub fn operator_worker_command(app: &App) -> Vec<String> {
+    let port = ssh_port(app);
+    let script = if app.runs_as_root() {
+        format!(
+            "echo 'hvdctl: starting sshd (it logs errors only)'; exec /usr/sbin/sshd -De -o LogLevel=ERROR -p {port}"
+        )
+    } else {
+        let keys = format!("{}/authorized_keys", app.ssh_auth_mount_path());
+        format!(
+            r#"echo 'hvdctl: starting sshd on port {port} as '"$(id -un 2>/dev/null || id -u)"' (it logs errors only)'
+d=/tmp/hvdctl-sshd-$(id -u)
+mkdir -p "$d" && chmod 700 "$d" && ssh-keygen -q -t ed25519 -N '' -f "$d/host_ed25519" </dev/null >/dev/null || {{ echo "hvdctl: cannot make sshd's host key in $d" >&2; exit 1; }}
+printf '%s
+' 'Port {port}' "HostKey $d/host_ed25519" 'AuthorizedKeysFile {keys}' "PidFile $d/sshd.pid" 'StrictModes no' 'UsePAM no' 'PasswordAuthentication no' 'KbdInteractiveAuthentication no' 'PubkeyAuthentication yes' 'LogLevel ERROR' > "$d/sshd_config"
+/usr/sbin/sshd -De -f "$d/sshd_config"
+rc=$?
+echo "hvdctl: sshd exited with code $rc" >&2
+exit $rc"#
+        )
+    };
+    vec!["/bin/sh".into(), "-c".into(), script]
+}
+
 /// The `fsGroup` a non-root run gets when it names none: its `runAsGroup`, else its
 /// `runAsUser`, so the volumes Kubernetes makes (the ssh key Secret, emptyDirs, claims) are
 /// readable and writable by the user the containers run as. None when the run is root or
@@ -588,12 +628,10 @@ pub fn values(run: &Run, ssh: Option<&SshKeys>) -> Value {
             .map(String::from)
             .to_vec();
             cmd.extend(launch_argv(run, Some(hostfile)));
-            let mut worker_command: Vec<String> =
-                worker_command.iter().map(|s| s.to_string()).collect();
-            if let (Some(port), Some(last)) = (app.mpi.ssh_port, worker_command.last_mut()) {
-                // The operator's worker runs sshd from this shell line: the port goes on it.
-                last.push_str(&format!(" -p {port}"));
-            }
+            let worker_command = match worker_command {
+                Some(c) => c.iter().map(|s| s.to_string()).collect(),
+                None => operator_worker_command(app),
+            };
             if app.warm {
                 cmd = ["/bin/sh", "-c", WARM_HOLD].map(String::from).to_vec();
             }

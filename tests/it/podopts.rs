@@ -479,14 +479,14 @@ fn storage_claims_keep_data_across_runs_until_undeploy_volumes() {
     );
 }
 
-/// The non-root run: runAsUser and runAsGroup 1000, no fsGroup, native on the Docker
+/// The non-root run: runAsUser and runAsGroup 1000, no fsGroup, on the Docker
 /// kubelet. hvdctl gives it fsGroup 1000 (said once on stderr), so the launcher can read the
-/// ssh key Secret and the run succeeds, every rank as uid 1000.
-#[test]
-fn non_root_without_fs_group_runs_on_the_docker_kubelet() {
+/// ssh key Secret and the run succeeds, every rank as uid 1000 — with hvdctl's scripts
+/// (native), the MPI Operator's sshd and hostfile (mpijob) and the Trainer's (trainjob).
+fn non_root_without_fs_group_runs(backend: &str, cluster: Cluster) {
     let Some(docker) = docker() else { return };
     let img = template_image(&docker, "mpi-hello", &debian_image());
-    let e = Cluster::docker_kubelet(false);
+    let e = cluster;
     let dir = init_app(&e.root, "nonroot", "mpi-hello");
     let id = run_id("u");
     let o = deploy(
@@ -494,7 +494,7 @@ fn non_root_without_fs_group_runs_on_the_docker_kubelet() {
         &dir,
         &[
             "--backend",
-            "native",
+            backend,
             "--run-id",
             &id,
             "--image",
@@ -507,7 +507,7 @@ fn non_root_without_fs_group_runs_on_the_docker_kubelet() {
             "command=[bash, -c, 'echo uid=$(id -u)']",
         ],
     );
-    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    assert_eq!(o.code, 0, "{backend}:\n{}\n{}", o.stdout, o.stderr);
     assert_eq!(
         o.stderr
             .matches("securityContext.fsGroup set to 1000")
@@ -521,6 +521,29 @@ fn non_root_without_fs_group_runs_on_the_docker_kubelet() {
         assert_eq!(s["securityContext"]["fsGroup"], 1000, "{s:#}");
     }
     undeploy(&e, &dir, &id);
+}
+
+#[test]
+fn non_root_without_fs_group_runs_native_on_the_docker_kubelet() {
+    non_root_without_fs_group_runs("native", Cluster::docker_kubelet(false));
+}
+
+#[test]
+fn non_root_without_fs_group_runs_mpijob_on_the_docker_kubelet() {
+    non_root_without_fs_group_runs("mpijob", Cluster::docker_kubelet(true));
+}
+
+#[test]
+fn non_root_without_fs_group_runs_trainjob_on_the_docker_kubelet() {
+    non_root_without_fs_group_runs(
+        "trainjob",
+        Cluster::start(Options {
+            trainer: true,
+            kubelet: KubeletMode::Docker,
+            pause_image: Some(busybox_image()),
+            ..Default::default()
+        }),
+    );
 }
 
 /// The local backend: `/dev/shm` of the size `shm` asks (Docker's ShmSize), a memory

@@ -129,7 +129,7 @@ spec:
         fn launch(&self) -> Launch {
             Launch::Operator {
                 hostfile: "/etc/rank/hostfile",
-                worker_command: &["sleep", "infinity"],
+                worker_command: Some(&["sleep", "infinity"]),
             }
         }
         fn builtin_template(&self) -> std::borrow::Cow<'static, str> {
