@@ -360,7 +360,12 @@ fn a_failing_command_fails_logs_and_status_with_exit_code_1() {
         "logs -f of a failed job: {}\n{}",
         logs.stdout, logs.stderr
     );
-    assert!(logs.stdout.contains("launcher r0 | bye"), "{}", logs.stdout);
+    // The first rank to exit makes mpirun abort the other, which may not have printed yet.
+    assert!(
+        logs.stdout.contains("launcher r0 | bye") || logs.stdout.contains("launcher r1 | bye"),
+        "{}",
+        logs.stdout
+    );
     assert!(
         logs.stdout
             .contains("launcher | hvdctl: training command exited with code"),
