@@ -89,7 +89,14 @@ async fn all(env: &Env<'_>, a: &UndeployArgs, wait: bool) -> Result<u8> {
         return Err(e.context(format!("--all cannot remove every run of app {}", app.name)));
     }
     if runs.is_empty() {
-        if let Some((name, e)) = unreached.into_iter().next() {
+        // No kubeconfig (and no `--context` asking for one): there is no cluster to hold
+        // runs, as a machine without a Docker engine holds no local ones — not an error.
+        let no_cluster = matches!(env.kubeconfig()?, crate::kubeconfig::Loaded::Missing(_))
+            && env.g.context.is_none();
+        if let Some((name, e)) = unreached
+            .into_iter()
+            .find(|(name, _)| !(no_cluster && name == crate::engine::resolve::KUBERNETES))
+        {
             return Err(e.context(format!("{name} could not be asked")));
         }
         env.ui.note(format!(
@@ -138,6 +145,16 @@ async fn all(env: &Env<'_>, a: &UndeployArgs, wait: bool) -> Result<u8> {
 /// `--volumes`: the app's `storage:` claims in the namespace, deleted and waited for; their
 /// data goes with them, so without `--yes` a terminal is asked first.
 async fn volumes(env: &Env<'_>, app: &str, confirmed: bool) -> Result<()> {
+    // Claims live in a cluster: with no kubeconfig, an app that names no storage (a local
+    // app) has none to delete; one that names storage is told why they cannot be reached.
+    if let crate::kubeconfig::Loaded::Missing(looked) = env.kubeconfig()?
+        && env.app.as_ref().is_none_or(|a| a.storage.is_empty())
+    {
+        env.ui.note(format!(
+            "No storage claims of app {app} to delete: it names no storage, and there is no kubeconfig ({looked})"
+        ));
+        return Ok(());
+    }
     let ns = env.namespace()?;
     let k = env.kube(Some(ns.clone())).await?;
     let claims = crate::cluster::storage::list(&k.cluster, &ns, app).await?;

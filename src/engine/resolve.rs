@@ -14,6 +14,9 @@ use crate::options::Global;
 use crate::state::{self, RunRecord};
 use crate::ui::Ui;
 
+/// The name [`Env::engines`] gives the Kubernetes engine.
+pub const KUBERNETES: &str = "Kubernetes";
+
 /// What a command knows before it asks any engine: flags, the app (if the directory has
 /// one), the run records and the kubeconfig — each read once.
 pub struct Env<'a> {
@@ -182,7 +185,7 @@ impl<'a> Env<'a> {
         Docker::connect().await
     }
 
-    /// Every engine that could hold runs here: `Ok` when connected (for Kubernetes: when the
+    /// Every engine that could hold runs here, named ([`KUBERNETES`], `the Docker engine`): `Ok` when connected (for Kubernetes: when the
     /// kubeconfig names a usable context), `Err` with why not (no kubeconfig, no daemon). A
     /// machine with no Docker engine configured is not asked at all. Bad input — a malformed
     /// kubeconfig, an unknown `--context`, a bad `-n` — is an error at once.
@@ -210,7 +213,7 @@ impl<'a> Env<'a> {
             }
         };
         let (k, d) = tokio::join!(kube, docker);
-        let mut out = vec![("Kubernetes".to_string(), k?)];
+        let mut out = vec![(KUBERNETES.to_string(), k?)];
         if let Some(d) = d {
             out.push(("the Docker engine".to_string(), d));
         }

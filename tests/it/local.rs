@@ -1272,3 +1272,27 @@ fn mpijob_backend_runs_for_real_on_the_docker_kubelet() {
     );
     assert_eq!(kubelet_leftovers(&docker, &fc, &job), Vec::<String>::new());
 }
+
+/// A machine with Docker and no kubeconfig (a local-only user): `undeploy --all --volumes`
+/// has nothing to delete and says so, exit 0 — the missing cluster is not an error, as a
+/// missing Docker engine is not for a cluster user; `--context` asking for one still is.
+#[test]
+fn undeploy_all_volumes_without_a_kubeconfig_is_nothing_to_delete() {
+    let (_tmp, dir) = new_app("solo");
+    let o = run_in(&dir, &["undeploy", "--all", "--volumes", "--yes"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("Nothing to delete: no runs of app solo"),
+        "{}",
+        o.stderr
+    );
+    assert!(
+        o.stderr
+            .contains("No storage claims of app solo to delete: it names no storage, and there is no kubeconfig"),
+        "{}",
+        o.stderr
+    );
+    let o = run_in(&dir, &["undeploy", "--all", "--yes", "--context", "x"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("context `x`"), "{}", o.stderr);
+}
