@@ -426,6 +426,7 @@ fn backend_run<'a>(plan: &'a Plan, namespace: String) -> backend::Run<'a> {
 pub fn dry_run(env: &Env, plan: &Plan, format: ManifestFormat) -> Result<String> {
     let run = backend_run(plan, env.namespace()?);
     let mut objects = backend::objects(&run, plan.dir, None)?;
+    note_fs_group(env, plan);
     // The app's `storage:` claims, which deploy creates when they are missing.
     objects.extend(
         crate::cluster::storage::claims(plan.app, &run.namespace)
@@ -437,6 +438,16 @@ pub fn dry_run(env: &Env, plan: &Plan, format: ManifestFormat) -> Result<String>
         ManifestFormat::Yaml => manifests::to_yaml_stream(&objects),
         ManifestFormat::Json => manifests::to_json_list(&objects)?,
     })
+}
+
+/// Says on stderr (once, by the deploy or dry run that renders it) that a non-root run got a
+/// defaulted `fsGroup`.
+fn note_fs_group(env: &Env, plan: &Plan) {
+    if let Some(g) = backend::values::default_fs_group(plan.app) {
+        env.ui.note(format!(
+            "securityContext.fsGroup set to {g} (the run's non-root group): the ssh key Secret and the pods' volumes are then readable by the user the containers run as; set securityContext.fsGroup to choose another"
+        ));
+    }
 }
 
 /// Renders, checks and applies the run; on failure or Ctrl-C removes what was created.
@@ -456,11 +467,7 @@ pub async fn deploy(
     };
     let mut objects = backend::objects(&run, plan.dir, keys.as_ref())?;
     drop(keys);
-    if let Some(g) = backend::values::default_fs_group(plan.app) {
-        ui.note(format!(
-            "securityContext.fsGroup set to {g} (the run's non-root group): the ssh key Secret and the pods' volumes are then readable by the user the containers run as; set securityContext.fsGroup to choose another"
-        ));
-    }
+    note_fs_group(env, plan);
     let k = env.kube(Some(run.namespace.clone())).await?;
     let c = &k.cluster;
     // Everything that can refuse the run is asked before the push (minutes for a big image)

@@ -489,6 +489,20 @@ fn non_root_without_fs_group_runs(backend: &str, cluster: Cluster) {
     let e = cluster;
     let dir = init_app(&e.root, "nonroot", "mpi-hello");
     let id = run_id("u");
+    // The dry run says it as the deploy does, once.
+    let mut c = e.hv(&dir);
+    c.args(["deploy", "--dry-run", "--backend", backend])
+        .args(["--set", "securityContext.runAsUser=1000"]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        o.stderr
+            .matches("securityContext.fsGroup set to 1000")
+            .count(),
+        1,
+        "{}",
+        o.stderr
+    );
     let o = deploy(
         &e,
         &dir,
