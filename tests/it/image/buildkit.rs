@@ -535,7 +535,7 @@ async fn links_empty_dirs_and_modes_survive_the_sync() {
             "750 regular file 1 run.sh",
             "600 regular file 1 secret.key",
             "4755 regular file 2 suid",
-            "777 symbolic link 1 'link' -> run.sh",
+            "777 symbolic link 1 'link' -> 'run.sh'",
             "755 directory 2 empty",
             "700 directory 2 private",
             "644 regular file 1 private/f",
