@@ -15,7 +15,8 @@
 #      under `obj/` are excluded one by one by `**/*.o`, `src/` (~20 MiB, 2,000 files) is kept
 #      except `*.log`; `!` exceptions bring back `data/manifest.json`, one dir of small files
 #      and one log (so both tools must walk into excluded directories).
-#   B  1 GiB fully sent: 4 x 256 MiB of /dev/urandom (incompressible).
+#   B  1 GiB fully sent: 4 x 256 MiB of /dev/urandom (incompressible). For BuildKit the same
+#      files with `RUN --mount=type=bind,target=/ctx true` (see below).
 #   C  baseline: only the app files (the daemon's fixed cost of running the two steps).
 #   H  the horovod template (`hvdctl init --template horovod` on the horovod base of
 #      `scripts/dev-services.sh horovod`), rebuilt after an edit of train.py before each run
@@ -118,12 +119,19 @@ app "$A" bench-a
 fi
 
 B=$WORK/b
+BK=$WORK/bk
 if want b; then
   mkdir -p "$B/data"
   for i in 0 1 2 3; do head -c 256M /dev/urandom >"$B/data/part-$i.bin"; done
   app "$B" bench-b
   # The same context as a tar file made beforehand, for the floor (curl uploading it).
   tar --format=gnu --owner=0 --group=0 --numeric-owner -cf "$B.tar" -C "$B" .
+  # BuildKit fetches the context only for a step that uses it (`RUN true` would fetch
+  # nothing): for it, the same files (hard links) with a step that bind-mounts the whole
+  # context, which is synced before the step runs and written into no layer.
+  cp -al "$B" "$BK"
+  rm "$BK/Dockerfile"
+  printf 'FROM hvdctl-test/busybox:latest\nRUN --mount=type=bind,target=/ctx true\n' >"$BK/Dockerfile"
 fi
 # C: just the app, for the fixed cost of the daemon running the steps.
 C=$WORK/c
@@ -153,9 +161,10 @@ run() {
     nocache=()
     extra=(--build-arg "BASE_IMAGE=$HBASE")
     echo "# edit $tool $rep $(date +%s%N)" >>"$dir/train.py"
-    img="$(sed -n 's/^image: *//p' "$dir/hvdctl.yaml"):$tag"
+    img="$(sed -n 's/^image: *//p' "$dir/hvdctl.yaml" | tr -d "\"'"):$tag"
     IMAGES+=("$img")
   fi
+  if [[ $name == bench-b && $tool == hvdctl-bk* ]]; then dir=$BK; fi
   if [[ $tool == hvdctl-bk-cold ]]; then
     find "$dir" -path "$dir/.hvdctl" -prune -o -type f -exec touch {} +
   fi
