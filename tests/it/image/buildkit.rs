@@ -452,8 +452,10 @@ async fn a_rebuild_transfers_only_the_file_that_changed() {
     assert!(bytes >= 32 * 256 * 1024, "{}", first.stderr);
     assert!(files >= 33, "{}", first.stderr);
 
-    // One file changes (another size): that file alone crosses, and the image has it.
-    let changed = vec![7u8; 100_003];
+    // One file changes (another size): that file alone crosses, and the image has it. Its
+    // contents are new to the daemon (a rerun of the test must not find them cached).
+    let mut changed = unique("changed").into_bytes();
+    changed.resize(100_003, b'7');
     std::fs::write(dir.join("data/07"), &changed).unwrap();
     let second = build(dir, &host, &["--tag", "sync", "--builder", "buildkit"]);
     assert_eq!(second.code, 0, "{}", second.stderr);
