@@ -3,6 +3,7 @@
 # hvdctl drives through POST /build) on the same daemon, in one run.
 #
 #   benches/build.sh            (REPS=5 by default; REPS=3 benches/build.sh for a quicker run)
+#   CONTEXTS="b h" REPS=3 benches/build.sh     (only some contexts: a b c h; default a b c)
 #
 # Needs: root, the dockerd of scripts/dev-services.sh (started here if it does not answer) and
 # its local base image hvdctl-test/busybox:latest. Builds target/release/hvdctl if it is
@@ -14,8 +15,18 @@
 #      under `obj/` are excluded one by one by `**/*.o`, `src/` (~20 MiB, 2,000 files) is kept
 #      except `*.log`; `!` exceptions bring back `data/manifest.json`, one dir of small files
 #      and one log (so both tools must walk into excluded directories).
-#   B  1 GiB fully sent: 4 x 256 MiB of /dev/urandom (incompressible).
+#   B  1 GiB fully sent: 4 x 256 MiB of /dev/urandom (incompressible). For BuildKit the same
+#      files with `RUN --mount=type=bind,target=/ctx true` (see below).
 #   C  baseline: only the app files (the daemon's fixed cost of running the two steps).
+#   H  the horovod template (`hvdctl init --template horovod` on the horovod base of
+#      `scripts/dev-services.sh horovod`), rebuilt after an edit of train.py before each run
+#      (outside the timing), without --no-cache: the rebuild an ML user does all day.
+# Tools: `hvdctl` (--builder legacy: the classic builder, tar upload), `hvdctl-bk` (--builder
+# buildkit: the context through the session's file sync; the daemon keeps its copy of the
+# context between runs, so after the first rep only changed files cross), `hvdctl-bk-cold`
+# (the same after touching every file of the context outside the timing: every file crosses
+# again, the first build of a context), `docker` (DOCKER_BUILDKIT=0 docker build) and, for B,
+# `curl`.
 # Each has an app (`hvdctl.yaml`) and the same Dockerfile for both tools:
 #     FROM hvdctl-test/busybox:latest
 #     RUN true
@@ -81,8 +92,11 @@ small_files() { # dir count size suffix: COUNT files of SIZE bytes of random dat
   head -c $(($2 * $3)) /dev/urandom | split -b "$3" -a 4 -d --additional-suffix="$4" - "$1/f"
 }
 
+CONTEXTS=${CONTEXTS:-a b c}
+want() { [[ " $CONTEXTS " == *" $1 "* ]]; }
 t0=$(date +%s.%N)
 A=$WORK/a
+if want a; then
 mkdir -p "$A/data/large"
 for i in 0 1 2 3 4 5 6; do fallocate -l 256M "$A/data/large/part-$i.bin"; done
 for d in $(seq -w 0 99); do small_files "$A/data/small/d$d" 200 8192 .npy; done
@@ -102,20 +116,34 @@ src/**/*.log
 !src/logs/f0007.log
 EOF
 app "$A" bench-a
+fi
 
 B=$WORK/b
-mkdir -p "$B/data"
-for i in 0 1 2 3; do head -c 256M /dev/urandom >"$B/data/part-$i.bin"; done
-app "$B" bench-b
+BK=$WORK/bk
+if want b; then
+  mkdir -p "$B/data"
+  for i in 0 1 2 3; do head -c 256M /dev/urandom >"$B/data/part-$i.bin"; done
+  app "$B" bench-b
+  # The same context as a tar file made beforehand, for the floor (curl uploading it).
+  tar --format=gnu --owner=0 --group=0 --numeric-owner -cf "$B.tar" -C "$B" .
+  # BuildKit fetches the context only for a step that uses it (`RUN true` would fetch
+  # nothing): for it, the same files (hard links) with a step that bind-mounts the whole
+  # context, which is synced before the step runs and written into no layer.
+  cp -al "$B" "$BK"
+  rm "$BK/Dockerfile"
+  printf 'FROM hvdctl-test/busybox:latest\nRUN --mount=type=bind,target=/ctx true\n' >"$BK/Dockerfile"
+fi
 # C: just the app, for the fixed cost of the daemon running the steps.
 C=$WORK/c
 mkdir -p "$C"
 app "$C" bench-c
-# The same context as a tar file made beforehand, for the floor (curl uploading it).
-tar --format=gnu --owner=0 --group=0 --numeric-owner -cf "$B.tar" -C "$B" .
+H=$WORK/h
+HBASE=${HVDCTL_TEST_HOROVOD_IMAGE:-hvdctl-test/horovod:0.28.1-cpu}
+if want h; then
+  "$HVDCTL" init "$H" --template horovod --no-input -q
+fi
 sync
-printf 'contexts made in %.1f s: A %s on disk, B %s on disk\n' \
-  "$(echo "$(date +%s.%N) - $t0" | bc)" "$(du -sh "$A" | cut -f1)" "$(du -sh "$B" | cut -f1)"
+printf 'contexts (%s) made in %.1f s\n' "$CONTEXTS" "$(echo "$(date +%s.%N) - $t0" | bc)"
 
 # --- runs ----------------------------------------------------------------------------------
 # run TOOL CTX NAME REP: one timed build; appends "wall_s rss_kib ctx_s" to $WORK/NAME.TOOL,
@@ -127,9 +155,23 @@ run() {
   img="hvdctl-$name:$tag"
   IMAGES+=("$img")
   local cmd
+  local nocache=(--no-cache) extra=()
+  if [[ $name == bench-h ]]; then
+    # A rebuild after a script edit: the cache is the point; the edit is not timed.
+    nocache=()
+    extra=(--build-arg "BASE_IMAGE=$HBASE")
+    echo "# edit $tool $rep $(date +%s%N)" >>"$dir/train.py"
+    img="$(sed -n 's/^image: *//p' "$dir/hvdctl.yaml" | tr -d "\"'"):$tag"
+    IMAGES+=("$img")
+  fi
+  if [[ $name == bench-b && $tool == hvdctl-bk* ]]; then dir=$BK; fi
+  if [[ $tool == hvdctl-bk-cold ]]; then
+    find "$dir" -path "$dir/.hvdctl" -prune -o -type f -exec touch {} +
+  fi
   case $tool in
-    hvdctl) cmd=("$HVDCTL" -C "$dir" build --progress plain --no-cache --tag "$tag") ;;
-    docker) cmd=("$DOCKER" build --no-cache --label "hvdctl.io/app=$name" -t "$img" "$dir") ;;
+    hvdctl) cmd=("$HVDCTL" -C "$dir" build --builder legacy --progress plain "${nocache[@]}" "${extra[@]}" --tag "$tag") ;;
+    hvdctl-bk | hvdctl-bk-cold) cmd=("$HVDCTL" -C "$dir" build --builder buildkit --progress plain "${nocache[@]}" "${extra[@]}" --tag "$tag") ;;
+    docker) cmd=("$DOCKER" build "${nocache[@]}" "${extra[@]}" --label "hvdctl.io/app=$name" -t "$img" "$dir") ;;
     # The floor: a client that does no work, uploading a tar made beforehand ($dir.tar).
     curl) cmd=(curl -sSfN --unix-socket "${DOCKER_HOST#unix://}" -X POST -H 'Content-Type: application/x-tar'
       -T "$dir.tar" "http://docker/v1.41/build?t=$img&nocache=1&rm=1&forcerm=1&labels=%7B%22hvdctl.io%2Fapp%22%3A%22$name%22%7D") ;;
@@ -149,14 +191,15 @@ run() {
     sent=$(grep -oE '(sent build context: |Sending build context to Docker daemon +)[0-9.]+ ?[A-Za-z]+' "$out.log" |
       sed -E 's/.*(context: |daemon +)//' | head -1)
   fi
-  step1=$(grep -m1 -E '^[0-9.]+ (\{"stream":")?Step 1/' "$out.log" | cut -d' ' -f1)
-  ctx=$(echo "$step1 - $start" | bc -l)
+  step1=$(grep -m1 -E '^[0-9.]+ (\{"stream":")?Step 1/' "$out.log" | cut -d' ' -f1 || true)
+  # BuildKit has no "Step 1": the context is fetched while the steps are planned (0 = n/a).
+  if [[ -n $step1 ]]; then ctx=$(echo "$step1 - $start" | bc -l); else ctx=0; fi
   read -r wall rss user sys <"$out.time"
   echo "$wall $rss $ctx $(echo "$user + $sys" | bc -l)" >>"$WORK/$name.$tool"
   echo "$sent" >"$WORK/$name.$tool.sent"
   printf '  %-7s %-6s rep %d: wall %6.2f s (to Step 1 %5.2f s)  CPU %4.2f s user + %4.2f s sys  peak RSS %5.1f MiB  context %s\n' \
     "$name" "$tool" "$rep" "$wall" "$ctx" "$user" "$sys" "$(echo "$rss / 1024" | bc -l)" "$sent"
-  "$DOCKER" rmi "$img" >/dev/null
+  "$DOCKER" rmi "$img" >/dev/null 2>&1 || true
 }
 
 median() { # column file
@@ -165,12 +208,15 @@ median() { # column file
 }
 maxcol() { awk -v c="$1" '$c > m {m = $c} END {print m}' "$2"; }
 
-for ctx in "a $A hvdctl docker" "b $B hvdctl docker curl" "c $C hvdctl docker"; do
+ALL=("a $A hvdctl hvdctl-bk docker" "b $B hvdctl hvdctl-bk hvdctl-bk-cold docker curl"
+  "c $C hvdctl hvdctl-bk docker" "h $H hvdctl hvdctl-bk docker")
+for ctx in "${ALL[@]}"; do
   set -- $ctx
+  want "$1" || continue
   name=bench-$1 dir=$2
   shift 2
   tools=("$@")
-  echo "== $name"
+  echo "== $name (load: $(cut -d' ' -f1-3 /proc/loadavg))"
   for rep in $(seq 1 "$REPS"); do
     # Rotate the order, so that no tool always goes first.
     for k in $(seq 0 $((${#tools[@]} - 1))); do
@@ -181,21 +227,24 @@ done
 echo "load after: $(uptime)"
 
 echo
-echo "| context | sent (hvdctl / docker) | hvdctl wall (to Step 1) | docker wall (to Step 1) | ratio hvdctl/docker | client CPU hvdctl / docker | peak RSS hvdctl / docker CLI |"
+echo "| context | tool | sent (last run) | wall (to Step 1) | ratio to docker (medians) | client CPU | peak RSS |"
 echo "|---|---|---|---|---|---|---|"
-for ctx in "bench-a|A: ~2 GiB, ~20 MiB sent" "bench-b|B: 1 GiB, all sent" "bench-c|C: baseline, app files only"; do
+for ctx in "bench-a|A: ~2 GiB, ~20 MiB sent" "bench-b|B: 1 GiB, all sent" "bench-c|C: baseline, app files only" "bench-h|H: horovod template, rebuild after a train.py edit"; do
   name=${ctx%%|*}
   label=${ctx#*|}
-  h=$WORK/$name.hvdctl d=$WORK/$name.docker
-  hw=$(median 1 "$h")
-  dw=$(median 1 "$d")
-  printf '| %s | %s / %s | %.2f s (%.2f s) | %.2f s (%.2f s) | **%.2f** | %.2f s / %.2f s | %.1f MiB / %.1f MiB |\n' "$label" \
-    "$(cat "$h.sent")" "$(cat "$d.sent")" \
-    "$hw" "$(median 3 "$h")" "$dw" "$(median 3 "$d")" "$(echo "$hw / $dw" | bc -l)" \
-    "$(median 4 "$h")" "$(median 4 "$d")" \
-    "$(echo "$(maxcol 2 "$h") / 1024" | bc -l)" "$(echo "$(maxcol 2 "$d") / 1024" | bc -l)"
+  [[ -f $WORK/$name.docker ]] || continue
+  dw=$(median 1 "$WORK/$name.docker")
+  for tool in hvdctl hvdctl-bk hvdctl-bk-cold docker; do
+    h=$WORK/$name.$tool
+    [[ -f $h ]] || continue
+    hw=$(median 1 "$h")
+    step=$(median 3 "$h")
+    printf '| %s | %s | %s | %.2f s (%s) | **%.2f** | %.2f s | %.1f MiB |\n' "$label" "$tool" "$(cat "$h.sent")" \
+      "$hw" "$(if [[ $step == 0 ]]; then echo n/a; else printf '%.2f s' "$step"; fi)" "$(echo "$hw / $dw" | bc -l)" \
+      "$(median 4 "$h")" "$(echo "$(maxcol 2 "$h") / 1024" | bc -l)"
+  done
 done
 c=$WORK/bench-b.curl
-printf '\nFloor for B, curl uploading a tar made beforehand (no client work): %.2f s (to Step 1 %.2f s), %.2f s CPU.\n' \
+[[ -f $c ]] && printf '\nFloor for B, curl uploading a tar made beforehand (no client work): %.2f s (to Step 1 %.2f s), %.2f s CPU.\n' \
   "$(median 1 "$c")" "$(median 3 "$c")" "$(median 4 "$c")"
 echo "Wall, to-Step-1 and CPU are medians of $REPS runs; peak RSS is the largest of the $REPS runs."

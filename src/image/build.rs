@@ -3,7 +3,8 @@
 //! [`Builder`] forces one; `Auto` says once, on the log, when it falls back to the classic
 //! builder and why.
 //!
-//! The context is tarred while it is uploaded ([`BuildContext::tar_stream`]). Output goes to
+//! The classic builder gets the context tarred while it is uploaded
+//! ([`BuildContext::tar_stream`]); BuildKit fetches it through a session. Output goes to
 //! stderr as live progress on a terminal (the step running, its last line of output, the
 //! context upload), or as the daemon's lines verbatim otherwise ([`ProgressMode::Plain`] or
 //! no terminal). A failing step becomes an [`Error`] holding the daemon's message and the last
@@ -123,7 +124,8 @@ pub struct BuiltImage {
     pub reference: String,
     pub repo: String,
     pub tag: String,
-    /// Bytes of the context archive sent to the daemon.
+    /// Bytes of the context sent to the daemon: the whole tar archive with the classic
+    /// builder; with BuildKit only the contents of the files the daemon did not have.
     pub context_bytes: u64,
 }
 
@@ -208,17 +210,6 @@ pub async fn build(
         }
     };
 
-    let sent = Arc::new(AtomicU64::new(0));
-    let tar = ctx.tar_stream();
-    let tar_error = tar.error_slot();
-    let counter = sent.clone();
-    let body = tar.map(move |chunk| {
-        if let Ok(b) = &chunk {
-            counter.fetch_add(b.len() as u64, Ordering::Relaxed);
-        }
-        chunk
-    });
-
     let secrets = super::session::read_secrets(&req.secrets)?;
     let use_buildkit = match req.builder {
         Builder::Legacy if !secrets.is_empty() => {
@@ -266,7 +257,7 @@ pub async fn build(
         });
         let params = super::buildkit::Params {
             reference: &reference,
-            dockerfile: ctx.dockerfile(),
+            context: &ctx,
             build_args: &build_args,
             labels: &labels,
             target: req.target.as_deref(),
@@ -276,23 +267,28 @@ pub async fn build(
             progress: req.progress,
             secrets,
         };
-        let result = super::buildkit::build(docker, params, body, sent.clone(), log).await;
-        if let Some(e) = tar_error.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            return Err(e.context(format!(
-                "sending the build context {}",
-                ctx.root().display()
-            )));
-        }
-        let id = result?;
+        let built = super::buildkit::build(docker, params, log).await?;
+        let id = built.image_id;
         let _ = writeln!(log, "built {reference} ({}) with BuildKit", short_id(&id));
         return Ok(BuiltImage {
             id,
             reference,
             repo: req.repo.clone(),
             tag: req.tag.clone(),
-            context_bytes: sent.load(Ordering::Relaxed),
+            context_bytes: built.context_bytes,
         });
     }
+
+    let sent = Arc::new(AtomicU64::new(0));
+    let tar = ctx.tar_stream();
+    let tar_error = tar.error_slot();
+    let counter = sent.clone();
+    let body = tar.map(move |chunk| {
+        if let Ok(b) = &chunk {
+            counter.fetch_add(b.len() as u64, Ordering::Relaxed);
+        }
+        chunk
+    });
 
     let mut ui = BuildUi::new(req.progress, sent.clone());
     let mut stream =

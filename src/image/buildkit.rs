@@ -1,12 +1,16 @@
-//! Building with BuildKit through the Engine API: `POST /build?version=2` with the same
-//! streamed context as the classic builder ([`BuildContext::tar_stream`], `.dockerignore`
-//! applied by hvdctl), the daemon answering with JSON lines whose `moby.buildkit.trace`
-//! messages carry BuildKit's progress as protobuf (`moby.buildkit.v1.StatusResponse`:
-//! vertexes, their statuses and logs), decoded here by hand — four small messages do not
-//! justify a protobuf and gRPC stack in the binary.
+//! Building with BuildKit through the Engine API: `POST /build?version=2&remote=client-session`
+//! with an empty body and a session of hvdctl's own ([`super::session`]) that serves the
+//! context as the Docker CLI does, through BuildKit's file sync ([`super::filesync`]): the
+//! daemon applies `.dockerignore` itself (a Dockerfile or `.dockerignore` the patterns exclude
+//! does not reach `COPY .`) and keeps its copy of the context between builds, so a rebuild
+//! transfers only the files that changed. The daemon answers with JSON lines whose
+//! `moby.buildkit.trace` messages carry BuildKit's progress as protobuf
+//! (`moby.buildkit.v1.StatusResponse`: vertexes, their statuses and logs), decoded here by
+//! hand — four small messages do not justify a protobuf and gRPC stack in the binary.
 //!
 //! Output is `docker buildx --progress plain`'s: `#N name` when a step appears, `#N line`
-//! for its output, `#N DONE 1.2s` / `#N CACHED` / `#N ERROR: …` when it ends. A failed build
+//! for its output, `#N DONE 1.2s` / `#N CACHED` / `#N ERROR: …` when it ends, then
+//! `sent build context: …` (the file bytes this build transferred). A failed build
 //! is an [`Error`] naming the failing step (its vertex name, e.g. `[stage-0 3/4] RUN make`),
 //! the daemon's message and the step's last [`FAILED_STEP_LINES`] lines.
 //! Dropping the build (Ctrl-C) closes the connection, which cancels the build on the daemon.
@@ -14,17 +18,18 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use bytes::Bytes;
-use futures::StreamExt;
 use http_body_util::BodyExt;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::context::BuildContext;
 use super::docker::DockerClient;
+use super::filesync::{Dirs, Transfer};
 use super::progress::FAILED_STEP_LINES;
 use super::progress::{ProgressMode, human_bytes};
 use crate::error::{Error, Result};
@@ -62,7 +67,8 @@ fn parse_api(v: &str) -> (u32, u32) {
 /// What one BuildKit build is asked.
 pub(crate) struct Params<'a> {
     pub reference: &'a str,
-    pub dockerfile: &'a str,
+    /// The context (and its Dockerfile), served through the session.
+    pub context: &'a BuildContext,
     pub build_args: &'a HashMap<String, String>,
     pub labels: &'a HashMap<String, String>,
     pub target: Option<&'a str>,
@@ -71,26 +77,29 @@ pub(crate) struct Params<'a> {
     /// `X-Registry-Config` (base64url JSON of the credentials by registry), if any.
     pub registry_config: Option<String>,
     pub progress: ProgressMode,
-    /// Served through a session when not empty.
+    /// Served through the session.
     pub secrets: HashMap<String, zeroize::Zeroizing<Vec<u8>>>,
 }
 
-/// Builds with BuildKit; `body` is the context's tar stream, `sent` counts its bytes.
-/// Returns the image id.
-pub(crate) async fn build<S>(
+/// What a BuildKit build made and sent.
+pub(crate) struct Built {
+    pub image_id: String,
+    /// File bytes the session sent (only the files the daemon did not have).
+    pub context_bytes: u64,
+}
+
+/// Builds with BuildKit, the context served through a session.
+pub(crate) async fn build(
     docker: &DockerClient,
     p: Params<'_>,
-    body: S,
-    sent: Arc<AtomicU64>,
     log: &mut (dyn Write + Send),
-) -> Result<String>
-where
-    S: futures::Stream<Item = std::io::Result<Bytes>> + Send + Sync + 'static,
-{
+) -> Result<Built> {
+    let dirs = Dirs::of(p.context);
     let mut q: Vec<(&str, String)> = vec![
         ("version", "2".into()),
+        ("remote", "client-session".into()),
         ("t", p.reference.to_string()),
-        ("dockerfile", p.dockerfile.to_string()),
+        ("dockerfile", dirs.dockerfile_name.clone()),
         ("rm", "1".into()),
     ];
     if !p.build_args.is_empty() {
@@ -115,22 +124,18 @@ where
         q.push(("pull", "1".into()));
     }
     // Kept open until the build ends (dropped on return, Ctrl-C included).
-    let session = if p.secrets.is_empty() {
-        None
-    } else {
-        Some(super::session::start(docker, p.secrets.clone()).await?)
-    };
-    if let Some(s) = &session {
-        q.push(("session", s.id.clone()));
-    }
+    let transfer = Arc::new(Transfer::default());
+    let session =
+        super::session::start(docker, p.secrets.clone(), Some(dirs), transfer.clone()).await?;
+    q.push(("session", session.id.clone()));
     let query = serde_urlencoded::to_string(&q)
         .map_err(|e| Error::failure(format!("encoding the build's parameters: {e}")))?;
     let mut headers = vec![("Content-Type", "application/x-tar".to_string())];
     if let Some(c) = &p.registry_config {
         headers.push(("X-Registry-Config", c.clone()));
     }
-    let body = http_body_util::StreamBody::new(body.map(|c| c.map(hyper::body::Frame::data)));
-    let mut ui = Ui::new(p.progress, sent.clone());
+    let body = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {});
+    let mut ui = Ui::new(p.progress);
     let resp = docker
         .request_with_body(
             hyper::Method::POST,
@@ -140,7 +145,19 @@ where
         )
         .await?;
     let status = resp.status();
-    ui.context_done(log);
+    // A context that could not be read is the error to show, whatever the daemon made of it.
+    let local_error = |t: &Transfer| {
+        t.error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .map(|e| {
+                e.context(format!(
+                    "sending the build context {}",
+                    p.context.root().display()
+                ))
+            })
+    };
     if !status.is_success() {
         let message = super::docker::daemon_message(resp).await;
         return Err(Error::failure(format!(
@@ -158,12 +175,14 @@ where
             Ok(None) => break,
             Err(e) => {
                 ui.finish();
-                return Err(trace.error(p.reference, &e.message));
+                return Err(
+                    local_error(&transfer).unwrap_or_else(|| trace.error(p.reference, &e.message))
+                );
             }
         };
         if let Some(detail) = msg.error_detail.and_then(|d| d.message).or(msg.error) {
             ui.finish();
-            return Err(trace.error(p.reference, &detail));
+            return Err(local_error(&transfer).unwrap_or_else(|| trace.error(p.reference, &detail)));
         }
         match (msg.id.as_deref(), msg.aux) {
             (Some("moby.buildkit.trace"), Some(serde_json::Value::String(b64))) => {
@@ -189,11 +208,28 @@ where
         }
     }
     ui.finish();
-    image_id.ok_or_else(|| {
+    drop(session);
+    if let Some(e) = local_error(&transfer) {
+        return Err(e);
+    }
+    let context_bytes = transfer.bytes.load(Ordering::Relaxed);
+    let files = transfer.files.load(Ordering::Relaxed);
+    let _ = writeln!(
+        log,
+        "sent build context: {} ({context_bytes} bytes in {files} file{} of {} entries; the daemon had the rest)",
+        human_bytes(context_bytes),
+        if files == 1 { "" } else { "s" },
+        transfer.entries.load(Ordering::Relaxed),
+    );
+    let image_id = image_id.ok_or_else(|| {
         Error::failure(format!(
             "the BuildKit build of {} ended without naming the image it made",
             p.reference
         ))
+    })?;
+    Ok(Built {
+        image_id,
+        context_bytes,
     })
 }
 
@@ -475,13 +511,11 @@ fn varint(b: &[u8]) -> Option<(u64, &[u8])> {
 /// Plain lines, or a spinner with the running step and its last line on a terminal.
 struct Ui {
     bar: Option<ProgressBar>,
-    sent: Arc<AtomicU64>,
-    uploading: bool,
     names: HashMap<usize, String>,
 }
 
 impl Ui {
-    fn new(mode: ProgressMode, sent: Arc<AtomicU64>) -> Ui {
+    fn new(mode: ProgressMode) -> Ui {
         let bar = mode.use_bars().then(|| {
             let bar = ProgressBar::new_spinner();
             bar.set_style(
@@ -489,24 +523,12 @@ impl Ui {
                     .unwrap_or_else(|_| ProgressStyle::default_spinner()),
             );
             bar.enable_steady_tick(Duration::from_millis(120));
-            bar.set_prefix("sending build context");
+            bar.set_prefix("starting the build");
             bar
         });
         Ui {
             bar,
-            sent,
-            uploading: true,
             names: HashMap::new(),
-        }
-    }
-
-    fn context_done(&mut self, log: &mut dyn Write) {
-        if std::mem::take(&mut self.uploading) {
-            let line = format!(
-                "sent build context: {}",
-                human_bytes(self.sent.load(Ordering::Relaxed))
-            );
-            self.plain(log, &line);
         }
     }
 

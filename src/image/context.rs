@@ -75,6 +75,8 @@ pub struct BuildContext {
     root: PathBuf,
     dockerfile: String,
     matcher: Matcher,
+    /// The `.dockerignore` patterns as read, without the build-file exceptions.
+    patterns: Vec<String>,
 }
 
 impl BuildContext {
@@ -84,6 +86,7 @@ impl BuildContext {
             root: dir.to_path_buf(),
             dockerfile: String::new(),
             matcher: Matcher::default(),
+            patterns: Vec::new(),
         }
     }
 
@@ -146,6 +149,7 @@ impl BuildContext {
             root: context_dir.to_path_buf(),
             dockerfile,
             matcher,
+            patterns,
         })
     }
 
@@ -157,6 +161,12 @@ impl BuildContext {
     /// The Dockerfile, relative to the context, cleaned and `/`-separated.
     pub fn dockerfile(&self) -> &str {
         &self.dockerfile
+    }
+
+    /// The `.dockerignore` patterns as written (cleaned), without the exceptions that keep
+    /// the Dockerfile and `.dockerignore` in the tar context: what BuildKit excludes.
+    pub fn ignore_patterns(&self) -> &[String] {
+        &self.patterns
     }
 
     /// The matcher in use (the `.dockerignore` patterns plus the build-file exceptions).

@@ -18,6 +18,7 @@ pub mod buildkit;
 pub mod context;
 pub mod docker;
 pub mod dockerignore;
+mod filesync;
 pub mod push;
 pub mod session;
 pub mod tag;

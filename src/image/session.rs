@@ -1,12 +1,17 @@
-//! A BuildKit session serving build secrets (`--secret id=…,src=…`).
+//! A BuildKit session serving the build context ([`super::filesync`]) and build secrets
+//! (`--secret id=…,src=…`).
 //!
 //! `POST /session` with `Upgrade: h2c` turns the connection around: the daemon becomes an
 //! HTTP/2 gRPC client of hvdctl on it, calling the methods hvdctl names in
-//! `X-Docker-Expose-Session-Grpc-Method`. Two are served, by hand (their messages are one
-//! field each): `grpc.health.v1.Health/Check` (BuildKit checks the session is alive) and
-//! `moby.buildkit.secrets.v1.Secrets/GetSecret` (the file's bytes for an id). The build names
-//! the session with `session=<id>`. Secret files are read before the build starts (a
-//! missing one is exit 2) and never printed.
+//! `X-Docker-Expose-Session-Grpc-Method`. Three are served, by hand:
+//! `grpc.health.v1.Health/Check` (BuildKit checks the session is alive),
+//! `moby.buildkit.secrets.v1.Secrets/GetSecret` (the file's bytes for an id; one-field
+//! messages) and `moby.filesync.v1.FileSync/DiffCopy` (the context, a bidirectional stream:
+//! see [`super::filesync`]). The build names the session with `session=<id>`. The session's
+//! shared key is a digest of the context directory's absolute path, as the Docker CLI's is:
+//! the daemon keeps its copy of a context under it, and the next build of the same directory
+//! only transfers what changed. Secret files are read before the build starts (a missing one
+//! is exit 2) and never printed.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -25,6 +30,7 @@ use crate::error::{Error, Result};
 
 const HEALTH: &str = "/grpc.health.v1.Health/Check";
 const GET_SECRET: &str = "/moby.buildkit.secrets.v1.Secrets/GetSecret";
+use super::filesync::DIFF_COPY;
 
 /// A `--secret id=ID,src=PATH` (also `source=`, `type=file`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,10 +94,13 @@ impl Drop for Session {
     }
 }
 
-/// Opens a session on `docker` serving `secrets`.
+/// Opens a session on `docker` serving `secrets` and, when given, the build context
+/// (`transfer` counts what it sends).
 pub(crate) async fn start(
     docker: &DockerClient,
     secrets: HashMap<String, Zeroizing<Vec<u8>>>,
+    dirs: Option<super::filesync::Dirs>,
+    transfer: Arc<super::filesync::Transfer>,
 ) -> Result<Session> {
     let id: String = (0..25)
         .map(|_| char::from(b'a' + rand::random::<u8>() % 26))
@@ -104,8 +113,17 @@ pub(crate) async fn start(
         .header(hyper::header::UPGRADE, "h2c")
         .header("X-Docker-Expose-Session-Uuid", &id)
         .header("X-Docker-Expose-Session-Name", "hvdctl")
-        .header("X-Docker-Expose-Session-Sharedkey", "");
-    for m in [HEALTH, GET_SECRET] {
+        .header(
+            "X-Docker-Expose-Session-Sharedkey",
+            dirs.as_ref()
+                .map(|d| shared_key(&d.context))
+                .unwrap_or_default(),
+        );
+    let mut methods = vec![HEALTH, GET_SECRET];
+    if dirs.is_some() {
+        methods.push(DIFF_COPY);
+    }
+    for m in methods {
         req = req.header("X-Docker-Expose-Session-Grpc-Method", m);
     }
     let req = req
@@ -132,10 +150,19 @@ pub(crate) async fn start(
     }
     let upgraded = hyper::upgrade::on(resp).await.map_err(|e| fail(&e))?;
     let secrets = Arc::new(secrets);
+    let dirs = dirs.map(Arc::new);
     let task = tokio::spawn(async move {
-        let service = hyper::service::service_fn(move |req| {
+        let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
             let secrets = secrets.clone();
-            async move { Ok::<_, Infallible>(serve(req, &secrets).await) }
+            let (dirs, transfer) = (dirs.clone(), transfer.clone());
+            async move {
+                Ok::<_, Infallible>(match dirs {
+                    Some(d) if req.uri().path() == DIFF_COPY => {
+                        super::filesync::serve(req, d, transfer)
+                    }
+                    _ => serve(req, &secrets).await,
+                })
+            }
         });
         let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
             .serve_connection(upgraded, service)
@@ -145,6 +172,17 @@ pub(crate) async fn start(
 }
 
 type Reply = hyper::Response<BoxBody<Bytes, Infallible>>;
+
+/// The key the daemon files its copy of a context under: a digest of the directory's
+/// absolute path (the Docker CLI hashes its node id with the path).
+fn shared_key(dir: &std::path::Path) -> String {
+    use sha2::{Digest, Sha256};
+    let abs = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mut h = Sha256::new();
+    h.update(b"hvdctl-context:");
+    h.update(std::os::unix::ffi::OsStrExt::as_bytes(abs.as_os_str()));
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
 
 async fn serve(
     req: hyper::Request<Incoming>,
@@ -230,7 +268,7 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     }
 }
 
-fn trailers(code: u32, message: &str) -> hyper::HeaderMap {
+pub(crate) fn trailers(code: u32, message: &str) -> hyper::HeaderMap {
     let mut t = hyper::HeaderMap::new();
     t.insert("grpc-status", code.into());
     if let Ok(v) = hyper::header::HeaderValue::from_str(message)

@@ -1,7 +1,10 @@
 //! `hvdctl build` with BuildKit on the test daemon (Debian's dockerd 20.10, API 1.41): a
 //! cache mount kept across builds, a rebuild after touching only the training script that
 //! reuses every step before its `COPY`, a failing third step named with its last lines, and
-//! `--builder legacy` refusing BuildKit-only syntax as the classic builder does.
+//! `--builder legacy` refusing BuildKit-only syntax as the classic builder does. The context
+//! goes through the session's file sync: `.dockerignore` applies to the Dockerfile and
+//! itself as with the classic builder, a rebuild transfers only the file that changed, and
+//! links, hard links, an empty directory and modes arrive as they are.
 
 use crate::util::*;
 use std::path::Path;
@@ -328,4 +331,221 @@ fn util_save(host: &str, image: &str) -> Vec<u8> {
         .unwrap();
     assert!(out.status.success());
     out.stdout
+}
+
+/// The `#N` output lines of the step whose name contains `name`, without the prefix.
+fn step_lines(out: &str, name: &str) -> Vec<String> {
+    let Some(n) = out.lines().find_map(|l| {
+        let (num, rest) = l.split_once(' ')?;
+        (num.starts_with('#') && rest.contains(name)).then(|| num.to_string())
+    }) else {
+        return Vec::new();
+    };
+    out.lines()
+        .filter_map(|l| l.strip_prefix(&format!("{n} ")))
+        .filter(|l| !l.contains(name))
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ignored_dockerfile_and_dockerignore_stay_out_of_copy_with_both_builders() {
+    let Some((_, host)) = docker_with(&busybox_image()).await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_tree(
+        dir,
+        &[
+            (
+                "hvdctl.yaml",
+                "name: bk\nimage: hvdctl-test/buildkit\ncommand: [/bin/true]\n",
+            ),
+            (
+                "Dockerfile",
+                &format!(
+                    "FROM {}\nCOPY . /ctx\nRUN cd /ctx && find . | sort\n",
+                    busybox_image()
+                ),
+            ),
+            (
+                ".dockerignore",
+                "Dockerfile\n.dockerignore\n*.log\n.hvdctl\n",
+            ),
+            ("train.py", "print(1)\n"),
+            ("debug.log", "x\n"),
+        ],
+    );
+    for builder in ["buildkit", "legacy"] {
+        let out = build(
+            dir,
+            &host,
+            &["--tag", "ignored", "--no-cache", "--builder", builder],
+        );
+        assert_eq!(out.code, 0, "{builder}: {}", out.stderr);
+        let listed: Vec<String> = if builder == "buildkit" {
+            step_lines(&out.stderr, "RUN cd /ctx")
+        } else {
+            out.stderr.lines().map(str::to_string).collect()
+        };
+        let listed: Vec<&str> = listed
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| l.starts_with("./") || *l == ".")
+            .collect();
+        assert_eq!(
+            listed,
+            [".", "./hvdctl.yaml", "./train.py"],
+            "{builder}: {}",
+            out.stderr
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebuild_transfers_only_the_file_that_changed() {
+    let Some((_, host)) = docker_with(&busybox_image()).await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_tree(
+        dir,
+        &[
+            (
+                "hvdctl.yaml",
+                "name: bk\nimage: hvdctl-test/buildkit\ncommand: [/bin/true]\n",
+            ),
+            (
+                "Dockerfile",
+                &format!(
+                    "FROM {}\nCOPY . /ctx\nRUN wc -c /ctx/data/07 && du -sk /ctx/data\n",
+                    busybox_image()
+                ),
+            ),
+            // hvdctl records each build under .hvdctl/: kept out so only data changes.
+            (".dockerignore", ".hvdctl\n"),
+        ],
+    );
+    // 32 files of 256 KiB: 8 MiB of context.
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let block: Vec<u8> = (0..256 * 1024).map(|i| (i % 251) as u8).collect();
+    for i in 0..32 {
+        std::fs::write(dir.join(format!("data/{i:02}")), &block).unwrap();
+    }
+    let sent = |out: &Out| -> (u64, u64) {
+        let line = out
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("sent build context: "))
+            .unwrap_or_else(|| panic!("no context line: {}", out.stderr));
+        let inner = line.split_once('(').unwrap().1;
+        let mut words = inner.split_whitespace();
+        let bytes = words.next().unwrap().parse().unwrap();
+        let files = words.nth(2).unwrap().parse().unwrap();
+        (bytes, files)
+    };
+    let first = build(dir, &host, &["--tag", "sync", "--builder", "buildkit"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let (bytes, files) = sent(&first);
+    assert!(bytes >= 32 * 256 * 1024, "{}", first.stderr);
+    assert!(files >= 33, "{}", first.stderr);
+
+    // One file changes (another size): that file alone crosses, and the image has it. Its
+    // contents are new to the daemon (a rerun of the test must not find them cached).
+    let mut changed = unique("changed").into_bytes();
+    changed.resize(100_003, b'7');
+    std::fs::write(dir.join("data/07"), &changed).unwrap();
+    let second = build(dir, &host, &["--tag", "sync", "--builder", "buildkit"]);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert_eq!(sent(&second), (100_003, 1), "{}", second.stderr);
+    assert!(
+        step_lines(&second.stderr, "RUN wc -c")
+            .iter()
+            .any(|l| l.trim() == "100003 /ctx/data/07"),
+        "{}",
+        second.stderr
+    );
+
+    // Nothing changed: nothing crosses, and COPY is reused.
+    let third = build(dir, &host, &["--tag", "sync", "--builder", "buildkit"]);
+    assert_eq!(third.code, 0, "{}", third.stderr);
+    assert_eq!(sent(&third), (0, 0), "{}", third.stderr);
+    assert_eq!(
+        step_state(&third.stderr, "COPY . /ctx").as_deref(),
+        Some("CACHED"),
+        "{}",
+        third.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_empty_dirs_and_modes_survive_the_sync() {
+    let Some((_, host)) = docker_with(&busybox_image()).await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_tree(
+        dir,
+        &[
+            (
+                "hvdctl.yaml",
+                "name: bk\nimage: hvdctl-test/buildkit\ncommand: [/bin/true]\n",
+            ),
+            (
+                "Dockerfile",
+                &format!(
+                    "FROM {}\nCOPY . /ctx\nRUN cd /ctx && stat -c '%a %F %h %N' run.sh secret.key suid link empty private private/f hard && cat link\n",
+                    busybox_image()
+                ),
+            ),
+            (".dockerignore", ".hvdctl\n"),
+            ("run.sh", "#!/bin/sh\necho run\n"),
+            ("secret.key", "k\n"),
+            ("suid", "s\n"),
+            ("private/f", "f\n"),
+        ],
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &str, m: u32| {
+        std::fs::set_permissions(dir.join(p), std::fs::Permissions::from_mode(m)).unwrap()
+    };
+    mode("run.sh", 0o750);
+    mode("secret.key", 0o600);
+    mode("suid", 0o4755);
+    mode("private", 0o700);
+    std::os::unix::fs::symlink("run.sh", dir.join("link")).unwrap();
+    std::fs::hard_link(dir.join("suid"), dir.join("hard")).unwrap();
+    std::fs::create_dir(dir.join("empty")).unwrap();
+    mode("empty", 0o755);
+    mode("private/f", 0o644);
+    let out = build(
+        dir,
+        &host,
+        &["--tag", "modes", "--no-cache", "--builder", "buildkit"],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines: Vec<String> = step_lines(&out.stderr, "RUN cd /ctx")
+        .into_iter()
+        .filter(|l| !l.starts_with("DONE"))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "750 regular file 1 run.sh",
+            "600 regular file 1 secret.key",
+            "4755 regular file 2 suid",
+            "777 symbolic link 1 'link' -> 'run.sh'",
+            "755 directory 2 empty",
+            "700 directory 2 private",
+            "644 regular file 1 private/f",
+            "4755 regular file 2 hard",
+            "#!/bin/sh",
+            "echo run",
+        ],
+        "{}",
+        out.stderr
+    );
 }

@@ -1,0 +1,988 @@
+//! The build context served to BuildKit through the session's file sync, as the Docker CLI
+//! does: the daemon calls `moby.filesync.v1.FileSync/DiffCopy` once per local source it
+//! needs, naming it in the gRPC metadata `dir-name` (`context`: the context directory;
+//! `dockerfile`: only the Dockerfile), with `include-patterns`, `exclude-patterns` and
+//! `followpaths` narrowing what it wants.
+//!
+//! The stream carries fsutil `Packet`s both ways (protobuf, written and read by hand):
+//! hvdctl sends one `STAT` per entry in walk order (each directory's names sorted bytewise,
+//! depth first; a parent before its children) with its Go `os.FileMode` bits, size, mtime in
+//! nanoseconds, uid/gid 0 (what the CLI sends) and a symlink's target or a hard link's first
+//! path, then an empty `STAT`. The daemon compares those with its copy from the previous
+//! build of the same context and asks (`REQ`, by the entry's index) only for the regular
+//! files that differ; each is read in [`CHUNK`]-byte pieces into `DATA` packets, an empty one
+//! ending it. The daemon's `FIN` is answered with `FIN` and the call ends.
+//!
+//! Excludes are the context's `.dockerignore` patterns (without the exceptions the tar
+//! context adds for the Dockerfile and `.dockerignore`), as the CLI sets them; the daemon's
+//! own `exclude-patterns` count only for a directory without patterns or with
+//! `override-excludes: true`. Sockets and device nodes are left out, as in the tar context.
+//!
+//! Memory is bounded: packets wait in a channel of [`QUEUE`] messages; the walk and the file
+//! reads block on it (on the blocking pool) while the daemon is slower.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::fs::{self, File, Metadata};
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::StreamExt;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Frame, Incoming};
+use tokio::sync::mpsc;
+
+use super::context::BuildContext;
+use super::dockerignore::{self, MatchInfo, Matcher};
+use crate::error::{Error, Result};
+
+/// The method served.
+pub(crate) const DIFF_COPY: &str = "/moby.filesync.v1.FileSync/DiffCopy";
+/// The most file bytes in one `DATA` packet.
+pub(crate) const CHUNK: usize = 128 * 1024;
+/// Packets waiting to be sent, at most.
+const QUEUE: usize = 16;
+/// The largest message accepted from the daemon (it sends only small `REQ`/`FIN` packets).
+const MAX_INCOMING: usize = 1 << 20;
+/// Files read at once.
+const READERS: usize = 2;
+
+const PACKET_STAT: u64 = 0;
+const PACKET_REQ: u64 = 1;
+const PACKET_DATA: u64 = 2;
+const PACKET_FIN: u64 = 3;
+const PACKET_ERR: u64 = 4;
+
+// Go's os.FileMode bits.
+const GO_DIR: u32 = 1 << 31;
+const GO_SYMLINK: u32 = 1 << 27;
+const GO_NAMED_PIPE: u32 = 1 << 25;
+const GO_SETUID: u32 = 1 << 23;
+const GO_SETGID: u32 = 1 << 22;
+const GO_STICKY: u32 = 1 << 20;
+
+/// The two local sources of a build.
+pub(crate) struct Dirs {
+    /// The context directory and its `.dockerignore` patterns.
+    pub context: PathBuf,
+    pub excludes: Vec<String>,
+    /// The Dockerfile's directory and its name there (the only entry served).
+    pub dockerfile_dir: PathBuf,
+    pub dockerfile_name: String,
+}
+
+impl Dirs {
+    pub(crate) fn of(ctx: &BuildContext) -> Dirs {
+        let full = ctx.root().join(ctx.dockerfile());
+        let name = full
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let dir = full.parent().map(Path::to_path_buf).unwrap_or_default();
+        Dirs {
+            context: ctx.root().to_path_buf(),
+            excludes: ctx.ignore_patterns().to_vec(),
+            dockerfile_dir: dir,
+            dockerfile_name: name,
+        }
+    }
+}
+
+/// What was sent, for the report, and the first local error.
+#[derive(Default)]
+pub(crate) struct Transfer {
+    /// File bytes sent (in `DATA` packets).
+    pub bytes: AtomicU64,
+    /// Files the daemon asked for.
+    pub files: AtomicU64,
+    /// Entries described (`STAT` packets).
+    pub entries: AtomicU64,
+    pub error: Mutex<Option<Error>>,
+}
+
+impl Transfer {
+    fn fail(&self, e: Error) {
+        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+    }
+}
+
+pub(crate) type Reply = hyper::Response<http_body_util::combinators::BoxBody<Bytes, Infallible>>;
+
+/// Serves one `DiffCopy` call: answers at once with a streamed body fed by the walk, the
+/// file reads and the reader of the daemon's packets.
+pub(crate) fn serve(req: hyper::Request<Incoming>, dirs: Arc<Dirs>, t: Arc<Transfer>) -> Reply {
+    let md = |key: &str| -> Vec<String> {
+        req.headers()
+            .get_all(key)
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_string))
+            .collect()
+    };
+    let has = |key: &str| req.headers().contains_key(key);
+    let dir_name = md("dir-name").into_iter().next().unwrap_or_default();
+    let includes = has("include-patterns").then(|| md("include-patterns"));
+    let follow = has("followpaths").then(|| md("followpaths"));
+    let daemon_excludes = md("exclude-patterns");
+    let override_excludes = md("override-excludes").first().map(String::as_str) == Some("true");
+
+    let (tx, rx) = mpsc::channel::<Frame<Bytes>>(QUEUE);
+    let body = StreamBody::new(tokio_stream_from(rx).map(Ok::<_, Infallible>));
+    let reply = hyper::Response::builder()
+        .header(hyper::header::CONTENT_TYPE, "application/grpc")
+        .body(BodyExt::boxed(body))
+        .unwrap_or_default();
+
+    let source = match dir_name.as_str() {
+        "context" => {
+            let excludes = if dirs.excludes.is_empty() || override_excludes {
+                daemon_excludes
+            } else {
+                dirs.excludes.clone()
+            };
+            match Matcher::new(&excludes) {
+                Ok(m) => Some(Source {
+                    root: dirs.context.clone(),
+                    only: None,
+                    excludes: (!excludes.is_empty()).then_some(m),
+                    includes: Includes::new(&dirs.context, includes, follow),
+                }),
+                Err(e) => {
+                    let msg = format!("exclude pattern: {e}");
+                    let _ = tx.try_send(Frame::trailers(super::session::trailers(3, &msg)));
+                    None
+                }
+            }
+        }
+        "dockerfile" => Some(Source {
+            root: dirs.dockerfile_dir.clone(),
+            only: Some(dirs.dockerfile_name.clone()),
+            excludes: Matcher::new(&daemon_excludes)
+                .ok()
+                .filter(|_| !daemon_excludes.is_empty()),
+            includes: Includes::new(&dirs.dockerfile_dir, includes, follow),
+        }),
+        other => {
+            let msg = format!("no access allowed to dir {other:?}");
+            let _ = tx.try_send(Frame::trailers(super::session::trailers(5, &msg)));
+            None
+        }
+    };
+    if let Some(source) = source {
+        tokio::spawn(run(source, req.into_body(), tx, t));
+    }
+    reply
+}
+
+fn tokio_stream_from<T: Send + 'static>(
+    mut rx: mpsc::Receiver<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// One directory as the daemon asked for it.
+struct Source {
+    root: PathBuf,
+    /// The one name served at the top (the Dockerfile), followed if it is a link.
+    only: Option<String>,
+    excludes: Option<Matcher>,
+    includes: Option<Includes>,
+}
+
+async fn run(
+    source: Source,
+    mut incoming: Incoming,
+    tx: mpsc::Sender<Frame<Bytes>>,
+    t: Arc<Transfer>,
+) {
+    let files: Arc<Mutex<HashMap<u32, PathBuf>>> = Arc::default();
+    let label = source.root.display().to_string();
+
+    // The walk: every STAT, then the empty one.
+    let walk = {
+        let (tx, files, t) = (tx.clone(), files.clone(), t.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut id: u32 = 0;
+            let mut walker = Walker {
+                source: &source,
+                last_included_dir: None,
+                links: HashMap::new(),
+            };
+            let result = walker.walk(&mut |stat, full| {
+                if stat.mode & (GO_DIR | GO_SYMLINK | GO_NAMED_PIPE) == 0 {
+                    files
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(id, full.to_path_buf());
+                }
+                id += 1;
+                t.entries.fetch_add(1, Ordering::Relaxed);
+                Ok(tx.blocking_send(frame(&stat_packet(stat))).is_ok())
+            });
+            match result {
+                Ok(true) => {
+                    let _ = tx.blocking_send(frame(&[]));
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    let msg = e.message.clone();
+                    t.fail(e);
+                    let _ = tx.blocking_send(frame(&packet(PACKET_ERR, 0, msg.as_bytes())));
+                    let _ = tx.blocking_send(Frame::trailers(super::session::trailers(2, &msg)));
+                }
+            }
+        })
+    };
+
+    // The readers of the files the daemon asks for.
+    let (req_tx, req_rx) = std::sync::mpsc::channel::<(u32, PathBuf)>();
+    let req_rx = Arc::new(Mutex::new(req_rx));
+    let mut readers = Vec::new();
+    for _ in 0..READERS {
+        let (tx, t, req_rx) = (tx.clone(), t.clone(), req_rx.clone());
+        readers.push(tokio::task::spawn_blocking(move || {
+            let mut buf = vec![0u8; CHUNK];
+            loop {
+                let next = req_rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                let Ok((id, path)) = next else { return };
+                t.files.fetch_add(1, Ordering::Relaxed);
+                match send_file(id, &path, &mut buf, &tx, &t) {
+                    Ok(true) => {}
+                    Ok(false) => return,
+                    Err(e) => {
+                        let msg = e.message.clone();
+                        t.fail(e);
+                        let _ = tx.blocking_send(frame(&packet(PACKET_ERR, 0, msg.as_bytes())));
+                        let _ =
+                            tx.blocking_send(Frame::trailers(super::session::trailers(2, &msg)));
+                        return;
+                    }
+                }
+            }
+        }));
+    }
+
+    // The daemon's packets.
+    let mut pending = BytesMut::new();
+    let end: std::result::Result<(), String> = 'read: loop {
+        let chunk = match incoming.frame().await {
+            Some(Ok(f)) => match f.into_data() {
+                Ok(d) => d,
+                Err(_) => continue, // trailers
+            },
+            Some(Err(e)) => break Err(format!("the daemon's stream broke: {e}")),
+            None => break Err("the daemon ended the stream before FIN".into()),
+        };
+        pending.extend_from_slice(&chunk);
+        while pending.len() >= 5 {
+            let len = u32::from_be_bytes([pending[1], pending[2], pending[3], pending[4]]) as usize;
+            if len > MAX_INCOMING {
+                break 'read Err(format!("a {len}-byte message from the daemon"));
+            }
+            if pending.len() < 5 + len {
+                break;
+            }
+            let msg = pending.split_to(5 + len).freeze().slice(5..);
+            let (kind, id, data) = parse_packet(&msg);
+            match kind {
+                PACKET_REQ => {
+                    let path = files.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                    match path {
+                        Some(p) => {
+                            let _ = req_tx.send((id, p));
+                        }
+                        None => {
+                            break 'read Err(format!(
+                                "the daemon asked for file #{id}, which is not one"
+                            ));
+                        }
+                    }
+                }
+                PACKET_FIN => break 'read Ok(()),
+                PACKET_ERR => {
+                    break 'read Err(format!(
+                        "the daemon's copy failed: {}",
+                        String::from_utf8_lossy(&data)
+                    ));
+                }
+                _ => {}
+            }
+        }
+    };
+    drop(req_tx);
+    for r in readers {
+        let _ = r.await;
+    }
+    let _ = walk.await;
+    match end {
+        Ok(()) => {
+            let _ = tx.send(frame(&packet(PACKET_FIN, 0, &[]))).await;
+            let _ = tx
+                .send(Frame::trailers(super::session::trailers(0, "")))
+                .await;
+        }
+        Err(msg) => {
+            // Nothing more to say when the stream is gone; a local error is already kept.
+            let _ = tx
+                .send(Frame::trailers(super::session::trailers(
+                    2,
+                    &format!("{label}: {msg}"),
+                )))
+                .await;
+        }
+    }
+}
+
+/// Sends one file in `DATA` packets; `false` when the stream is gone.
+fn send_file(
+    id: u32,
+    path: &Path,
+    buf: &mut [u8],
+    tx: &mpsc::Sender<Frame<Bytes>>,
+    t: &Transfer,
+) -> Result<bool> {
+    let fail = |e: std::io::Error| Error::failure(format!("reading {}: {e}", path.display()));
+    let mut f = File::open(path).map_err(fail)?;
+    loop {
+        let n = match f.read(buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(fail(e)),
+        };
+        if tx
+            .blocking_send(frame(&packet(PACKET_DATA, id, &buf[..n])))
+            .is_err()
+        {
+            return Ok(false);
+        }
+        t.bytes.fetch_add(n as u64, Ordering::Relaxed);
+    }
+    Ok(tx
+        .blocking_send(frame(&packet(PACKET_DATA, id, &[])))
+        .is_ok())
+}
+
+/// One entry's `fsutil.types.Stat`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stat {
+    pub path: String,
+    /// Go `os.FileMode` bits.
+    pub mode: u32,
+    pub size: i64,
+    /// Nanoseconds since the epoch.
+    pub mtime: i64,
+    pub linkname: String,
+}
+
+/// The Go `os.FileMode` of a Unix `st_mode`; `None` for sockets and devices.
+pub(crate) fn go_mode(meta: &Metadata) -> Option<u32> {
+    let ft = meta.file_type();
+    let m = meta.mode();
+    let mut mode = m & 0o777;
+    if m & 0o4000 != 0 {
+        mode |= GO_SETUID;
+    }
+    if m & 0o2000 != 0 {
+        mode |= GO_SETGID;
+    }
+    if m & 0o1000 != 0 {
+        mode |= GO_STICKY;
+    }
+    if ft.is_dir() {
+        mode |= GO_DIR;
+    } else if ft.is_symlink() {
+        mode |= GO_SYMLINK;
+    } else if ft.is_fifo() {
+        mode |= GO_NAMED_PIPE;
+    } else if !ft.is_file() {
+        return None;
+    }
+    Some(mode)
+}
+
+struct Walker<'a> {
+    source: &'a Source,
+    last_included_dir: Option<String>,
+    links: HashMap<(u64, u64), String>,
+}
+
+impl Walker<'_> {
+    /// Visits every entry sent, in order; `Ok(false)` when `visit` said stop.
+    fn walk(&mut self, visit: &mut dyn FnMut(&Stat, &Path) -> Result<bool>) -> Result<bool> {
+        let root = self.source.root.clone();
+        self.dir(&root, "", None, visit)
+    }
+
+    fn dir(
+        &mut self,
+        dir: &Path,
+        rel: &str,
+        parent: Option<&MatchInfo>,
+        visit: &mut dyn FnMut(&Stat, &Path) -> Result<bool>,
+    ) -> Result<bool> {
+        let read = fs::read_dir(dir)
+            .map_err(|e| Error::failure(format!("reading directory {}: {e}", dir.display())))?;
+        let mut names = Vec::new();
+        for entry in read {
+            let entry = entry
+                .map_err(|e| Error::failure(format!("reading directory {}: {e}", dir.display())))?;
+            names.push(entry.file_name());
+        }
+        names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        for name in names {
+            let full = dir.join(&name);
+            let name = name.to_string_lossy().into_owned();
+            let top = rel.is_empty();
+            if top && self.source.only.as_ref().is_some_and(|o| *o != name) {
+                continue;
+            }
+            let path = if top { name } else { format!("{rel}/{name}") };
+            let meta = if top && self.source.only.is_some() {
+                fs::metadata(&full)
+            } else {
+                fs::symlink_metadata(&full)
+            };
+            let meta = match meta {
+                Ok(m) => m,
+                // Gone since the directory was read.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(Error::failure(format!(
+                        "can't stat {}: {e}",
+                        full.display()
+                    )));
+                }
+            };
+            let is_dir = meta.is_dir();
+            if let Some(inc) = &self.source.includes {
+                let inside = self
+                    .last_included_dir
+                    .as_ref()
+                    .is_some_and(|d| path.starts_with(&format!("{d}/")));
+                if !inside {
+                    match inc.check(&path) {
+                        None => continue,
+                        Some(partial) => {
+                            if !partial && is_dir {
+                                self.last_included_dir = Some(path.clone());
+                            }
+                        }
+                    }
+                }
+            }
+            let mut info = MatchInfo::default();
+            if let Some(m) = &self.source.excludes {
+                let (excluded, i) = m.walk_match(&path, parent);
+                info = i;
+                if excluded && !(is_dir && m.has_exceptions() && m.exception_may_reach_into(&path))
+                {
+                    continue;
+                }
+            }
+            let Some(mode) = go_mode(&meta) else {
+                continue;
+            };
+            let mut size = if is_dir { 0 } else { meta.len() as i64 };
+            let mut linkname = String::new();
+            if meta.file_type().is_symlink() {
+                let target = fs::read_link(&full)
+                    .map_err(|e| Error::failure(format!("reading link {}: {e}", full.display())))?;
+                linkname = target.to_string_lossy().into_owned();
+            } else if meta.is_file() && meta.nlink() > 1 {
+                let key = (meta.dev(), meta.ino());
+                match self.links.get(&key) {
+                    Some(first) => {
+                        linkname = first.clone();
+                        size = 0;
+                    }
+                    None => {
+                        self.links.insert(key, path.clone());
+                    }
+                }
+            }
+            if meta.is_file() {
+                // Fail early, like `docker build`, on a file that cannot be read.
+                File::open(&full)
+                    .map_err(|e| Error::failure(format!("can't read {}: {e}", full.display())))?;
+            }
+            let stat = Stat {
+                path: path.clone(),
+                mode,
+                size,
+                mtime: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+                linkname,
+            };
+            if !visit(&stat, &full)? {
+                return Ok(false);
+            }
+            if is_dir && !self.dir(&full, &path, Some(&info), visit)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// `include-patterns` plus the `followpaths` and the targets of links on them.
+struct Includes {
+    patterns: Vec<String>,
+}
+
+impl Includes {
+    fn new(
+        root: &Path,
+        includes: Option<Vec<String>>,
+        follow: Option<Vec<String>>,
+    ) -> Option<Includes> {
+        if includes.is_none() && follow.is_none() {
+            return None;
+        }
+        let mut patterns: Vec<String> = includes
+            .unwrap_or_default()
+            .iter()
+            .map(|p| dockerignore::clean(p))
+            .collect();
+        for p in follow.unwrap_or_default() {
+            follow_links(root, &dockerignore::clean(&p), &mut patterns, 0);
+        }
+        patterns.sort();
+        patterns.dedup();
+        Some(Includes { patterns })
+    }
+
+    /// `None` when `path` is not included; `Some(partial)` otherwise, `partial` when only
+    /// a pattern below it matched (a parent directory of what is wanted).
+    fn check(&self, path: &str) -> Option<bool> {
+        let mut matched = false;
+        let mut partial = true;
+        for p in &self.patterns {
+            if let Some(part) = match_prefix(p, path) {
+                matched = true;
+                if !part {
+                    partial = false;
+                    break;
+                }
+            }
+        }
+        matched.then_some(partial)
+    }
+}
+
+/// Adds `p` to `out`, and for each link on its way (inside the root) the link's target
+/// with the rest of the path.
+fn follow_links(root: &Path, p: &str, out: &mut Vec<String>, depth: usize) {
+    let p = p.trim_start_matches('/');
+    if p.is_empty() || p == "." || out.iter().any(|o| o == p) || depth > 16 {
+        return;
+    }
+    out.push(p.to_string());
+    let parts: Vec<&str> = p.split('/').collect();
+    for i in 0..parts.len() {
+        let here = parts[..=i].join("/");
+        if has_wildcard(parts[i]) {
+            return;
+        }
+        let Ok(meta) = fs::symlink_metadata(root.join(&here)) else {
+            return;
+        };
+        if meta.file_type().is_symlink() {
+            let Ok(target) = fs::read_link(root.join(&here)) else {
+                return;
+            };
+            let target = target.to_string_lossy();
+            let base = if target.starts_with('/') {
+                target.to_string()
+            } else {
+                format!("{}/{target}", parts[..i].join("/"))
+            };
+            let rest = parts[i + 1..].join("/");
+            let next = dockerignore::clean(&format!("/{base}/{rest}"));
+            follow_links(root, &next, out, depth + 1);
+            return;
+        }
+    }
+}
+
+fn has_wildcard(s: &str) -> bool {
+    s.contains(['*', '?', '[', '\\'])
+}
+
+/// fsutil's `matchPrefix`: `pattern` cut to as many components as `name` has, matched as
+/// a glob; `Some(partial)` on a match, `partial` when the pattern was cut.
+fn match_prefix(pattern: &str, name: &str) -> Option<bool> {
+    let count = name.matches('/').count();
+    let parts: Vec<&str> = pattern.split('/').collect();
+    let (pattern, partial) = if parts.len() > count + 1 {
+        (parts[..=count].join("/"), true)
+    } else {
+        (pattern.to_string(), false)
+    };
+    glob(pattern.as_bytes(), name.as_bytes()).then_some(partial)
+}
+
+/// Go's `filepath.Match`: `*` and `?` do not match `/`; `[...]` classes with `^`
+/// negation and ranges; `\` escapes. A malformed pattern matches nothing.
+fn glob(p: &[u8], n: &[u8]) -> bool {
+    match p.first() {
+        None => n.is_empty(),
+        Some(b'*') => {
+            let rest = &p[1..];
+            let mut i = 0;
+            loop {
+                if glob(rest, &n[i..]) {
+                    return true;
+                }
+                if i == n.len() || n[i] == b'/' {
+                    return false;
+                }
+                i += 1;
+            }
+        }
+        Some(b'?') => !n.is_empty() && n[0] != b'/' && glob(&p[1..], &n[1..]),
+        Some(b'[') => {
+            let Some((&c, rest_n)) = n.split_first() else {
+                return false;
+            };
+            if c == b'/' {
+                return false;
+            }
+            let mut i = 1;
+            let negate = p.get(i) == Some(&b'^');
+            if negate {
+                i += 1;
+            }
+            let mut hit = false;
+            let mut first = true;
+            loop {
+                let Some(&lo) = p.get(i) else { return false };
+                if lo == b']' && !first {
+                    i += 1;
+                    break;
+                }
+                first = false;
+                let lo = if lo == b'\\' {
+                    i += 1;
+                    match p.get(i) {
+                        Some(&e) => e,
+                        None => return false,
+                    }
+                } else {
+                    lo
+                };
+                i += 1;
+                let mut hi = lo;
+                if p.get(i) == Some(&b'-') && p.get(i + 1).is_some_and(|&b| b != b']') {
+                    hi = p[i + 1];
+                    if hi == b'\\' {
+                        match p.get(i + 2) {
+                            Some(&e) => {
+                                hi = e;
+                                i += 1;
+                            }
+                            None => return false,
+                        }
+                    }
+                    i += 2;
+                }
+                if lo <= c && c <= hi {
+                    hit = true;
+                }
+            }
+            hit != negate && glob(&p[i..], rest_n)
+        }
+        Some(b'\\') => match p.get(1) {
+            Some(&e) => n.first() == Some(&e) && glob(&p[2..], &n[1..]),
+            None => false,
+        },
+        Some(&c) => n.first() == Some(&c) && glob(&p[1..], &n[1..]),
+    }
+}
+
+// --- protobuf, by hand -------------------------------------------------------------------
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let b = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(b);
+            return;
+        }
+        out.push(b | 0x80);
+    }
+}
+
+fn put_uint(out: &mut Vec<u8>, field: u64, v: u64) {
+    if v != 0 {
+        put_varint(out, field << 3);
+        put_varint(out, v);
+    }
+}
+
+fn put_bytes(out: &mut Vec<u8>, field: u64, v: &[u8]) {
+    if !v.is_empty() {
+        put_varint(out, field << 3 | 2);
+        put_varint(out, v.len() as u64);
+        out.extend_from_slice(v);
+    }
+}
+
+/// `fsutil.types.Stat`.
+fn encode_stat(s: &Stat) -> Vec<u8> {
+    let mut m = Vec::with_capacity(s.path.len() + s.linkname.len() + 32);
+    put_bytes(&mut m, 1, s.path.as_bytes());
+    put_uint(&mut m, 2, u64::from(s.mode));
+    // uid (3) and gid (4) are 0: not written.
+    put_uint(&mut m, 5, s.size as u64);
+    put_uint(&mut m, 6, s.mtime as u64);
+    put_bytes(&mut m, 7, s.linkname.as_bytes());
+    m
+}
+
+/// A `STAT` packet (type 0, not written).
+fn stat_packet(s: &Stat) -> Vec<u8> {
+    let stat = encode_stat(s);
+    let mut m = Vec::with_capacity(stat.len() + 4);
+    put_varint(&mut m, 2 << 3 | 2);
+    put_varint(&mut m, stat.len() as u64);
+    m.extend_from_slice(&stat);
+    m
+}
+
+fn packet(kind: u64, id: u32, data: &[u8]) -> Vec<u8> {
+    let mut m = Vec::with_capacity(data.len() + 12);
+    put_uint(&mut m, 1, kind);
+    put_uint(&mut m, 3, u64::from(id));
+    put_bytes(&mut m, 4, data);
+    m
+}
+
+/// A packet's type, id and data.
+fn parse_packet(mut b: &[u8]) -> (u64, u32, Vec<u8>) {
+    let (mut kind, mut id, mut data) = (PACKET_STAT, 0u32, Vec::new());
+    while !b.is_empty() {
+        let Some((key, rest)) = varint(b) else { break };
+        b = rest;
+        match key & 7 {
+            0 => {
+                let Some((v, rest)) = varint(b) else { break };
+                b = rest;
+                match key >> 3 {
+                    1 => kind = v,
+                    3 => id = v as u32,
+                    _ => {}
+                }
+            }
+            2 => {
+                let Some((len, rest)) = varint(b) else { break };
+                let len = len as usize;
+                if rest.len() < len {
+                    break;
+                }
+                if key >> 3 == 4 {
+                    data = rest[..len].to_vec();
+                }
+                b = &rest[len..];
+            }
+            1 if b.len() >= 8 => b = &b[8..],
+            5 if b.len() >= 4 => b = &b[4..],
+            _ => break,
+        }
+    }
+    (kind, id, data)
+}
+
+fn varint(b: &[u8]) -> Option<(u64, &[u8])> {
+    let mut v = 0u64;
+    for (i, byte) in b.iter().enumerate().take(10) {
+        v |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((v, &b[i + 1..]));
+        }
+    }
+    None
+}
+
+/// One gRPC message frame: no compression, big-endian length, the message.
+fn frame(message: &[u8]) -> Frame<Bytes> {
+    let mut f = BytesMut::with_capacity(message.len() + 5);
+    f.put_u8(0);
+    f.put_u32(message.len() as u32);
+    f.put_slice(message);
+    Frame::data(f.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_like_go() {
+        assert!(glob(b"Dockerfile", b"Dockerfile"));
+        assert!(!glob(b"Dockerfile", b"dockerfile"));
+        assert!(glob(b"*.py", b"train.py"));
+        assert!(!glob(b"*.py", b"a/train.py"));
+        assert!(glob(b"a/*/c", b"a/b/c"));
+        assert!(glob(b"?ockerfile", b"Dockerfile"));
+        assert!(glob(b"[A-Z]ocker[^x]ile", b"Dockerfile"));
+        assert!(!glob(b"[a-z]ockerfile", b"Dockerfile"));
+        assert!(glob(b"a\\*b", b"a*b"));
+        assert!(!glob(b"a\\*b", b"axb"));
+        assert!(!glob(b"[", b"a"));
+    }
+
+    #[test]
+    fn include_prefixes_keep_parents_of_what_is_wanted() {
+        assert_eq!(match_prefix("src/app/main.py", "src"), Some(true));
+        assert_eq!(match_prefix("src/app/main.py", "src/app"), Some(true));
+        assert_eq!(
+            match_prefix("src/app/main.py", "src/app/main.py"),
+            Some(false)
+        );
+        assert_eq!(match_prefix("src/app/main.py", "docs"), None);
+        assert_eq!(match_prefix("src", "src/app"), None);
+    }
+
+    #[test]
+    fn packets_encode_as_fsutil_reads_them() {
+        let s = Stat {
+            path: "a".into(),
+            mode: GO_DIR | 0o755,
+            size: 0,
+            mtime: 1,
+            linkname: String::new(),
+        };
+        // Packet{stat: Stat{path: "a", mode: 0x800001ed, modTime: 1}}
+        assert_eq!(
+            stat_packet(&s),
+            [
+                0x12, 0x0b, 0x0a, 0x01, b'a', 0x10, 0xed, 0x83, 0x80, 0x80, 0x08, 0x30, 0x01
+            ]
+        );
+        assert_eq!(
+            packet(PACKET_DATA, 3, b"hi"),
+            [0x08, 2, 0x18, 3, 0x22, 2, b'h', b'i']
+        );
+        // The end of the stats and an end of file: nothing but the type.
+        assert_eq!(packet(PACKET_STAT, 0, &[]), Vec::<u8>::new());
+        assert_eq!(packet(PACKET_DATA, 0, &[]), [0x08, 2]);
+        assert_eq!(
+            parse_packet(&[0x08, 1, 0x18, 7]),
+            (PACKET_REQ, 7, Vec::new())
+        );
+        assert_eq!(parse_packet(&[0x08, 3]).0, PACKET_FIN);
+        assert_eq!(
+            parse_packet(&[0x08, 4, 0x22, 2, b'n', b'o']),
+            (PACKET_ERR, 0, b"no".to_vec())
+        );
+    }
+
+    #[test]
+    fn modes_are_gos() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        fs::write(d.join("x"), "").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(d.join("x"), fs::Permissions::from_mode(0o4755)).unwrap();
+        std::os::unix::fs::symlink("x", d.join("l")).unwrap();
+        let m = |p: &str| go_mode(&fs::symlink_metadata(d.join(p)).unwrap()).unwrap();
+        assert_eq!(m("x"), GO_SETUID | 0o755);
+        assert_eq!(m("l") & GO_SYMLINK, GO_SYMLINK);
+        assert_eq!(go_mode(&fs::metadata(d).unwrap()).unwrap() & GO_DIR, GO_DIR);
+    }
+
+    fn walk(src: Source) -> Vec<(String, u32, String)> {
+        let mut out = Vec::new();
+        let mut w = Walker {
+            source: &src,
+            last_included_dir: None,
+            links: HashMap::new(),
+        };
+        w.walk(&mut |s, _| {
+            out.push((s.path.clone(), s.mode, s.linkname.clone()));
+            Ok(true)
+        })
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn the_walk_excludes_includes_and_links_like_fsutil() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        for dir in ["a", "a.b", "empty", "logs/keep"] {
+            fs::create_dir_all(d.join(dir)).unwrap();
+        }
+        for f in [
+            "Dockerfile",
+            ".dockerignore",
+            "a/x",
+            "a.b/y",
+            "logs/z",
+            "logs/keep/k",
+        ] {
+            fs::write(d.join(f), f).unwrap();
+        }
+        fs::hard_link(d.join("a/x"), d.join("a/x2")).unwrap();
+        std::os::unix::fs::symlink("a/x", d.join("link")).unwrap();
+        let excludes = Matcher::new(["Dockerfile", ".dockerignore", "logs", "!logs/keep"]).ok();
+        let all = walk(Source {
+            root: d.to_path_buf(),
+            only: None,
+            excludes,
+            includes: None,
+        });
+        let paths: Vec<&str> = all.iter().map(|(p, _, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "a",
+                "a/x",
+                "a/x2",
+                "a.b",
+                "a.b/y",
+                "empty",
+                "link",
+                "logs",
+                "logs/keep",
+                "logs/keep/k"
+            ]
+        );
+        assert_eq!(all[2].2, "a/x", "a hard link names the first path");
+        assert_eq!(all[6].2, "a/x", "a symlink names its target");
+
+        let only = walk(Source {
+            root: d.to_path_buf(),
+            only: None,
+            excludes: None,
+            includes: Includes::new(d, None, Some(vec!["link".into()])),
+        });
+        let paths: Vec<&str> = only.iter().map(|(p, _, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["a", "a/x", "link"],
+            "a followed link brings its target"
+        );
+
+        let df = walk(Source {
+            root: d.to_path_buf(),
+            only: Some("Dockerfile".into()),
+            excludes: None,
+            includes: Includes::new(
+                d,
+                None,
+                Some(vec!["Dockerfile".into(), "dockerfile".into()]),
+            ),
+        });
+        assert_eq!(df.len(), 1);
+        assert_eq!(df[0].0, "Dockerfile");
+    }
+}
