@@ -14,6 +14,7 @@ pub mod controllers;
 pub mod docker;
 pub mod error;
 pub mod kubelet;
+pub mod kueue;
 pub mod logs;
 pub mod mpi;
 pub mod objects;
@@ -87,6 +88,11 @@ pub struct Options {
     /// Serve Kubeflow Trainer v2's TrainJob/TrainingRuntime/ClusterTrainingRuntime and
     /// JobSet, and run the Trainer and JobSet controllers ([`trainer`]).
     pub trainer: bool,
+    /// Run Kueue (v0.19, `kueue.x-k8s.io/v1beta2`) with one ClusterQueue `gpu` of this quota
+    /// and a LocalQueue `team-a` in every namespace ([`kueue`]); `--kueue`.
+    pub kueue: Option<kueue::Quota>,
+    /// Run Volcano's scheduler and serve its PodGroups and Queues; `--volcano`.
+    pub volcano: bool,
     /// Operators: each serves its custom resources and reconciles them
     /// ([`controllers::Operator`]).
     pub operators: Vec<Arc<dyn controllers::Operator>>,
@@ -116,6 +122,8 @@ impl Default for Options {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             mpi_operator: false,
             trainer: false,
+            kueue: None,
+            volcano: false,
             operators: Vec::new(),
             faults: Faults::default(),
             kubelet_delay: Duration::from_millis(100),
@@ -210,12 +218,19 @@ impl FakeCluster {
         if opts.trainer {
             operators.extend(trainer::operators());
         }
+        if let Some(q) = &opts.kueue {
+            operators.push(Arc::new(kueue::Kueue::new(q.clone())));
+        }
         let custom: Vec<ResId> = operators
             .iter()
             .flat_map(|o| o.resources())
             .map(resources::register)
             .collect();
         let store = Arc::new(Store::new(custom, opts.history_limit));
+        let _ = store.admission.set(operators.clone());
+        for op in &operators {
+            op.start(&store);
+        }
         if opts.nodes.count > 0 {
             opts.nodes
                 .validate()

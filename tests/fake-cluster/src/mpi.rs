@@ -165,7 +165,29 @@ impl Operator for MpiOperator {
                 }
             }
 
-            if !finished {
+            // `runPolicy.suspend` (Kueue sets it): no workers while suspended, and the launcher
+            // Job made at once but suspended, whatever the creation policy — the operator's
+            // `syncHandler` in v0.8.x (kubeflow/mpi-operator#615): `worker` stays empty while
+            // suspended, so "every worker ready" holds.
+            let suspended = mj
+                .pointer("/spec/runPolicy/suspend")
+                .and_then(Value::as_bool)
+                == Some(true);
+            let launcher_template = || {
+                let mut template = launcher_spec
+                    .get("template")
+                    .cloned()
+                    .unwrap_or_else(|| json!({}));
+                apply_restart_policy(&mut template, &launcher_spec, "OnFailure");
+                job.launcher_template(&template)
+            };
+            if !finished && suspended {
+                // cleanUpWorkerPods
+                for p in mine.iter().filter(|p| is_worker(p) && !deleting(p)) {
+                    ctl.store.remove(PODS, &ns, name_of(p), "Background");
+                }
+            }
+            if !finished && !suspended {
                 if let Some(ws) = &worker_spec {
                     let mut template = ws.get("template").cloned().unwrap_or_else(|| json!({}));
                     apply_restart_policy(&mut template, ws, "Never");
@@ -186,20 +208,21 @@ impl Operator for MpiOperator {
                         ctl.store.remove(PODS, &ns, name_of(p), "Background");
                     }
                 }
+            }
+            if !finished {
                 let launcher_name = job.launcher_name();
-                let workers_ready = mine
-                    .iter()
-                    .filter(|p| is_worker(p) && !deleting(p) && is_ready(p))
-                    .count() as i64
-                    >= workers;
+                let workers_ready = suspended
+                    || mine
+                        .iter()
+                        .filter(|p| is_worker(p) && !deleting(p) && is_ready(p))
+                        .count() as i64
+                        >= workers;
                 if ctl.store.get(JOBS, &ns, &launcher_name).is_none()
                     && (!job.wait_for_workers || workers_ready)
                 {
-                    let mut template = launcher_spec
-                        .get("template")
-                        .cloned()
-                        .unwrap_or_else(|| json!({}));
-                    if s(&template, "/spec/restartPolicy").is_some_and(|p| !p.is_empty()) {
+                    if s(&launcher_spec, "/template/spec/restartPolicy")
+                        .is_some_and(|p| !p.is_empty())
+                    {
                         ctl.store.record_event(
                             &mj,
                             "Warning",
@@ -208,9 +231,11 @@ impl Operator for MpiOperator {
                             "mpi-job-controller",
                         );
                     }
-                    apply_restart_policy(&mut template, &launcher_spec, "OnFailure");
-                    let template = job.launcher_template(&template);
-                    let mut spec = json!({"template": template, "podReplacementPolicy": "Failed"});
+                    let mut spec =
+                        json!({"template": launcher_template(), "podReplacementPolicy": "Failed"});
+                    if suspended {
+                        spec["suspend"] = json!(true);
+                    }
                     for k in [
                         "backoffLimit",
                         "ttlSecondsAfterFinished",
@@ -229,6 +254,47 @@ impl Operator for MpiOperator {
                         "spec": spec,
                     });
                     ctl.create(JOBS, &ns, launcher_job, &mj, "launcher job");
+                } else if let Some(l) = ctl.store.get(JOBS, &ns, &launcher_name) {
+                    let l_suspended =
+                        l.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
+                    if !suspended && l_suspended {
+                        // Resume: startTime cleared, the mutable scheduling directives
+                        // synced from the current launcher template (what Kueue injected),
+                        // unsuspended, in the same step as the workers were created: the
+                        // launcher does not wait for them (#615).
+                        let desired = launcher_template();
+                        ctl.store.mutate(JOBS, &ns, &launcher_name, |j| {
+                            if let Some(st) = j["status"].as_object_mut() {
+                                st.remove("startTime");
+                            }
+                            let t = &mut j["spec"]["template"];
+                            for k in ["labels", "annotations"] {
+                                if let Some(m) = desired["metadata"][k].as_object() {
+                                    if !t["metadata"][k].is_object() {
+                                        t["metadata"][k] = json!({});
+                                    }
+                                    for (a, b) in m {
+                                        t["metadata"][k][a] = b.clone();
+                                    }
+                                }
+                            }
+                            for k in ["nodeSelector", "tolerations", "schedulingGates"] {
+                                match desired["spec"].get(k) {
+                                    Some(v) => t["spec"][k] = v.clone(),
+                                    None => {
+                                        if let Some(m) = t["spec"].as_object_mut() {
+                                            m.remove(k);
+                                        }
+                                    }
+                                }
+                            }
+                            j["spec"]["suspend"] = json!(false);
+                        });
+                    } else if suspended && !l_suspended {
+                        ctl.store.mutate(JOBS, &ns, &launcher_name, |j| {
+                            j["spec"]["suspend"] = json!(true)
+                        });
+                    }
                 }
             }
             // Status.
@@ -271,7 +337,52 @@ impl Operator for MpiOperator {
                     "mpi-job-controller",
                 );
             }
-            if status.get("startTime").is_none() {
+            // Suspended / resumed (`updateMPIJobStatus`).
+            if suspended {
+                if !cond_true(&mj, "Suspended") {
+                    set_condition(
+                        &mut status,
+                        "Suspended",
+                        "True",
+                        "MPIJobSuspended",
+                        "MPIJob suspended",
+                        &now_s,
+                    );
+                    ctl.store.record_event(
+                        &mj,
+                        "Normal",
+                        "MPIJobSuspended",
+                        "MPIJob suspended",
+                        "mpi-job-controller",
+                    );
+                }
+                set_condition(
+                    &mut status,
+                    "Running",
+                    "False",
+                    "MPIJobSuspended",
+                    &format!("MPIJob {full} is suspended."),
+                    &now_s,
+                );
+            } else if cond_true(&mj, "Suspended") {
+                set_condition(
+                    &mut status,
+                    "Suspended",
+                    "False",
+                    "MPIJobResumed",
+                    "MPIJob resumed",
+                    &now_s,
+                );
+                ctl.store.record_event(
+                    &mj,
+                    "Normal",
+                    "MPIJobResumed",
+                    "MPIJob resumed",
+                    "mpi-job-controller",
+                );
+                status["startTime"] = json!(now_s);
+            }
+            if status.get("startTime").is_none() && !suspended {
                 status["startTime"] = json!(now_s);
             }
             let lget = |k: &str| {

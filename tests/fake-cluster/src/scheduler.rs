@@ -144,7 +144,7 @@ impl NodeSpec {
 
 /// A resource amount in the scheduler's units: cpu in millicores, everything else whole
 /// (memory and storage in bytes).
-fn amount(resource: &str, q: &Value) -> i64 {
+pub fn amount(resource: &str, q: &Value) -> i64 {
     let text = match q {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
@@ -318,6 +318,22 @@ pub fn unschedulable_message(n: usize, per_node: &[(Vec<String>, bool)]) -> Stri
     )
 }
 
+/// Whether `pod` still has `spec.schedulingGates`: no scheduler places it until they are
+/// removed (its PodScheduled condition says `SchedulingGated`, set when it was created).
+pub fn scheduling_gated(pod: &Value) -> bool {
+    pod.pointer("/spec/schedulingGates")
+        .and_then(Value::as_array)
+        .is_some_and(|g| !g.is_empty())
+}
+
+/// Whether the default scheduler may place `pod` (or, with no Node objects, the kubelet
+/// that binds in its place): not gated, and no other scheduler named (a pod naming
+/// `volcano` waits for Volcano, or forever where none runs, as on a real cluster).
+pub fn for_default_scheduler(pod: &Value) -> bool {
+    !scheduling_gated(pod)
+        && s(pod, "/spec/schedulerName").is_none_or(|n| n.is_empty() || n == "default-scheduler")
+}
+
 fn terminal(p: &Value) -> bool {
     matches!(s(p, "/status/phase"), Some("Succeeded" | "Failed"))
 }
@@ -334,7 +350,7 @@ pub fn schedule(store: &Store, nodes_res: usize) {
             s(p, "/spec/nodeName").is_none_or(str::is_empty)
                 && !terminal(p)
                 && p.pointer("/metadata/deletionTimestamp").is_none()
-                && s(p, "/spec/schedulerName").is_none_or(|n| n == "default-scheduler")
+                && for_default_scheduler(p)
         })
         .collect();
     if pending.is_empty() {

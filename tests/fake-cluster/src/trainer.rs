@@ -138,25 +138,7 @@ const LAUNCHER: &str = "launcher";
 const NODE: &str = "node";
 const HOSTFILE_DIR: &str = "/etc/mpi";
 
-/// Sets a metav1.Condition (type, status, reason, message, lastTransitionTime), keeping the
-/// transition time when the status stays.
-fn set_cond(status: &mut Value, ctype: &str, cstatus: &str, reason: &str, msg: &str, now: &str) {
-    if !status["conditions"].is_array() {
-        status["conditions"] = json!([]);
-    }
-    let conds = status["conditions"].as_array_mut().expect("array");
-    match conds.iter_mut().find(|c| s(c, "/type") == Some(ctype)) {
-        Some(c) => {
-            if s(c, "/status") != Some(cstatus) {
-                c["lastTransitionTime"] = json!(now);
-            }
-            c["status"] = json!(cstatus);
-            c["reason"] = json!(reason);
-            c["message"] = json!(msg);
-        }
-        None => conds.push(json!({"type": ctype, "status": cstatus, "reason": reason, "message": msg, "lastTransitionTime": now})),
-    }
-}
+use crate::controllers::set_meta_condition as set_cond;
 
 fn cond<'a>(v: &'a Value, t: &str) -> Option<&'a Value> {
     v.pointer("/status/conditions")?
@@ -209,7 +191,7 @@ pub fn operators() -> Vec<Arc<dyn Operator>> {
 }
 
 /// The MPI policy after the Trainer's defaults and the TrainJob's overrides.
-struct Mpi {
+pub(crate) struct Mpi {
     nodes: i64,
     slots: i64,
     ssh_path: String,
@@ -217,7 +199,7 @@ struct Mpi {
 }
 
 impl Mpi {
-    fn of(tj: &Value, rt: &Value) -> Mpi {
+    pub(crate) fn of(tj: &Value, rt: &Value) -> Mpi {
         let int = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_i64);
         let num_nodes = int(tj, "/spec/trainer/numNodes")
             .or(int(rt, "/spec/mlPolicy/numNodes"))
@@ -263,15 +245,7 @@ impl Operator for TrainerOperator {
             }
             let (ns, name) = (ns_of(&tj).to_string(), name_of(&tj).to_string());
             let rt_name = s(&tj, "/spec/runtimeRef/name").unwrap_or_default();
-            let runtime = match s(&tj, "/spec/runtimeRef/kind") {
-                Some("TrainingRuntime") => {
-                    ctl.store
-                        .get(resources::register(&TRAININGRUNTIMES), &ns, rt_name)
-                }
-                _ => ctl
-                    .store
-                    .get(resources::register(&CLUSTERTRAININGRUNTIMES), "", rt_name),
-            };
+            let runtime = runtime_of(&ctl.store, &tj);
             let mut status = tj
                 .get("status")
                 .cloned()
@@ -344,6 +318,18 @@ impl Operator for TrainerOperator {
                     .mutate(id, &ns, &name, |o| o["status"] = status.clone());
             }
         }
+    }
+}
+
+/// The runtime a TrainJob names (`spec.runtimeRef`: a ClusterTrainingRuntime unless the kind
+/// says TrainingRuntime, in the TrainJob's namespace).
+pub(crate) fn runtime_of(store: &crate::store::Store, tj: &Value) -> Option<Arc<Value>> {
+    let rt_name = s(tj, "/spec/runtimeRef/name").unwrap_or_default();
+    match s(tj, "/spec/runtimeRef/kind") {
+        Some("TrainingRuntime") => {
+            store.get(resources::register(&TRAININGRUNTIMES), ns_of(tj), rt_name)
+        }
+        _ => store.get(resources::register(&CLUSTERTRAININGRUNTIMES), "", rt_name),
     }
 }
 
@@ -424,10 +410,21 @@ fn build(ctl: &Controllers, tj: &Value, rt: &Value, suspend: bool) {
     }
     if let Some(js) = ctl.store.get(jobsets, &ns, &name) {
         let was = js.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
-        if was != suspend && (was || suspend) {
+        if was {
+            // Rebuilt only while suspended (the JobSet plugin's `Build`): what Kueue wrote
+            // into its runtime patch on admission reaches the pods.
+            let fresh = jobset(tj, rt, &mpi, spec, suspend);
             ctl.store.mutate(jobsets, &ns, &name, |o| {
-                o["spec"]["suspend"] = json!(suspend)
+                o["spec"] = fresh["spec"].clone();
+                for k in ["labels", "annotations"] {
+                    if fresh["metadata"][k].is_object() {
+                        o["metadata"][k] = fresh["metadata"][k].clone();
+                    }
+                }
             });
+        } else if suspend {
+            ctl.store
+                .mutate(jobsets, &ns, &name, |o| o["spec"]["suspend"] = json!(true));
         }
         return;
     }
@@ -436,7 +433,7 @@ fn build(ctl: &Controllers, tj: &Value, rt: &Value, suspend: bool) {
 }
 
 /// The JobSet of TrainJob `tj` from runtime `rt`'s template.
-fn jobset(tj: &Value, rt: &Value, mpi: &Mpi, mut spec: Value, suspend: bool) -> Value {
+pub(crate) fn jobset(tj: &Value, rt: &Value, mpi: &Mpi, mut spec: Value, suspend: bool) -> Value {
     let (ns, name) = (ns_of(tj), name_of(tj));
     let mut meta = json!({"name": name, "namespace": ns, "ownerReferences": [owner_ref(tj)]});
     merge_map(
@@ -707,6 +704,15 @@ impl Operator for JobSetOperator {
                     .unwrap_or(1);
                 n("ready") + n("succeeded") >= want
             };
+            // A suspended JobSet suspends its Jobs; resumed, it resumes them.
+            for j in mine.iter().filter(|j| !job_done(j)) {
+                let js_ = j.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
+                if js_ != suspend {
+                    ctl.store.mutate(JOBS, &ns, name_of(j), |o| {
+                        o["spec"]["suspend"] = json!(suspend)
+                    });
+                }
+            }
             if !suspend {
                 for rj in &rjobs {
                     let rname = s(rj, "/name").unwrap_or_default();
