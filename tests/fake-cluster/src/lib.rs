@@ -27,6 +27,7 @@ pub mod store;
 pub mod table;
 pub mod trainer;
 pub mod util;
+pub mod volcano;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -91,7 +92,9 @@ pub struct Options {
     /// Run Kueue (v0.19, `kueue.x-k8s.io/v1beta2`) with one ClusterQueue `gpu` of this quota
     /// and a LocalQueue `team-a` in every namespace ([`kueue`]); `--kueue`.
     pub kueue: Option<kueue::Quota>,
-    /// Run Volcano's scheduler and serve its PodGroups and Queues; `--volcano`.
+    /// Run Volcano's scheduler and serve its PodGroups and Queues ([`volcano`]); the MPI
+    /// Operator then runs as with `--gang-scheduling=volcano` and the Trainer's volcano plugin
+    /// makes PodGroups; `--volcano`.
     pub volcano: bool,
     /// Operators: each serves its custom resources and reconciles them
     /// ([`controllers::Operator`]).
@@ -220,6 +223,9 @@ impl FakeCluster {
         }
         if let Some(q) = &opts.kueue {
             operators.push(Arc::new(kueue::Kueue::new(q.clone())));
+        }
+        if opts.volcano {
+            operators.push(Arc::new(volcano::Volcano));
         }
         let custom: Vec<ResId> = operators
             .iter()

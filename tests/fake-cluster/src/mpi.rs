@@ -111,7 +111,9 @@ impl Operator for MpiOperator {
                 .unwrap_or_else(|| json!({}));
             let worker_spec = specs.get("Worker").cloned();
             let launcher_spec = specs.get("Launcher").cloned().unwrap_or_else(|| json!({}));
-            let job = JobSpec::of(&mj);
+            let mut job = JobSpec::of(&mj);
+            // On a cluster running Volcano the operator runs with `--gang-scheduling=volcano`.
+            job.volcano = crate::volcano::served(&ctl.store);
             let workers = job.workers;
             // The operator defaults runPolicy.cleanPodPolicy to None.
             let clean = s(&mj, "/spec/runPolicy/cleanPodPolicy")
@@ -182,10 +184,19 @@ impl Operator for MpiOperator {
                 job.launcher_template(&template)
             };
             if !finished && suspended {
-                // cleanUpWorkerPods
+                // cleanUpWorkerPods (workers and PodGroup).
                 for p in mine.iter().filter(|p| is_worker(p) && !deleting(p)) {
                     ctl.store.remove(PODS, &ns, name_of(p), "Background");
                 }
+                if job.volcano {
+                    let pg = resources::register(&crate::volcano::PODGROUPS);
+                    ctl.store.remove(pg, &ns, &name, "Background");
+                }
+            }
+            if !finished && !suspended && job.volcano {
+                // `getOrCreatePodGroups`, before the workers (`pkg/controller/podgroup.go`).
+                let spec = job.pod_group_spec(&mj);
+                crate::volcano::ensure_pod_group(ctl, &mj, &name, spec);
             }
             if !finished && !suspended {
                 if let Some(ws) = &worker_spec {
@@ -524,6 +535,9 @@ pub struct JobSpec {
     pub launcher_as_worker: bool,
     /// `launcherCreationPolicy: WaitForWorkersReady`.
     pub wait_for_workers: bool,
+    /// Gang scheduling by Volcano (`--gang-scheduling=volcano`): pods get
+    /// `schedulerName: volcano` and the PodGroup annotation.
+    pub volcano: bool,
 }
 
 impl JobSpec {
@@ -556,7 +570,71 @@ impl JobSpec {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             wait_for_workers: s(mj, "/spec/launcherCreationPolicy") == Some("WaitForWorkersReady"),
+            volcano: false,
         }
+    }
+
+    /// The PodGroup's spec (`pkg/controller/podgroup.go:VolcanoCtrl.newPodGroup`):
+    /// `minMember` = `schedulingPolicy.minAvailable`, else workers + 1; `queue` =
+    /// `schedulingPolicy.queue`, else the MPIJob's `scheduling.volcano.sh/queue-name`
+    /// annotation; `priorityClassName` = `schedulingPolicy.priorityClass`, else the launcher's,
+    /// else the worker's; `minResources` = `schedulingPolicy.minResources`, else the launcher's
+    /// and (minMember − 1, at most every) workers' requests, limits where missing
+    /// (`calPGMinResource`).
+    pub fn pod_group_spec(&self, mj: &Value) -> Value {
+        let sp = mj
+            .pointer("/spec/runPolicy/schedulingPolicy")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        let min = sp
+            .get("minAvailable")
+            .and_then(Value::as_i64)
+            .unwrap_or(self.workers + 1);
+        let queue = s(&sp, "/queue")
+            .filter(|q| !q.is_empty())
+            .or(mj
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(crate::volcano::QUEUE_ANNOTATION))
+                .and_then(Value::as_str))
+            .unwrap_or("default");
+        let tmpl = |role: &str| {
+            mj.pointer(&format!("/spec/mpiReplicaSpecs/{role}/template"))
+                .cloned()
+                .unwrap_or_else(|| json!({}))
+        };
+        let (lt, wt) = (tmpl("Launcher"), tmpl("Worker"));
+        let prio = s(&sp, "/priorityClass")
+            .or(s(&lt, "/spec/priorityClassName"))
+            .or(s(&wt, "/spec/priorityClassName"))
+            .filter(|p| !p.is_empty());
+        let mut spec = json!({"minMember": min, "queue": queue});
+        if let Some(p) = prio {
+            spec["priorityClassName"] = json!(p);
+        }
+        let min_res = match sp.get("minResources") {
+            Some(r) => Some(r.clone()),
+            None if min > 0 => {
+                let workers = self.workers.min((min - 1).max(0));
+                crate::volcano::min_resources(&[(&lt, 1), (&wt, workers)])
+            }
+            None => None,
+        };
+        if let Some(r) = min_res {
+            spec["minResources"] = r;
+        }
+        spec
+    }
+
+    /// `decoratePodTemplateSpec`: Volcano schedules the pod, as a member of the job's group.
+    fn gang(&self, meta: &mut Value, spec: &mut Value) {
+        if !self.volcano {
+            return;
+        }
+        spec["schedulerName"] = json!(crate::volcano::SCHEDULER);
+        if !meta["annotations"].is_object() {
+            meta["annotations"] = json!({});
+        }
+        meta["annotations"][crate::volcano::GROUP_ANNOTATION] = json!(self.name);
     }
 
     /// `<pod>.<job>.<ns>.svc`: what the operator writes for each host.
@@ -725,6 +803,7 @@ impl JobSpec {
         if let Some(a) = template.pointer("/metadata/annotations") {
             meta["annotations"] = a.clone();
         }
+        self.gang(&mut meta, &mut spec);
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
     }
 
@@ -807,6 +886,10 @@ impl JobSpec {
                 json!({"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT_PATH}),
             );
         }
+        let (mut meta, mut spec) = (t["metadata"].take(), t["spec"].take());
+        self.gang(&mut meta, &mut spec);
+        t["metadata"] = meta;
+        t["spec"] = spec;
         t
     }
 }

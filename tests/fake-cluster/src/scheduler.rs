@@ -215,7 +215,7 @@ fn tolerates(tolerations: &[Value], taint: &Value) -> bool {
 
 /// Why `pod` does not fit `node`; empty when it does. `used` is what the node's pods
 /// request (with `pods` counted), `unresolvable` tells preemption could not help.
-fn misfit(
+pub fn misfit(
     pod: &Value,
     req: &BTreeMap<String, i64>,
     node: &Value,
@@ -338,6 +338,66 @@ fn terminal(p: &Value) -> bool {
     matches!(s(p, "/status/phase"), Some("Succeeded" | "Failed"))
 }
 
+/// What each node's bound, unfinished pods request (with `pods` counted), in `nodes`' order.
+pub fn node_usage(nodes: &[Arc<Value>], pods: &[Arc<Value>]) -> Vec<BTreeMap<String, i64>> {
+    nodes
+        .iter()
+        .map(|n| {
+            let mut u: BTreeMap<String, i64> = BTreeMap::new();
+            for p in pods
+                .iter()
+                .filter(|p| s(p, "/spec/nodeName") == Some(name_of(n)) && !terminal(p))
+            {
+                for (k, v) in pod_requests(p) {
+                    *u.entry(k).or_default() += v;
+                }
+                *u.entry("pods".into()).or_default() += 1;
+            }
+            u
+        })
+        .collect()
+}
+
+/// A quantity as Kubernetes prints it (Kueue's `resource_formatter.go` too): cpu from
+/// millicores (`500m`, `2`), memory-like resources in binary units (`1Gi`), the rest as
+/// DecimalSI integers (`4`, `1k`).
+pub fn fmt_amount(resource: &str, v: i64) -> String {
+    fn decimal(v: i64) -> String {
+        for (f, u) in [
+            (1_000_000_000_000i64, "T"),
+            (1_000_000_000, "G"),
+            (1_000_000, "M"),
+            (1_000, "k"),
+        ] {
+            if v != 0 && v % f == 0 {
+                return format!("{}{u}", v / f);
+            }
+        }
+        v.to_string()
+    }
+    if resource == "cpu" {
+        if v % 1000 == 0 {
+            decimal(v / 1000)
+        } else {
+            format!("{v}m")
+        }
+    } else if resource == "memory"
+        || resource == "ephemeral-storage"
+        || resource.starts_with("hugepages-")
+    {
+        const UNITS: [&str; 6] = ["Ei", "Pi", "Ti", "Gi", "Mi", "Ki"];
+        for (i, u) in UNITS.iter().enumerate() {
+            let f = 1i64 << (10 * (6 - i));
+            if v != 0 && v % f == 0 {
+                return format!("{}{u}", v / f);
+            }
+        }
+        v.to_string()
+    } else {
+        decimal(v)
+    }
+}
+
 /// One scheduling pass: binds what fits, marks the rest Unschedulable (once per change of
 /// message, with a `FailedScheduling` event).
 pub fn schedule(store: &Store, nodes_res: usize) {
@@ -363,22 +423,7 @@ pub fn schedule(store: &Store, nodes_res: usize) {
             name_of(b),
         ))
     });
-    let mut used: Vec<BTreeMap<String, i64>> = nodes
-        .iter()
-        .map(|n| {
-            let mut u: BTreeMap<String, i64> = BTreeMap::new();
-            for p in pods
-                .iter()
-                .filter(|p| s(p, "/spec/nodeName") == Some(name_of(n)) && !terminal(p))
-            {
-                for (k, v) in pod_requests(p) {
-                    *u.entry(k).or_default() += v;
-                }
-                *u.entry("pods".into()).or_default() += 1;
-            }
-            u
-        })
-        .collect();
+    let mut used = node_usage(&nodes, &pods);
     let now = fmt_time(now_ns());
     for pod in pending {
         // The volume binding check comes first, as the real scheduler's plugin: a claim that

@@ -408,6 +408,15 @@ fn build(ctl: &Controllers, tj: &Value, rt: &Value, suspend: bool) {
         }
         Some(_) => {}
     }
+    if rt.pointer("/spec/podGroupPolicy/volcano").is_some() && crate::volcano::served(&ctl.store) {
+        // The volcano plugin's `Build`: once made, the PodGroup is rebuilt only while the
+        // TrainJob is suspended.
+        let pg = resources::register(&crate::volcano::PODGROUPS);
+        if suspend || ctl.store.get(pg, &ns, &name).is_none() {
+            let js = jobset(tj, rt, &mpi, spec.clone(), suspend);
+            crate::volcano::ensure_pod_group(ctl, tj, &name, pod_group_spec(tj, rt, &js));
+        }
+    }
     if let Some(js) = ctl.store.get(jobsets, &ns, &name) {
         let was = js.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
         if was {
@@ -430,6 +439,63 @@ fn build(ctl: &Controllers, tj: &Value, rt: &Value, suspend: bool) {
     }
     let js = jobset(tj, rt, &mpi, spec, suspend);
     ctl.create(jobsets, &ns, js, tj, "jobset");
+}
+
+/// The PodGroup spec of the Trainer's volcano plugin (`plugins/volcano/volcano.go`):
+/// `minMember` every pod of the JobSet, `minResources` their requests, `priorityClassName`
+/// the last replicated job's that sets one, `queue` from the annotation
+/// `scheduling.volcano.sh/queue-name` of the runtime's template or a runtime patch's (not the
+/// TrainJob's own annotations; `default`, the CRD's default, without one).
+fn pod_group_spec(tj: &Value, rt: &Value, js: &Value) -> Value {
+    let mut min = 0;
+    let mut sets = Vec::new();
+    let mut prio = None;
+    for rj in js["spec"]["replicatedJobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let n = rj.get("replicas").and_then(Value::as_i64).unwrap_or(1)
+            * rj.pointer("/template/spec/parallelism")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+        min += n;
+        let pod = &rj["template"]["spec"]["template"];
+        sets.push((pod, n));
+        if let Some(p) = s(pod, "/spec/priorityClassName").filter(|p| !p.is_empty()) {
+            prio = Some(p.to_string());
+        }
+    }
+    let mut annotations = json!({});
+    merge_map(
+        &mut annotations,
+        rt.pointer("/spec/template/metadata/annotations"),
+    );
+    for p in tj
+        .pointer("/spec/runtimePatches")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        merge_map(
+            &mut annotations,
+            p.pointer("/trainingRuntimeSpec/template/metadata/annotations"),
+        );
+    }
+    let queue = s(
+        &annotations,
+        &format!("/{}", crate::volcano::QUEUE_ANNOTATION.replace('/', "~1")),
+    )
+    .filter(|q| !q.is_empty())
+    .unwrap_or("default");
+    let mut spec = json!({"minMember": min, "queue": queue});
+    if let Some(p) = prio {
+        spec["priorityClassName"] = json!(p);
+    }
+    if let Some(r) = crate::volcano::min_resources(&sets) {
+        spec["minResources"] = r;
+    }
+    spec
 }
 
 /// The JobSet of TrainJob `tj` from runtime `rt`'s template.
@@ -598,6 +664,13 @@ pub(crate) fn jobset(tj: &Value, rt: &Value, mpi: &Mpi, mut spec: Value, suspend
             &mut meta["annotations"],
             p.pointer("/trainingRuntimeSpec/template/metadata/annotations"),
         );
+    }
+    // The volcano plugin's `EnforcePodGroupPolicy`: every pod joins the TrainJob's PodGroup.
+    if rt.pointer("/spec/podGroupPolicy/volcano").is_some() {
+        for rj in spec["replicatedJobs"].as_array_mut().into_iter().flatten() {
+            let ann = &mut rj["template"]["spec"]["template"]["metadata"]["annotations"];
+            merge_map(ann, Some(&json!({crate::volcano::GROUP_ANNOTATION: name})));
+        }
     }
     if suspend {
         spec["suspend"] = json!(true);

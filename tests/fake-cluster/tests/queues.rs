@@ -651,13 +651,20 @@ fn suspended_batch_job_and_gated_pod_wait() {
     fc.create(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "g", "namespace": "default"},
         "spec": {"schedulingGates": [{"name": "example.com/hold"}], "containers": [{"name": "c", "image": "i"}]}}))
         .unwrap();
-    // An ungated pod made after it runs; the gated one, seen in the same kubelet passes,
-    // stays Pending and unbound.
+    // A pod for Volcano on a cluster without it waits too.
+    let mut v = pod("for-volcano", &[]);
+    v["spec"]["schedulerName"] = json!("volcano");
+    fc.create(v).unwrap();
+    // An ungated pod made after them runs; the others, seen in the same kubelet passes, stay
+    // Pending and unbound.
     fc.create(pod("after", &[])).unwrap();
     fc.wait_for("pods", "default", "after", WAIT, |p| {
         p.is_some_and(|p| p["status"]["phase"] == "Running")
     })
     .expect("ungated pod runs");
+    let v = fc.get("pods", "default", "for-volcano").unwrap();
+    assert_eq!(v["status"]["phase"], "Pending");
+    assert!(v["spec"].get("nodeName").is_none());
     let p = fc.get("pods", "default", "g").unwrap();
     assert_eq!(p["status"]["phase"], "Pending");
     assert!(p["spec"].get("nodeName").is_none());
@@ -691,4 +698,151 @@ fn suspended_batch_job_and_gated_pod_wait() {
         p.is_some_and(|p| p["status"]["phase"] == "Running")
     })
     .expect("runs once the gate is gone");
+}
+
+fn volcano(f: impl FnOnce(&mut Options)) -> FakeCluster {
+    let mut o = Options {
+        volcano: true,
+        kubelet_delay: Duration::from_millis(20),
+        restart_backoff: Duration::from_millis(50),
+        ..Default::default()
+    };
+    f(&mut o);
+    FakeCluster::start(o).expect("start fake cluster")
+}
+
+/// An MPIJob for Volcano: `workers` workers of 1 cpu, a launcher of 500m.
+fn gang_mpijob(name: &str, workers: i64) -> Value {
+    json!({
+        "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": "default", "annotations": {"scheduling.volcano.sh/queue-name": "ignored"}},
+        "spec": {"slotsPerWorker": 1, "runPolicy": {"schedulingPolicy": {"queue": "default"}}, "mpiReplicaSpecs": {
+            "Launcher": {"replicas": 1, "template": {"spec": {"containers": [{"name": "launcher", "image": "hvd",
+                "resources": {"requests": {"cpu": "500m"}}}]}}},
+            "Worker": {"replicas": workers, "template": {"spec": {"containers": [{"name": "worker", "image": "hvd",
+                "resources": {"requests": {"cpu": "1"}}}]}}}}}
+    })
+}
+
+#[test]
+fn volcano_gang_pending_when_it_does_not_fit_running_when_it_does() {
+    let fc = volcano(|o| {
+        o.mpi_operator = true;
+        o.nodes.count = 1;
+        o.nodes.cpu = "2".into();
+    });
+    let q = fc.get("queues", "", "default").unwrap();
+    assert_eq!(q["status"]["state"], "Open");
+    // 500m + 2 × 1 cpu does not fit a 2-cpu node: the whole group waits.
+    fc.create(gang_mpijob("big", 2)).unwrap();
+    let msg = "3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable; Pending: 3 Unschedulable";
+    let pg = fc
+        .wait_for("podgroups", "default", "big", WAIT, |g| {
+            g.and_then(|g| cond(g, "Unschedulable"))
+                .is_some_and(|c| c["message"] == msg)
+        })
+        .expect("unschedulable group")
+        .unwrap();
+    assert_eq!(pg["status"]["phase"], "Pending");
+    let c = cond(&pg, "Unschedulable").unwrap();
+    assert_eq!(
+        (c["status"].as_str(), c["reason"].as_str()),
+        (Some("True"), Some("NotEnoughResources"))
+    );
+    assert_eq!(pg["spec"]["minMember"], 3);
+    assert_eq!(pg["spec"]["queue"], "default");
+    assert_eq!(pg["spec"]["minResources"], json!({"cpu": "2500m"}));
+    assert_eq!(pg["metadata"]["ownerReferences"][0]["kind"], "MPIJob");
+    let w = fc.get("pods", "default", "big-worker-1").unwrap();
+    assert_eq!(w["spec"]["schedulerName"], "volcano");
+    assert_eq!(
+        w["metadata"]["annotations"]["scheduling.k8s.io/group-name"],
+        "big"
+    );
+    assert!(w["spec"].get("nodeName").is_none());
+    assert_eq!(cond(&w, "PodScheduled").unwrap()["reason"], "Unschedulable");
+    let pg_uid = uid(&pg);
+    assert!(events(&fc, "default", &pg_uid).contains(&("Unschedulable".into(), msg.into())));
+
+    // 500m + 1 cpu fits: Inqueue, then Running, and the job runs.
+    fc.create(gang_mpijob("small", 1)).unwrap();
+    let pg = fc
+        .wait_for("podgroups", "default", "small", WAIT, |g| {
+            g.is_some_and(|g| g["status"]["phase"] == "Running" && g["status"]["running"] == 2)
+        })
+        .expect("group running")
+        .unwrap();
+    assert_eq!(pg["spec"]["minMember"], 2);
+    assert!(cond(&pg, "Unschedulable").is_none());
+    fc.wait_for("mpijobs", "default", "small", WAIT, |j| {
+        cond_is(j, "Running", "True")
+    })
+    .expect("small runs");
+    let ev = events(
+        &fc,
+        "default",
+        &uid(&fc.get("pods", "default", "small-worker-0").unwrap()),
+    );
+    assert!(
+        ev.contains(&(
+            "Scheduled".into(),
+            "Successfully assigned default/small-worker-0 to fake-node-0".into()
+        )),
+        "{ev:?}"
+    );
+    // Still waiting, and seen through kubectl.
+    assert_eq!(
+        fc.get("podgroups", "default", "big").unwrap()["status"]["phase"],
+        "Pending"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    if let Some(out) = kubectl(&fc, dir.path(), &["get", "podgroups"]) {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with("big "))
+            .unwrap_or_default();
+        assert_eq!(
+            row.split_whitespace().take(3).collect::<Vec<_>>(),
+            ["big", "Pending", "3"],
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn volcano_trainjob_pod_group_from_the_runtime() {
+    let fc = volcano(|o| o.trainer = true);
+    let mut rt = runtime();
+    rt["spec"]["podGroupPolicy"] = json!({"volcano": {}});
+    for i in 0..2 {
+        rt["spec"]["template"]["spec"]["replicatedJobs"][i]["template"]["spec"]["template"]["spec"]
+            ["schedulerName"] = json!("volcano");
+    }
+    // The launcher keeps running: the group stays Running while the test looks.
+    rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"]
+        [0]["env"][0]["value"] = json!("100000");
+    fc.create(rt).unwrap();
+    fc.create(json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "team-v"}, "spec": {"weight": 1}}))
+        .unwrap();
+    let tj = json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+        "metadata": {"name": "tv", "namespace": "default", "annotations": {"scheduling.volcano.sh/queue-name": "not-this"}},
+        "spec": {"runtimeRef": {"name": "mpi", "kind": "TrainingRuntime", "apiGroup": "trainer.kubeflow.org"},
+            "runtimePatches": [{"manager": "hvdctl.io/hvdctl", "trainingRuntimeSpec": {"template": {"metadata": {"annotations": {"scheduling.volcano.sh/queue-name": "team-v"}}}}}]}});
+    fc.create(tj).unwrap();
+    let pg = fc
+        .wait_for("podgroups", "default", "tv", WAIT, |g| {
+            g.is_some_and(|g| g["status"]["phase"] == "Running")
+        })
+        .expect("trainjob's group runs")
+        .unwrap();
+    assert_eq!(pg["spec"]["minMember"], 3);
+    assert_eq!(pg["spec"]["queue"], "team-v");
+    assert_eq!(pg["spec"]["minResources"], json!({"cpu": "3"}));
+    assert_eq!(pg["metadata"]["ownerReferences"][0]["kind"], "TrainJob");
+    let pods = fc.list("pods", Some("default"), "jobset.sigs.k8s.io/jobset-name=tv");
+    assert_eq!(pods.len(), 3);
+    assert!(
+        pods.iter()
+            .all(|p| p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "tv")
+    );
 }

@@ -258,46 +258,7 @@ pub fn queue_name(obj: &Value) -> Option<&str> {
         .filter(|q| !q.is_empty())
 }
 
-/// A quantity in Kueue's messages and status (`resource_formatter.go`): cpu from millicores
-/// (`500m`, `2`), memory-like resources in binary units (`1Gi`), the rest as integers.
-pub fn fmt_amount(resource: &str, v: i64) -> String {
-    if resource == "cpu" {
-        if v % 1000 == 0 {
-            decimal(v / 1000)
-        } else {
-            format!("{v}m")
-        }
-    } else if resource == "memory"
-        || resource == "ephemeral-storage"
-        || resource.starts_with("hugepages-")
-    {
-        const UNITS: [&str; 6] = ["Ei", "Pi", "Ti", "Gi", "Mi", "Ki"];
-        for (i, u) in UNITS.iter().enumerate() {
-            let f = 1i64 << (10 * (6 - i));
-            if v != 0 && v % f == 0 {
-                return format!("{}{u}", v / f);
-            }
-        }
-        v.to_string()
-    } else {
-        decimal(v)
-    }
-}
-
-/// A whole number as a DecimalSI quantity (`1k` for 1000).
-fn decimal(v: i64) -> String {
-    for (f, u) in [
-        (1_000_000_000_000i64, "T"),
-        (1_000_000_000, "G"),
-        (1_000_000, "M"),
-        (1_000, "k"),
-    ] {
-        if v != 0 && v % f == 0 {
-            return format!("{}{u}", v / f);
-        }
-    }
-    v.to_string()
-}
+pub use crate::scheduler::fmt_amount;
 
 /// A map of resource → quantity string.
 pub fn resource_list(m: &BTreeMap<String, i64>) -> Value {
