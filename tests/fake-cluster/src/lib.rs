@@ -21,6 +21,7 @@ pub mod objects;
 pub mod patch;
 pub mod resources;
 pub mod scheduler;
+pub mod schema;
 pub mod selectors;
 mod server;
 pub mod store;

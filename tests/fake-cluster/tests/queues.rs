@@ -104,6 +104,44 @@ fn kubectl(fc: &FakeCluster, dir: &std::path::Path, args: &[&str]) -> Option<Str
     Some(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Every stored object of `resource` — status included, as the fake wrote it — validates
+/// strictly against the CRD schema `fixture` of `tests/fixtures/crds/`; returns how many.
+fn assert_valid(fc: &FakeCluster, resource: &str, fixture: &str) -> usize {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/crds")
+        .join(format!("{fixture}.schema.json"));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let schema = fake_cluster::schema::of_fixture(&doc);
+    let items = fc.list(resource, None, "");
+    for o in &items {
+        let errs = fake_cluster::schema::errors(schema, o);
+        assert!(
+            errs.is_empty(),
+            "{resource} {} against {fixture}: {errs:#?}",
+            o["metadata"]["name"]
+        );
+    }
+    // The check bites: a status field the CRD does not declare is refused.
+    if let Some(o) = items.first() {
+        let mut bad = o.clone();
+        bad["status"]["notInTheCrd"] = json!(1);
+        assert!(!fake_cluster::schema::errors(schema, &bad).is_empty());
+    }
+    items.len()
+}
+
+/// Kueue's objects against Kueue v0.19.2's CRDs.
+fn assert_kueue_valid(fc: &FakeCluster) {
+    for (r, f) in [
+        ("workloads", "kueue-v0.19.2-workloads"),
+        ("localqueues", "kueue-v0.19.2-localqueues"),
+        ("clusterqueues", "kueue-v0.19.2-clusterqueues"),
+        ("resourceflavors", "kueue-v0.19.2-resourceflavors"),
+    ] {
+        assert!(assert_valid(fc, r, f) > 0, "no {r}");
+    }
+}
+
 #[test]
 fn kueue_start_objects_and_local_queue_per_namespace() {
     let fc = kueue("cpu=8,nvidia.com/gpu=4", |_| {});
@@ -228,7 +266,13 @@ fn kueue_admits_mpijobs_in_order_against_the_quota() {
         wl2["status"]["resourceRequests"][0],
         json!({"name": "launcher", "resources": {"cpu": "1"}})
     );
-    assert!(events(&fc, "default", &uid(&wl2)).contains(&("Pending".into(), msg.into())));
+    // The Warning event follows the condition.
+    let wl2_uid = uid(&wl2);
+    wait_until("the Pending event", WAIT, || {
+        events(&fc, "default", &wl2_uid)
+            .contains(&("Pending".into(), msg.into()))
+            .then_some(())
+    });
     let mj2 = fc
         .wait_for("mpijobs", "default", "second", WAIT, |j| {
             cond_is(j, "Suspended", "True")
@@ -257,6 +301,13 @@ fn kueue_admits_mpijobs_in_order_against_the_quota() {
 
     // Visibility: position 0 in both queues (0-based), through kubectl too.
     let dir = tempfile::tempdir().unwrap();
+    // The queues' status counts it (written at the end of the same pass).
+    fc.wait_for("localqueues", "default", "team-a", WAIT, |l| {
+        l.is_some_and(|l| {
+            l["status"]["pendingWorkloads"] == 1 && l["status"]["admittedWorkloads"] == 1
+        })
+    })
+    .expect("LocalQueue counts");
     let lq_path = "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/default/localqueues/team-a/pendingworkloads";
     let r = get(&fc, lq_path);
     assert_eq!(r.status, 200);
@@ -333,8 +384,10 @@ fn kueue_admits_mpijobs_in_order_against_the_quota() {
         j["status"]["completionTime"] = now;
     })
     .unwrap();
+    // Finished, then (the next pass, as Kueue's) its finalizer removed.
     fc.wait_for("workloads", "default", &name1, WAIT, |w| {
         cond_is(w, "Finished", "True")
+            && w.is_some_and(|w| w["metadata"].get("finalizers").is_none())
     })
     .expect("first finished");
     let wl1 = fc.get("workloads", "default", &name1).unwrap();
@@ -359,6 +412,7 @@ fn kueue_admits_mpijobs_in_order_against_the_quota() {
     let v = get(&fc, lq_path).json();
     assert_eq!(v["items"], json!([]));
 
+    assert_kueue_valid(&fc);
     // A deleted job takes its Workload with it.
     fc.delete("mpijobs", "default", "first", None).unwrap();
     fc.wait_for("workloads", "default", &name1, WAIT, |w| w.is_none())
@@ -414,6 +468,7 @@ fn kueue_unknown_local_queue_is_inadmissible() {
             .is_some_and(|w| cond(&w, "QuotaReserved").is_some_and(|c| c["message"] == msg))
     })
     .expect("maximum capacity");
+    assert_kueue_valid(&fc);
 }
 
 /// The native backend's shape: a launcher Job (no queue label) whose pods are labelled, and
@@ -517,6 +572,7 @@ fn kueue_pod_group_gated_then_released() {
         cond_is(j, "Complete", "True")
     })
     .expect("launcher done");
+    assert_kueue_valid(&fc);
     for i in 0..2 {
         fc.delete("pods", "default", &format!("run1-worker-{i}"), None)
             .unwrap();
@@ -621,6 +677,8 @@ fn kueue_trainjob_queued_then_admitted() {
         |w| cond_is(w, "Finished", "True"),
     )
     .expect("workload finished");
+    assert_kueue_valid(&fc);
+    assert_eq!(assert_valid(&fc, "jobsets", "jobset-v0.12.0-jobsets"), 1);
 }
 
 #[test]
@@ -807,6 +865,11 @@ fn volcano_gang_pending_when_it_does_not_fit_running_when_it_does() {
             "{out}"
         );
     }
+    assert_eq!(
+        assert_valid(&fc, "podgroups", "volcano-v1.15.1-podgroups"),
+        2
+    );
+    assert_eq!(assert_valid(&fc, "queues", "volcano-v1.15.1-queues"), 1);
 }
 
 #[test]
@@ -845,4 +908,9 @@ fn volcano_trainjob_pod_group_from_the_runtime() {
         pods.iter()
             .all(|p| p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "tv")
     );
+    assert_eq!(
+        assert_valid(&fc, "podgroups", "volcano-v1.15.1-podgroups"),
+        1
+    );
+    assert_eq!(assert_valid(&fc, "jobsets", "jobset-v0.12.0-jobsets"), 1);
 }
