@@ -914,3 +914,136 @@ fn volcano_trainjob_pod_group_from_the_runtime() {
     );
     assert_eq!(assert_valid(&fc, "jobsets", "jobset-v0.12.0-jobsets"), 1);
 }
+
+/// The binary's flags: `--kueue --kueue-quota Q --volcano`; a quota without `--kueue` means
+/// nothing; a bad quota is exit 2 naming it.
+#[test]
+fn binary_kueue_and_volcano_flags() {
+    use std::io::{BufRead, Read, Write};
+    let serve = |args: &[&str], paths: &[&str]| -> Vec<(u16, Value)> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fake-cluster"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let addr = first.trim().trim_start_matches("http://").to_string();
+        let out = paths
+            .iter()
+            .map(|p| {
+                let mut c = std::net::TcpStream::connect(&addr).unwrap();
+                c.write_all(
+                    format!("GET {p} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+                )
+                .unwrap();
+                let mut text = String::new();
+                c.read_to_string(&mut text).unwrap();
+                let code = text[9..12].parse().unwrap();
+                let body = &text[text.find("\r\n\r\n").unwrap() + 4..];
+                (
+                    code,
+                    serde_json::from_str(body.trim()).unwrap_or(Value::Null),
+                )
+            })
+            .collect();
+        let _ = child.kill();
+        let _ = child.wait();
+        out
+    };
+    let cq = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/gpu";
+    let q = "/apis/scheduling.volcano.sh/v1beta1/queues/default";
+    let r = serve(
+        &[
+            "--kueue",
+            "--kueue-quota",
+            "cpu=8,nvidia.com/gpu=4",
+            "--volcano",
+        ],
+        &[cq, q],
+    );
+    assert_eq!(r[0].0, 200);
+    assert_eq!(
+        r[0].1["spec"]["resourceGroups"][0]["flavors"][0]["resources"],
+        json!([{"name": "cpu", "nominalQuota": "8"}, {"name": "nvidia.com/gpu", "nominalQuota": "4"}])
+    );
+    assert_eq!(r[1].0, 200);
+    let r = serve(&["--kueue"], &[cq]);
+    assert_eq!(
+        r[0].1["spec"]["resourceGroups"][0]["coveredResources"],
+        json!(["cpu"])
+    );
+    let r = serve(&["--kueue-quota", "cpu=2"], &[cq, q]);
+    assert_eq!((r[0].0, r[1].0), (404, 404));
+    let bad = Command::new(env!("CARGO_BIN_EXE_fake-cluster"))
+        .args(["--kueue", "--kueue-quota", "cpu"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr)
+            .contains("--kueue-quota: quota \"cpu\": expected RESOURCE=QUANTITY")
+    );
+}
+
+/// A deleted job's Workload goes with it and frees the quota for the next.
+#[test]
+fn kueue_deleted_job_frees_its_quota() {
+    let fc = kueue("cpu=2", |o| o.mpi_operator = true);
+    let a = uid(&fc.create(mpijob("a", "team-a", true)).unwrap());
+    fc.wait_for("mpijobs", "default", "a", WAIT, |_| {
+        workload_of(&fc, &a).is_some_and(|w| cond_is(Some(&w), "Admitted", "True"))
+    })
+    .expect("a admitted");
+    let b = uid(&fc.create(mpijob("b", "team-a", true)).unwrap());
+    fc.wait_for("mpijobs", "default", "b", WAIT, |_| {
+        workload_of(&fc, &b)
+            .is_some_and(|w| cond(&w, "QuotaReserved").is_some_and(|c| c["reason"] == "Pending"))
+    })
+    .expect("b pending");
+    fc.delete("mpijobs", "default", "a", None).unwrap();
+    fc.wait_for("mpijobs", "default", "b", WAIT, |j| {
+        cond_is(j, "Running", "True")
+    })
+    .expect("b admitted and running once a is gone");
+    assert!(workload_of(&fc, &a).is_none());
+    assert!(cond_is(workload_of(&fc, &b).as_ref(), "Admitted", "True"));
+}
+
+/// With Node objects the scheduler, too, leaves a gated pod alone.
+#[test]
+fn scheduler_leaves_gated_pods_pending() {
+    let fc = FakeCluster::start(Options {
+        nodes: fake_cluster::scheduler::NodeSpec {
+            count: 1,
+            ..Default::default()
+        },
+        kubelet_delay: Duration::from_millis(20),
+        ..Default::default()
+    })
+    .unwrap();
+    let mut g = pod("gated", &[]);
+    g["spec"]["schedulingGates"] = json!([{"name": "example.com/hold"}]);
+    fc.create(g).unwrap();
+    fc.create(pod("free", &[])).unwrap();
+    fc.wait_for("pods", "default", "free", WAIT, |p| {
+        p.is_some_and(|p| p["spec"]["nodeName"] == "fake-node-0")
+    })
+    .expect("the free pod is bound");
+    let p = fc.get("pods", "default", "gated").unwrap();
+    assert!(p["spec"].get("nodeName").is_none());
+    assert_eq!(
+        cond(&p, "PodScheduled").unwrap()["reason"],
+        "SchedulingGated"
+    );
+    fc.mutate("pods", "default", "gated", |p| {
+        p["spec"].as_object_mut().unwrap().remove("schedulingGates");
+    });
+    fc.wait_for("pods", "default", "gated", WAIT, |p| {
+        p.is_some_and(|p| p["spec"]["nodeName"] == "fake-node-0")
+    })
+    .expect("bound once ungated");
+}
