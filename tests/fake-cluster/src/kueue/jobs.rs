@@ -7,9 +7,7 @@
 //! - MPIJob (`mpijob/mpijob_controller.go`): pod sets `launcher`, `worker`; TrainJob
 //!   (`trainjob/trainjob_controller.go`): one per replicated job of the JobSet the Trainer
 //!   would build, counts `replicas × min(parallelism, completions)`; batch/v1 Job
-//!   (`job/job_controller.go`): `main`; pod groups (`pod/pod_controller.go`): the Workload
-//!   named after the group, made once `pod-group-total-count` pods exist, one pod set per
-//!   role hash; a single pod: `pod-<name>-<hash5>`, pod set `main`;
+//!   (`job/job_controller.go`): `main`; pod groups and single pods: [`super::pods`];
 //! - on admission the pod-set information (labels `kueue.x-k8s.io/podset`,
 //!   `local-queue-name`, `cluster-queue-name`, annotation `kueue.x-k8s.io/workload`, the
 //!   flavor's node labels and tolerations) merged into the job's templates and the job
@@ -20,17 +18,13 @@
 
 use serde_json::{Value, json};
 use sha1::{Digest, Sha1};
-use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use super::webhook::{TRAINJOB_MANAGER, managed_ancestor, managed_namespace};
 use super::{
-    ADMISSION_GATE, CQ_LABEL, GROUP_NAME, GROUP_TOTAL, IS_GROUP, JOB_UID_LABEL, LQ_LABEL,
-    MANAGED_LABEL, POD_FINALIZER, PODSET_LABEL, RETRIABLE, ROLE_HASH, TOPOLOGY_GATE, WL_FINALIZER,
-    WORKLOADS, queue_name,
+    CQ_LABEL, IS_GROUP, JOB_UID_LABEL, LQ_LABEL, PODSET_LABEL, WL_FINALIZER, WORKLOADS, queue_name,
 };
 use crate::controllers::{Controllers, all, cond_true, deleting, set_meta_condition};
-use crate::resources::{self, JOBS, PODS, ResId};
+use crate::resources::{self, JOBS, ResId};
 use crate::store::{Store, WriteOpts};
 use crate::util::{fmt_time, name_of, ns_of, s, uid_of};
 
@@ -107,7 +101,7 @@ pub fn workload_name(kind: &str, group: &str, name: &str, uid: &str) -> String {
     format!("{prefix}-{}", &hex[..5])
 }
 
-fn podset(name: &str, count: i64, template: &Value) -> Value {
+pub(super) fn podset(name: &str, count: i64, template: &Value) -> Value {
     let mut t = template.clone();
     if !t.is_object() {
         t = json!({});
@@ -180,7 +174,7 @@ fn podsets(store: &Store, kind: Kind, obj: &Value) -> Result<Vec<Value>, String>
     }
 }
 
-fn new_workload(
+pub(super) fn new_workload(
     name: &str,
     ns: &str,
     queue: &str,
@@ -216,7 +210,7 @@ pub fn event_once(store: &Store, obj: &Value, etype: &str, reason: &str, msg: &s
     }
 }
 
-fn controller_uid(v: &Value) -> Option<&str> {
+pub(super) fn controller_uid(v: &Value) -> Option<&str> {
     v.pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)?
         .iter()
@@ -224,28 +218,7 @@ fn controller_uid(v: &Value) -> Option<&str> {
         .and_then(|r| s(r, "/uid"))
 }
 
-/// The group a pod belongs to (annotation first: `WorkloadIdentifierAnnotations` is on).
-pub fn group_of(p: &Value) -> Option<&str> {
-    p.pointer("/metadata/annotations")
-        .and_then(|a| a.get(GROUP_NAME))
-        .and_then(Value::as_str)
-        .filter(|g| !g.is_empty())
-        .or_else(|| {
-            p.pointer("/metadata/labels")
-                .and_then(|a| a.get(GROUP_NAME))
-                .and_then(Value::as_str)
-                .filter(|g| !g.is_empty())
-        })
-}
-
-fn managed_pod(p: &Value) -> bool {
-    s(
-        p,
-        &format!("/metadata/labels/{}", MANAGED_LABEL.replace('/', "~1")),
-    ) == Some("true")
-}
-
-fn terminal(p: &Value) -> bool {
+pub(super) fn terminal(p: &Value) -> bool {
     matches!(s(p, "/status/phase"), Some("Succeeded" | "Failed"))
 }
 
@@ -308,158 +281,20 @@ pub fn sync(ctl: &Controllers, _now: i64) {
             }
         }
     }
-    pods(store, wl_id, &wls);
-}
-
-/// Pod groups and single pods.
-fn pods(store: &Store, wl_id: ResId, wls: &[Arc<Value>]) {
-    let (ls, fs) = all();
-    let (pods, _) = store.list(PODS, None, &ls, &fs);
-    let managed: Vec<&Arc<Value>> = pods
-        .iter()
-        .filter(|p| managed_pod(p) && queue_name(p).is_some())
-        .collect();
-    // A deleted pod keeps Kueue's finalizer while its Workload is live (it counts as
-    // terminated there, and is let go when the Workload finishes); without one, at once.
-    for p in managed.iter().filter(|p| deleting(p)) {
-        let held = wls.iter().any(|w| {
-            !deleting(w)
-                && !cond_true(w, "Finished")
-                && ns_of(w) == ns_of(p)
-                && match group_of(p) {
-                    Some(g) => name_of(w) == g,
-                    None => w
-                        .pointer("/metadata/ownerReferences")
-                        .and_then(Value::as_array)
-                        .is_some_and(|r| r.iter().any(|r| s(r, "/uid") == Some(uid_of(p)))),
-                }
-        });
-        if !held {
-            store.drop_finalizer(PODS, ns_of(p), name_of(p), POD_FINALIZER);
-        }
-    }
-    let mut groups: BTreeMap<(String, String), Vec<&Arc<Value>>> = BTreeMap::new();
-    for p in managed.iter().filter(|p| !deleting(p)) {
-        match group_of(p) {
-            Some(g) => groups
-                .entry((ns_of(p).to_string(), g.to_string()))
-                .or_default()
-                .push(p),
-            None => {
-                let exists = wls.iter().any(|w| {
-                    w.pointer("/metadata/ownerReferences")
-                        .and_then(Value::as_array)
-                        .is_some_and(|r| r.iter().any(|r| s(r, "/uid") == Some(uid_of(p))))
-                });
-                if exists || terminal(p) {
-                    continue;
-                }
-                let name = workload_name("Pod", "", name_of(p), uid_of(p));
-                let set = podset("main", 1, &pod_template(p));
-                let owner = json!({"apiVersion": "v1", "kind": "Pod", "name": name_of(p), "uid": uid_of(p),
-                    "controller": true, "blockOwnerDeletion": true});
-                let wl = new_workload(
-                    &name,
-                    ns_of(p),
-                    queue_name(p).unwrap_or_default(),
-                    vec![set],
-                    vec![owner],
-                    json!({JOB_UID_LABEL: uid_of(p)}),
-                    json!({}),
-                );
-                let _ = store.create(wl_id, ns_of(p), wl, &WriteOpts::default());
-            }
-        }
-    }
-    for ((ns, group), members) in groups {
-        if wls.iter().any(|w| ns_of(w) == ns && name_of(w) == group) {
-            continue;
-        }
-        let total: i64 = members
-            .iter()
-            .find_map(|p| {
-                p.pointer("/metadata/annotations")
-                    .and_then(|a| a.get(GROUP_TOTAL))
-                    .and_then(Value::as_str)
-                    .and_then(|t| t.parse().ok())
-            })
-            .unwrap_or(0);
-        let runnable: Vec<&&Arc<Value>> = members
-            .iter()
-            .filter(|p| s(p, "/status/phase") != Some("Failed"))
-            .collect();
-        if (runnable.len() as i64) < total || total <= 0 {
-            for p in &runnable {
-                event_once(
-                    store,
-                    p,
-                    "Warning",
-                    "ErrWorkloadCompose",
-                    &format!("'{group}' group has fewer runnable pods than expected"),
-                    "pod-kueue-controller",
-                );
-            }
-            continue;
-        }
-        // One pod set per role hash, sorted by name (`constructGroupPodSets`).
-        let mut by_hash: BTreeMap<String, (i64, Value)> = BTreeMap::new();
-        for p in &runnable {
-            let h = p
-                .pointer("/metadata/annotations")
-                .and_then(|a| a.get(ROLE_HASH))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_lowercase();
-            by_hash.entry(h).or_insert_with(|| (0, pod_template(p))).0 += 1;
-        }
-        let sets = by_hash.iter().map(|(h, (n, t))| podset(h, *n, t)).collect();
-        let owners = runnable
-            .iter()
-            .map(|p| json!({"apiVersion": "v1", "kind": "Pod", "name": name_of(p), "uid": uid_of(p)}))
-            .collect();
-        let queue = queue_name(runnable[0]).unwrap_or_default();
-        let wl = new_workload(
-            &group,
-            &ns,
-            queue,
-            sets,
-            owners,
-            json!({}),
-            json!({IS_GROUP: "true"}),
-        );
-        let _ = store.create(wl_id, &ns, wl, &WriteOpts::default());
-    }
-}
-
-/// A pod's template for its pod set: its labels, annotations and spec, without what the
-/// kubelet or the scheduler set.
-fn pod_template(p: &Value) -> Value {
-    let mut spec = p["spec"].clone();
-    if let Some(m) = spec.as_object_mut() {
-        for k in ["nodeName", "schedulingGates"] {
-            m.remove(k);
-        }
-    }
-    let mut meta = json!({});
-    for k in ["labels", "annotations"] {
-        if let Some(v) = p["metadata"].get(k) {
-            meta[k] = v.clone();
-        }
-    }
-    json!({"metadata": meta, "spec": spec})
+    super::pods::sync(store, wl_id, &wls);
 }
 
 /// Pod-set information of an admitted Workload: per pod set, the labels and annotation
 /// Kueue adds and the flavors' node labels and tolerations (`getPodSetsInfoFromStatus`).
-struct PodSetInfo {
-    name: String,
-    labels: Value,
-    annotations: Value,
-    node_selector: Value,
-    tolerations: Vec<Value>,
+pub(super) struct PodSetInfo {
+    pub(super) name: String,
+    pub(super) labels: Value,
+    pub(super) annotations: Value,
+    pub(super) node_selector: Value,
+    pub(super) tolerations: Vec<Value>,
 }
 
-fn podset_infos(store: &Store, wl: &Value) -> Vec<PodSetInfo> {
+pub(super) fn podset_infos(store: &Store, wl: &Value) -> Vec<PodSetInfo> {
     let cq = s(wl, "/status/admission/clusterQueue").unwrap_or_default();
     let lq = s(wl, "/spec/queueName").unwrap_or_default();
     let rf_id = resources::register(&super::RESOURCEFLAVORS);
@@ -509,7 +344,7 @@ fn podset_infos(store: &Store, wl: &Value) -> Vec<PodSetInfo> {
         .collect()
 }
 
-fn merge_into(template: &mut Value, info: &PodSetInfo) {
+pub(super) fn merge_into(template: &mut Value, info: &PodSetInfo) {
     for (k, v) in [("labels", &info.labels), ("annotations", &info.annotations)] {
         if !template["metadata"][k].is_object() {
             template["metadata"][k] = json!({});
@@ -643,7 +478,7 @@ fn stop(store: &Store, kind: Kind, job: &Value) {
     });
 }
 
-fn finish(store: &Store, wl: &Value, ok: bool, msg: &str, now: &str) {
+pub(super) fn finish(store: &Store, wl: &Value, ok: bool, msg: &str, now: &str) {
     let wl_id = resources::register(&WORKLOADS);
     let uid = uid_of(wl).to_string();
     let gen_ = wl
@@ -684,7 +519,7 @@ pub fn start_and_stop(ctl: &Controllers, now: i64) {
         if deleting(&wl) || finished {
             store.drop_finalizer(wl_id, &ns, &name, WL_FINALIZER);
             if finished && !deleting(&wl) {
-                release_group_pods(store, &wl);
+                super::pods::release_group_pods(store, &wl);
             }
             continue;
         }
@@ -696,9 +531,9 @@ pub fn start_and_stop(ctl: &Controllers, now: i64) {
             &wl,
             &format!("/metadata/annotations/{}", IS_GROUP.replace('/', "~1")),
         ) == Some("true")
-            || wl_owner_is_pod(&wl)
+            || super::pods::wl_owner_is_pod(&wl)
         {
-            pod_workload(store, &wl, admitted, &cq, &now_s);
+            super::pods::pod_workload(store, &wl, admitted, &cq, &now_s);
             continue;
         }
         let Some(owner_uid) = controller_uid(&wl) else {
@@ -742,143 +577,5 @@ pub fn start_and_stop(ctl: &Controllers, now: i64) {
                 COMPONENT,
             );
         }
-    }
-}
-
-fn wl_owner_is_pod(wl: &Value) -> bool {
-    wl.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .is_some_and(|r| !r.is_empty() && r.iter().all(|r| s(r, "/kind") == Some("Pod")))
-}
-
-fn member_pods(store: &Store, wl: &Value) -> Vec<Arc<Value>> {
-    let (ls, fs) = all();
-    let (pods, _) = store.list(PODS, Some(ns_of(wl)), &ls, &fs);
-    let group = s(
-        wl,
-        &format!("/metadata/annotations/{}", IS_GROUP.replace('/', "~1")),
-    ) == Some("true");
-    pods.into_iter()
-        .filter(|p| {
-            if group {
-                managed_pod(p) && group_of(p) == Some(name_of(wl))
-            } else {
-                controller_uid(wl) == Some(uid_of(p))
-            }
-        })
-        .collect()
-}
-
-/// Pods of a finished Workload lose Kueue's finalizer (`Finalize`).
-fn release_group_pods(store: &Store, wl: &Value) {
-    if !wl_owner_is_pod(wl) {
-        return;
-    }
-    for p in member_pods(store, wl) {
-        store.drop_finalizer(PODS, ns_of(&p), name_of(&p), POD_FINALIZER);
-    }
-}
-
-/// A pod group's (or single pod's) Workload: admitted → gates removed and pod-set
-/// information merged (`Pod.Run`); all done → Finished (`Pod.Finished`).
-fn pod_workload(store: &Store, wl: &Value, admitted: bool, cq: &str, now: &str) {
-    let pods = member_pods(store, wl);
-    let group = s(
-        wl,
-        &format!("/metadata/annotations/{}", IS_GROUP.replace('/', "~1")),
-    ) == Some("true");
-    if group {
-        let total: i64 = pods
-            .iter()
-            .find_map(|p| {
-                p.pointer("/metadata/annotations")
-                    .and_then(|a| a.get(GROUP_TOTAL))
-                    .and_then(Value::as_str)
-                    .and_then(|t| t.parse().ok())
-            })
-            .unwrap_or(0);
-        let succeeded = pods
-            .iter()
-            .filter(|p| s(p, "/status/phase") == Some("Succeeded"))
-            .count() as i64;
-        // A pod being deleted is as good as terminated (its containers are stopped).
-        let active = pods.iter().any(|p| !terminal(p) && !deleting(p));
-        let unretriable = pods.iter().any(|p| {
-            p.pointer("/metadata/annotations")
-                .and_then(|a| a.get(RETRIABLE))
-                .and_then(Value::as_str)
-                == Some("false")
-        });
-        if total > 0 && (succeeded == total || (!active && unretriable && !pods.is_empty())) {
-            finish(
-                store,
-                wl,
-                true,
-                &format!("Pods succeeded: {succeeded}/{total}."),
-                now,
-            );
-            return;
-        }
-    } else if let Some(p) = pods.first().filter(|p| terminal(p) || deleting(p)) {
-        let ok = s(p, "/status/phase") == Some("Succeeded");
-        finish(
-            store,
-            wl,
-            ok,
-            s(p, "/status/message").unwrap_or_default(),
-            now,
-        );
-        return;
-    }
-    if !admitted {
-        return;
-    }
-    let infos = podset_infos(store, wl);
-    for p in pods {
-        let gated = p
-            .pointer("/spec/schedulingGates")
-            .and_then(Value::as_array)
-            .is_some_and(|g| g.iter().any(|g| s(g, "/name") == Some(ADMISSION_GATE)));
-        if !gated || deleting(&p) {
-            continue;
-        }
-        let set = if group {
-            p.pointer("/metadata/annotations")
-                .and_then(|a| a.get(ROLE_HASH))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_lowercase()
-        } else {
-            "main".to_string()
-        };
-        let info = infos.iter().find(|i| i.name == set);
-        let uid = uid_of(&p).to_string();
-        store.mutate(PODS, ns_of(&p), name_of(&p), |o| {
-            if uid_of(o) != uid {
-                return;
-            }
-            if let Some(info) = info {
-                let mut t = json!({"metadata": o["metadata"].clone(), "spec": o["spec"].clone()});
-                merge_into(&mut t, info);
-                o["metadata"] = t["metadata"].take();
-                o["spec"] = t["spec"].take();
-            }
-            if let Some(g) = o["spec"]["schedulingGates"].as_array_mut() {
-                g.retain(|g| !matches!(s(g, "/name"), Some(ADMISSION_GATE | TOPOLOGY_GATE)));
-                if g.is_empty() {
-                    o["spec"]
-                        .as_object_mut()
-                        .expect("object")
-                        .remove("schedulingGates");
-                }
-            }
-        });
-        store.record_event(
-            &p,
-            "Normal",
-            "Started",
-            &format!("Admitted by clusterQueue {cq}"),
-            COMPONENT,
-        );
     }
 }

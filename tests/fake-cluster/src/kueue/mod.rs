@@ -12,11 +12,12 @@
 //! being off). Not modelled: cohorts and borrowing, preemption, admission checks,
 //! topology-aware scheduling (the `kueue.x-k8s.io/topology` gate is added and removed with the
 //! admission gate, as without a topology assignment), partial admission, waitForPodsReady,
-//! PriorityClass lookups (the fake serves no PriorityClass: every Workload's priority is 0),
-//! ResourceFlavor node labels and tolerations are copied into the pods as Kueue does.
+//! PriorityClass lookups (the fake serves no PriorityClass: every Workload's priority is 0).
+//! A ResourceFlavor's node labels and tolerations do reach the admitted pods, as in Kueue.
 
 pub mod admission;
 pub mod jobs;
+pub mod pods;
 pub mod visibility;
 pub mod webhook;
 
