@@ -6,8 +6,9 @@
 use serde_json::{Value, json};
 use std::sync::Arc;
 
+use crate::error::ApiResult;
 use crate::kubelet::Kubelet;
-use crate::resources::{JOBS, PODS, ResourceDef, STATEFULSETS};
+use crate::resources::{JOBS, PODS, ResId, ResourceDef, STATEFULSETS};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{Store, WriteOpts};
 use crate::util::{self, fmt_time, name_of, now_ns, ns_of, s, uid_of};
@@ -23,6 +24,19 @@ pub trait Operator: Send + Sync + std::fmt::Debug + 'static {
     fn resources(&self) -> Vec<&'static ResourceDef>;
     /// One pass: make the cluster match its objects, and their status match the cluster.
     fn reconcile(&self, ctl: &Controllers, now: i64);
+    /// Objects it makes when the cluster starts (Kueue's queues).
+    fn start(&self, _store: &Store) {}
+    /// Mutating admission (a webhook's `Default`): may change `obj`, an object of type
+    /// `res_id` being created in namespace `ns` (any client's, controllers' included), or
+    /// refuse it. Runs before the apiserver's own defaults and validation, as webhooks do.
+    fn admit(&self, _store: &Store, _res_id: ResId, _ns: &str, _obj: &mut Value) -> ApiResult<()> {
+        Ok(())
+    }
+    /// A GET outside the stored resources it answers (an aggregated API such as Kueue's
+    /// visibility API): `path` is the request path's segments; `None` when not its path.
+    fn get_path(&self, _store: &Store, _path: &[&str]) -> Option<ApiResult<Value>> {
+        None
+    }
 }
 
 /// Everything (`list` arguments).
@@ -119,6 +133,33 @@ pub fn set_condition(
         let mut c = json!({"type": ctype, "status": cstatus, "reason": reason, "message": message, "lastTransitionTime": now});
         c[stamp] = json!(now);
         conds.push(c);
+    }
+}
+
+/// Sets a metav1.Condition (type, status, reason, message, lastTransitionTime) in `status`,
+/// keeping the transition time when the status stays.
+pub fn set_meta_condition(
+    status: &mut Value,
+    ctype: &str,
+    cstatus: &str,
+    reason: &str,
+    msg: &str,
+    now: &str,
+) {
+    if !status["conditions"].is_array() {
+        status["conditions"] = json!([]);
+    }
+    let conds = status["conditions"].as_array_mut().expect("array");
+    match conds.iter_mut().find(|c| s(c, "/type") == Some(ctype)) {
+        Some(c) => {
+            if s(c, "/status") != Some(cstatus) {
+                c["lastTransitionTime"] = json!(now);
+            }
+            c["status"] = json!(cstatus);
+            c["reason"] = json!(reason);
+            c["message"] = json!(msg);
+        }
+        None => conds.push(json!({"type": ctype, "status": cstatus, "reason": reason, "message": msg, "lastTransitionTime": now})),
     }
 }
 
@@ -369,19 +410,52 @@ impl Controllers {
                 .pointer("/spec/backoffLimit")
                 .and_then(Value::as_i64)
                 .unwrap_or(6);
+            let suspended = job.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
             let start = s(&job, "/status/startTime")
                 .and_then(util::parse_time)
                 .unwrap_or(now);
             let deadline = job
                 .pointer("/spec/activeDeadlineSeconds")
                 .and_then(Value::as_i64)
+                .filter(|_| !suspended)
                 .map(|d| start + d * 1_000_000_000);
             let mut status = job
                 .get("status")
                 .cloned()
                 .filter(Value::is_object)
                 .unwrap_or_else(|| json!({}));
-            if status.get("startTime").is_none() {
+            // Suspend and resume, as the Job controller's syncJob: a suspended Job has no
+            // active pods and no startTime set by it; resuming sets startTime anew.
+            if suspended && !cond_true(&job, "Suspended") {
+                set_condition(
+                    &mut status,
+                    "Suspended",
+                    "True",
+                    "JobSuspended",
+                    "Job suspended",
+                    &now_s,
+                );
+                self.store.record_event(
+                    &job,
+                    "Normal",
+                    "Suspended",
+                    "Job suspended",
+                    "job-controller",
+                );
+            } else if !suspended && cond_true(&job, "Suspended") {
+                set_condition(
+                    &mut status,
+                    "Suspended",
+                    "False",
+                    "JobResumed",
+                    "Job resumed",
+                    &now_s,
+                );
+                status["startTime"] = json!(now_s);
+                self.store
+                    .record_event(&job, "Normal", "Resumed", "Job resumed", "job-controller");
+            }
+            if status.get("startTime").is_none() && !suspended {
                 status["startTime"] = json!(fmt_time(now));
             }
             let mut outcome: Option<(&str, &str, &str)> = None;
@@ -409,7 +483,6 @@ impl Controllers {
             {
                 next = Some(next.map_or(d, |n: i64| n.min(d)));
             }
-            let suspended = job.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
             let mut active_n = active.len() as i64;
             if let Some((ctype, reason, message)) = outcome {
                 for p in &active {
@@ -447,7 +520,12 @@ impl Controllers {
                     self.store
                         .record_event(&job, "Warning", reason, message, "job-controller");
                 }
-            } else if !suspended {
+            } else if suspended {
+                for p in &active {
+                    self.store.remove(PODS, &ns, name_of(p), "Background");
+                }
+                active_n = 0;
+            } else {
                 let want = parallelism.min(completions - succeeded);
                 let template = job
                     .pointer("/spec/template")

@@ -368,7 +368,9 @@ impl Kubelet {
         }
         let scheduler = store.scheduler.load(Ordering::Relaxed);
         for pod in pods {
-            if scheduler && s(&pod, "/spec/nodeName").is_none_or(str::is_empty) {
+            if s(&pod, "/spec/nodeName").is_none_or(str::is_empty)
+                && (scheduler || !crate::scheduler::for_default_scheduler(&pod))
+            {
                 continue;
             }
             let uid = util::uid_of(&pod).to_string();

@@ -14,18 +14,21 @@ pub mod controllers;
 pub mod docker;
 pub mod error;
 pub mod kubelet;
+pub mod kueue;
 pub mod logs;
 pub mod mpi;
 pub mod objects;
 pub mod patch;
 pub mod resources;
 pub mod scheduler;
+pub mod schema;
 pub mod selectors;
 mod server;
 pub mod store;
 pub mod table;
 pub mod trainer;
 pub mod util;
+pub mod volcano;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -87,6 +90,13 @@ pub struct Options {
     /// Serve Kubeflow Trainer v2's TrainJob/TrainingRuntime/ClusterTrainingRuntime and
     /// JobSet, and run the Trainer and JobSet controllers ([`trainer`]).
     pub trainer: bool,
+    /// Run Kueue (v0.19, `kueue.x-k8s.io/v1beta2`) with one ClusterQueue `gpu` of this quota
+    /// and a LocalQueue `team-a` in every namespace ([`kueue`]); `--kueue`.
+    pub kueue: Option<kueue::Quota>,
+    /// Run Volcano's scheduler and serve its PodGroups and Queues ([`volcano`]); the MPI
+    /// Operator then runs as with `--gang-scheduling=volcano` and the Trainer's volcano plugin
+    /// makes PodGroups; `--volcano`.
+    pub volcano: bool,
     /// Operators: each serves its custom resources and reconciles them
     /// ([`controllers::Operator`]).
     pub operators: Vec<Arc<dyn controllers::Operator>>,
@@ -116,6 +126,8 @@ impl Default for Options {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             mpi_operator: false,
             trainer: false,
+            kueue: None,
+            volcano: false,
             operators: Vec::new(),
             faults: Faults::default(),
             kubelet_delay: Duration::from_millis(100),
@@ -210,12 +222,22 @@ impl FakeCluster {
         if opts.trainer {
             operators.extend(trainer::operators());
         }
+        if let Some(q) = &opts.kueue {
+            operators.push(Arc::new(kueue::Kueue::new(q.clone())));
+        }
+        if opts.volcano {
+            operators.push(Arc::new(volcano::Volcano));
+        }
         let custom: Vec<ResId> = operators
             .iter()
             .flat_map(|o| o.resources())
             .map(resources::register)
             .collect();
         let store = Arc::new(Store::new(custom, opts.history_limit));
+        let _ = store.admission.set(operators.clone());
+        for op in &operators {
+            op.start(&store);
+        }
         if opts.nodes.count > 0 {
             opts.nodes
                 .validate()

@@ -9,7 +9,7 @@ use fake_cluster::{FakeCluster, Faults, KubeletMode, Options};
 
 const USAGE: &str =
     "usage: fake-cluster [--listen ADDR] [--kubeconfig FILE] [--mpi-operator] [--trainer]
-  [--kubelet synthetic|docker] [--pause-image IMAGE]
+  [--kueue [--kueue-quota RES=QTY,...]] [--volcano] [--kubelet synthetic|docker] [--pause-image IMAGE]
   [--nodes N [--node-cpu C] [--node-memory M] [--node-gpus G] [--node-taint K=V:EFFECT]...]
   [--cut-logs-every N] [--fail-rate F] [--log-fail-rate F] [--watch-expire-secs S]
   [--delay-ms MS] [--forbid VERB:RESOURCE]... [--kubelet-delay-ms MS]
@@ -29,6 +29,7 @@ fn run() -> Result<(), String> {
     let mut opts = Options::default();
     let mut faults = Faults::default();
     let mut kubeconfig: Option<PathBuf> = None;
+    let (mut kueue, mut quota) = (false, None);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -50,6 +51,14 @@ fn run() -> Result<(), String> {
             "--kubeconfig" => kubeconfig = Some(PathBuf::from(value()?)),
             "--mpi-operator" => opts.mpi_operator = true,
             "--trainer" => opts.trainer = true,
+            "--kueue" => kueue = true,
+            "--kueue-quota" => {
+                quota = Some(
+                    fake_cluster::kueue::Quota::parse(&value()?)
+                        .map_err(|e| format!("--kueue-quota: {e}"))?,
+                )
+            }
+            "--volcano" => opts.volcano = true,
             "--kubelet" => {
                 opts.kubelet = match value()?.as_str() {
                     "synthetic" => KubeletMode::Synthetic,
@@ -99,6 +108,10 @@ fn run() -> Result<(), String> {
         }
     }
     opts.faults = faults;
+    // The quota means nothing without --kueue.
+    if kueue {
+        opts.kueue = Some(quota.unwrap_or_default());
+    }
     if opts.nodes.count > 0 {
         opts.nodes.validate()?;
     }

@@ -111,7 +111,9 @@ impl Operator for MpiOperator {
                 .unwrap_or_else(|| json!({}));
             let worker_spec = specs.get("Worker").cloned();
             let launcher_spec = specs.get("Launcher").cloned().unwrap_or_else(|| json!({}));
-            let job = JobSpec::of(&mj);
+            let mut job = JobSpec::of(&mj);
+            // On a cluster running Volcano the operator runs with `--gang-scheduling=volcano`.
+            job.volcano = crate::volcano::served(&ctl.store);
             let workers = job.workers;
             // The operator defaults runPolicy.cleanPodPolicy to None.
             let clean = s(&mj, "/spec/runPolicy/cleanPodPolicy")
@@ -165,7 +167,38 @@ impl Operator for MpiOperator {
                 }
             }
 
-            if !finished {
+            // `runPolicy.suspend` (Kueue sets it): no workers while suspended, and the launcher
+            // Job made at once but suspended, whatever the creation policy — the operator's
+            // `syncHandler` in v0.8.x (kubeflow/mpi-operator#615): `worker` stays empty while
+            // suspended, so "every worker ready" holds.
+            let suspended = mj
+                .pointer("/spec/runPolicy/suspend")
+                .and_then(Value::as_bool)
+                == Some(true);
+            let launcher_template = || {
+                let mut template = launcher_spec
+                    .get("template")
+                    .cloned()
+                    .unwrap_or_else(|| json!({}));
+                apply_restart_policy(&mut template, &launcher_spec, "OnFailure");
+                job.launcher_template(&template)
+            };
+            if !finished && suspended {
+                // cleanUpWorkerPods (workers and PodGroup).
+                for p in mine.iter().filter(|p| is_worker(p) && !deleting(p)) {
+                    ctl.store.remove(PODS, &ns, name_of(p), "Background");
+                }
+                if job.volcano {
+                    let pg = resources::register(&crate::volcano::PODGROUPS);
+                    ctl.store.remove(pg, &ns, &name, "Background");
+                }
+            }
+            if !finished && !suspended && job.volcano {
+                // `getOrCreatePodGroups`, before the workers (`pkg/controller/podgroup.go`).
+                let spec = job.pod_group_spec(&mj);
+                crate::volcano::ensure_pod_group(ctl, &mj, &name, spec);
+            }
+            if !finished && !suspended {
                 if let Some(ws) = &worker_spec {
                     let mut template = ws.get("template").cloned().unwrap_or_else(|| json!({}));
                     apply_restart_policy(&mut template, ws, "Never");
@@ -186,20 +219,21 @@ impl Operator for MpiOperator {
                         ctl.store.remove(PODS, &ns, name_of(p), "Background");
                     }
                 }
+            }
+            if !finished {
                 let launcher_name = job.launcher_name();
-                let workers_ready = mine
-                    .iter()
-                    .filter(|p| is_worker(p) && !deleting(p) && is_ready(p))
-                    .count() as i64
-                    >= workers;
+                let workers_ready = suspended
+                    || mine
+                        .iter()
+                        .filter(|p| is_worker(p) && !deleting(p) && is_ready(p))
+                        .count() as i64
+                        >= workers;
                 if ctl.store.get(JOBS, &ns, &launcher_name).is_none()
                     && (!job.wait_for_workers || workers_ready)
                 {
-                    let mut template = launcher_spec
-                        .get("template")
-                        .cloned()
-                        .unwrap_or_else(|| json!({}));
-                    if s(&template, "/spec/restartPolicy").is_some_and(|p| !p.is_empty()) {
+                    if s(&launcher_spec, "/template/spec/restartPolicy")
+                        .is_some_and(|p| !p.is_empty())
+                    {
                         ctl.store.record_event(
                             &mj,
                             "Warning",
@@ -208,9 +242,11 @@ impl Operator for MpiOperator {
                             "mpi-job-controller",
                         );
                     }
-                    apply_restart_policy(&mut template, &launcher_spec, "OnFailure");
-                    let template = job.launcher_template(&template);
-                    let mut spec = json!({"template": template, "podReplacementPolicy": "Failed"});
+                    let mut spec =
+                        json!({"template": launcher_template(), "podReplacementPolicy": "Failed"});
+                    if suspended {
+                        spec["suspend"] = json!(true);
+                    }
                     for k in [
                         "backoffLimit",
                         "ttlSecondsAfterFinished",
@@ -229,6 +265,47 @@ impl Operator for MpiOperator {
                         "spec": spec,
                     });
                     ctl.create(JOBS, &ns, launcher_job, &mj, "launcher job");
+                } else if let Some(l) = ctl.store.get(JOBS, &ns, &launcher_name) {
+                    let l_suspended =
+                        l.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
+                    if !suspended && l_suspended {
+                        // Resume: startTime cleared, the mutable scheduling directives
+                        // synced from the current launcher template (what Kueue injected),
+                        // unsuspended, in the same step as the workers were created: the
+                        // launcher does not wait for them (#615).
+                        let desired = launcher_template();
+                        ctl.store.mutate(JOBS, &ns, &launcher_name, |j| {
+                            if let Some(st) = j["status"].as_object_mut() {
+                                st.remove("startTime");
+                            }
+                            let t = &mut j["spec"]["template"];
+                            for k in ["labels", "annotations"] {
+                                if let Some(m) = desired["metadata"][k].as_object() {
+                                    if !t["metadata"][k].is_object() {
+                                        t["metadata"][k] = json!({});
+                                    }
+                                    for (a, b) in m {
+                                        t["metadata"][k][a] = b.clone();
+                                    }
+                                }
+                            }
+                            for k in ["nodeSelector", "tolerations", "schedulingGates"] {
+                                match desired["spec"].get(k) {
+                                    Some(v) => t["spec"][k] = v.clone(),
+                                    None => {
+                                        if let Some(m) = t["spec"].as_object_mut() {
+                                            m.remove(k);
+                                        }
+                                    }
+                                }
+                            }
+                            j["spec"]["suspend"] = json!(false);
+                        });
+                    } else if suspended && !l_suspended {
+                        ctl.store.mutate(JOBS, &ns, &launcher_name, |j| {
+                            j["spec"]["suspend"] = json!(true)
+                        });
+                    }
                 }
             }
             // Status.
@@ -271,7 +348,52 @@ impl Operator for MpiOperator {
                     "mpi-job-controller",
                 );
             }
-            if status.get("startTime").is_none() {
+            // Suspended / resumed (`updateMPIJobStatus`).
+            if suspended {
+                if !cond_true(&mj, "Suspended") {
+                    set_condition(
+                        &mut status,
+                        "Suspended",
+                        "True",
+                        "MPIJobSuspended",
+                        "MPIJob suspended",
+                        &now_s,
+                    );
+                    ctl.store.record_event(
+                        &mj,
+                        "Normal",
+                        "MPIJobSuspended",
+                        "MPIJob suspended",
+                        "mpi-job-controller",
+                    );
+                }
+                set_condition(
+                    &mut status,
+                    "Running",
+                    "False",
+                    "MPIJobSuspended",
+                    &format!("MPIJob {full} is suspended."),
+                    &now_s,
+                );
+            } else if cond_true(&mj, "Suspended") {
+                set_condition(
+                    &mut status,
+                    "Suspended",
+                    "False",
+                    "MPIJobResumed",
+                    "MPIJob resumed",
+                    &now_s,
+                );
+                ctl.store.record_event(
+                    &mj,
+                    "Normal",
+                    "MPIJobResumed",
+                    "MPIJob resumed",
+                    "mpi-job-controller",
+                );
+                status["startTime"] = json!(now_s);
+            }
+            if status.get("startTime").is_none() && !suspended {
                 status["startTime"] = json!(now_s);
             }
             let lget = |k: &str| {
@@ -413,6 +535,9 @@ pub struct JobSpec {
     pub launcher_as_worker: bool,
     /// `launcherCreationPolicy: WaitForWorkersReady`.
     pub wait_for_workers: bool,
+    /// Gang scheduling by Volcano (`--gang-scheduling=volcano`): pods get
+    /// `schedulerName: volcano` and the PodGroup annotation.
+    pub volcano: bool,
 }
 
 impl JobSpec {
@@ -445,7 +570,71 @@ impl JobSpec {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             wait_for_workers: s(mj, "/spec/launcherCreationPolicy") == Some("WaitForWorkersReady"),
+            volcano: false,
         }
+    }
+
+    /// The PodGroup's spec (`pkg/controller/podgroup.go:VolcanoCtrl.newPodGroup`):
+    /// `minMember` = `schedulingPolicy.minAvailable`, else workers + 1; `queue` =
+    /// `schedulingPolicy.queue`, else the MPIJob's `scheduling.volcano.sh/queue-name`
+    /// annotation; `priorityClassName` = `schedulingPolicy.priorityClass`, else the launcher's,
+    /// else the worker's; `minResources` = `schedulingPolicy.minResources`, else the launcher's
+    /// and (minMember − 1, at most every) workers' requests, limits where missing
+    /// (`calPGMinResource`).
+    pub fn pod_group_spec(&self, mj: &Value) -> Value {
+        let sp = mj
+            .pointer("/spec/runPolicy/schedulingPolicy")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        let min = sp
+            .get("minAvailable")
+            .and_then(Value::as_i64)
+            .unwrap_or(self.workers + 1);
+        let queue = s(&sp, "/queue")
+            .filter(|q| !q.is_empty())
+            .or(mj
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(crate::volcano::QUEUE_ANNOTATION))
+                .and_then(Value::as_str))
+            .unwrap_or("default");
+        let tmpl = |role: &str| {
+            mj.pointer(&format!("/spec/mpiReplicaSpecs/{role}/template"))
+                .cloned()
+                .unwrap_or_else(|| json!({}))
+        };
+        let (lt, wt) = (tmpl("Launcher"), tmpl("Worker"));
+        let prio = s(&sp, "/priorityClass")
+            .or(s(&lt, "/spec/priorityClassName"))
+            .or(s(&wt, "/spec/priorityClassName"))
+            .filter(|p| !p.is_empty());
+        let mut spec = json!({"minMember": min, "queue": queue});
+        if let Some(p) = prio {
+            spec["priorityClassName"] = json!(p);
+        }
+        let min_res = match sp.get("minResources") {
+            Some(r) => Some(r.clone()),
+            None if min > 0 => {
+                let workers = self.workers.min((min - 1).max(0));
+                crate::volcano::min_resources(&[(&lt, 1), (&wt, workers)])
+            }
+            None => None,
+        };
+        if let Some(r) = min_res {
+            spec["minResources"] = r;
+        }
+        spec
+    }
+
+    /// `decoratePodTemplateSpec`: Volcano schedules the pod, as a member of the job's group.
+    fn gang(&self, meta: &mut Value, spec: &mut Value) {
+        if !self.volcano {
+            return;
+        }
+        spec["schedulerName"] = json!(crate::volcano::SCHEDULER);
+        if !meta["annotations"].is_object() {
+            meta["annotations"] = json!({});
+        }
+        meta["annotations"][crate::volcano::GROUP_ANNOTATION] = json!(self.name);
     }
 
     /// `<pod>.<job>.<ns>.svc`: what the operator writes for each host.
@@ -614,6 +803,7 @@ impl JobSpec {
         if let Some(a) = template.pointer("/metadata/annotations") {
             meta["annotations"] = a.clone();
         }
+        self.gang(&mut meta, &mut spec);
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
     }
 
@@ -696,6 +886,10 @@ impl JobSpec {
                 json!({"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT_PATH}),
             );
         }
+        let (mut meta, mut spec) = (t["metadata"].take(), t["spec"].take());
+        self.gang(&mut meta, &mut spec);
+        t["metadata"] = meta;
+        t["spec"] = spec;
         t
     }
 }

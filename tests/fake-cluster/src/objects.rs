@@ -226,6 +226,12 @@ pub fn default_on_create(def: &ResourceDef, obj: &mut Value, uid: &str) {
             default_pod_spec(&mut obj["spec"]);
             default_requests(&mut obj["spec"]);
             obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+            // The pod strategy's PrepareForCreate (`applySchedulingGatedCondition`).
+            if crate::scheduler::scheduling_gated(obj) {
+                obj["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "False",
+                    "reason": "SchedulingGated", "message": "Scheduling is blocked due to non-empty scheduling gates",
+                    "lastProbeTime": null, "lastTransitionTime": util::fmt_time(util::now_ns())}]);
+            }
         }
         "services" => {
             let spec = &mut obj["spec"];
@@ -370,12 +376,33 @@ pub fn check_immutable(def: &ResourceDef, old: &Value, new: &Value) -> ApiResult
                     "activeDeadlineSeconds",
                     "tolerations",
                     "terminationGracePeriodSeconds",
+                    "schedulingGates",
                 ] {
                     m.remove(k);
+                }
+                // A gated pod's scheduling directives may still change (KEP-3838).
+                if crate::scheduler::scheduling_gated(old) {
+                    m.remove("nodeSelector");
                 }
             }
             spec
         };
+        // Scheduling gates may only be removed, never added.
+        let gates = |v: &Value| -> Vec<Value> {
+            v.pointer("/spec/schedulingGates")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        if gates(new).iter().any(|g| !gates(old).contains(g)) {
+            return Err(ApiError::invalid(
+                def,
+                name,
+                "spec.schedulingGates",
+                "FieldValueForbidden",
+                "Forbidden: only deletion is allowed, but found new scheduling gate",
+            ));
+        }
         if strip(old) != strip(new) {
             return Err(ApiError::invalid(
                 def,

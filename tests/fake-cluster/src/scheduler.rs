@@ -144,7 +144,7 @@ impl NodeSpec {
 
 /// A resource amount in the scheduler's units: cpu in millicores, everything else whole
 /// (memory and storage in bytes).
-fn amount(resource: &str, q: &Value) -> i64 {
+pub fn amount(resource: &str, q: &Value) -> i64 {
     let text = match q {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
@@ -215,7 +215,7 @@ fn tolerates(tolerations: &[Value], taint: &Value) -> bool {
 
 /// Why `pod` does not fit `node`; empty when it does. `used` is what the node's pods
 /// request (with `pods` counted), `unresolvable` tells preemption could not help.
-fn misfit(
+pub fn misfit(
     pod: &Value,
     req: &BTreeMap<String, i64>,
     node: &Value,
@@ -318,36 +318,29 @@ pub fn unschedulable_message(n: usize, per_node: &[(Vec<String>, bool)]) -> Stri
     )
 }
 
+/// Whether `pod` still has `spec.schedulingGates`: no scheduler places it until they are
+/// removed (its PodScheduled condition says `SchedulingGated`, set when it was created).
+pub fn scheduling_gated(pod: &Value) -> bool {
+    pod.pointer("/spec/schedulingGates")
+        .and_then(Value::as_array)
+        .is_some_and(|g| !g.is_empty())
+}
+
+/// Whether the default scheduler may place `pod` (or, with no Node objects, the kubelet
+/// that binds in its place): not gated, and no other scheduler named (a pod naming
+/// `volcano` waits for Volcano, or forever where none runs, as on a real cluster).
+pub fn for_default_scheduler(pod: &Value) -> bool {
+    !scheduling_gated(pod)
+        && s(pod, "/spec/schedulerName").is_none_or(|n| n.is_empty() || n == "default-scheduler")
+}
+
 fn terminal(p: &Value) -> bool {
     matches!(s(p, "/status/phase"), Some("Succeeded" | "Failed"))
 }
 
-/// One scheduling pass: binds what fits, marks the rest Unschedulable (once per change of
-/// message, with a `FailedScheduling` event).
-pub fn schedule(store: &Store, nodes_res: usize) {
-    let all = (LabelSelector::default(), FieldSelector::default());
-    let (nodes, _) = store.list(nodes_res, None, &all.0, &all.1);
-    let (pods, _) = store.list(PODS, None, &all.0, &all.1);
-    let mut pending: Vec<&Arc<Value>> = pods
-        .iter()
-        .filter(|p| {
-            s(p, "/spec/nodeName").is_none_or(str::is_empty)
-                && !terminal(p)
-                && p.pointer("/metadata/deletionTimestamp").is_none()
-                && s(p, "/spec/schedulerName").is_none_or(|n| n == "default-scheduler")
-        })
-        .collect();
-    if pending.is_empty() {
-        return;
-    }
-    pending.sort_by(|a, b| {
-        (s(a, "/metadata/creationTimestamp"), ns_of(a), name_of(a)).cmp(&(
-            s(b, "/metadata/creationTimestamp"),
-            ns_of(b),
-            name_of(b),
-        ))
-    });
-    let mut used: Vec<BTreeMap<String, i64>> = nodes
+/// What each node's bound, unfinished pods request (with `pods` counted), in `nodes`' order.
+pub fn node_usage(nodes: &[Arc<Value>], pods: &[Arc<Value>]) -> Vec<BTreeMap<String, i64>> {
+    nodes
         .iter()
         .map(|n| {
             let mut u: BTreeMap<String, i64> = BTreeMap::new();
@@ -362,7 +355,75 @@ pub fn schedule(store: &Store, nodes_res: usize) {
             }
             u
         })
+        .collect()
+}
+
+/// A quantity as Kubernetes prints it (Kueue's `resource_formatter.go` too): cpu from
+/// millicores (`500m`, `2`), memory-like resources in binary units (`1Gi`), the rest as
+/// DecimalSI integers (`4`, `1k`).
+pub fn fmt_amount(resource: &str, v: i64) -> String {
+    fn decimal(v: i64) -> String {
+        for (f, u) in [
+            (1_000_000_000_000i64, "T"),
+            (1_000_000_000, "G"),
+            (1_000_000, "M"),
+            (1_000, "k"),
+        ] {
+            if v != 0 && v % f == 0 {
+                return format!("{}{u}", v / f);
+            }
+        }
+        v.to_string()
+    }
+    if resource == "cpu" {
+        if v % 1000 == 0 {
+            decimal(v / 1000)
+        } else {
+            format!("{v}m")
+        }
+    } else if resource == "memory"
+        || resource == "ephemeral-storage"
+        || resource.starts_with("hugepages-")
+    {
+        const UNITS: [&str; 6] = ["Ei", "Pi", "Ti", "Gi", "Mi", "Ki"];
+        for (i, u) in UNITS.iter().enumerate() {
+            let f = 1i64 << (10 * (6 - i));
+            if v != 0 && v % f == 0 {
+                return format!("{}{u}", v / f);
+            }
+        }
+        v.to_string()
+    } else {
+        decimal(v)
+    }
+}
+
+/// One scheduling pass: binds what fits, marks the rest Unschedulable (once per change of
+/// message, with a `FailedScheduling` event).
+pub fn schedule(store: &Store, nodes_res: usize) {
+    let all = (LabelSelector::default(), FieldSelector::default());
+    let (nodes, _) = store.list(nodes_res, None, &all.0, &all.1);
+    let (pods, _) = store.list(PODS, None, &all.0, &all.1);
+    let mut pending: Vec<&Arc<Value>> = pods
+        .iter()
+        .filter(|p| {
+            s(p, "/spec/nodeName").is_none_or(str::is_empty)
+                && !terminal(p)
+                && p.pointer("/metadata/deletionTimestamp").is_none()
+                && for_default_scheduler(p)
+        })
         .collect();
+    if pending.is_empty() {
+        return;
+    }
+    pending.sort_by(|a, b| {
+        (s(a, "/metadata/creationTimestamp"), ns_of(a), name_of(a)).cmp(&(
+            s(b, "/metadata/creationTimestamp"),
+            ns_of(b),
+            name_of(b),
+        ))
+    });
+    let mut used = node_usage(&nodes, &pods);
     let now = fmt_time(now_ns());
     for pod in pending {
         // The volume binding check comes first, as the real scheduler's plugin: a claim that

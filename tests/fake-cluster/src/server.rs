@@ -314,6 +314,25 @@ pub async fn handle(
             },
         );
     }
+    if req.method() == Method::GET {
+        let segs: Vec<String> = path
+            .trim_matches('/')
+            .split('/')
+            .map(percent_decode)
+            .collect();
+        let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+        if let Some(r) = inner
+            .operators
+            .iter()
+            .find_map(|o| o.get_path(&inner.store, &segs))
+        {
+            inner.stats.count("get", &path);
+            return Ok(match r {
+                Ok(v) => json_response(200, &v),
+                Err(e) => error_response(&e),
+            });
+        }
+    }
     let route = route(&path, &inner);
     let (verb, resource_key) = match &route {
         Route::Resource {

@@ -82,6 +82,9 @@ pub struct Store {
     pub graceful_pods: std::sync::atomic::AtomicBool,
     /// Node objects exist and the scheduler binds pods; kubelets run only bound pods.
     pub scheduler: std::sync::atomic::AtomicBool,
+    /// The operators whose mutating admission ([`crate::controllers::Operator::admit`]) every
+    /// create goes through (set once, when the cluster starts).
+    pub admission: std::sync::OnceLock<Vec<Arc<dyn crate::controllers::Operator>>>,
 }
 
 fn key(ns: &str, name: &str) -> Key {
@@ -239,6 +242,7 @@ impl Store {
             history_max_age: Mutex::new(None),
             graceful_pods: std::sync::atomic::AtomicBool::new(false),
             scheduler: std::sync::atomic::AtomicBool::new(false),
+            admission: std::sync::OnceLock::new(),
         };
         for ns in ["default", "kube-system", "kube-public"] {
             let _ = store.create(
@@ -306,9 +310,15 @@ impl Store {
         &self,
         res_id: ResId,
         ns: &str,
-        obj: Value,
+        mut obj: Value,
         opts: &WriteOpts,
     ) -> ApiResult<Value> {
+        // Mutating admission first (outside the lock: a webhook may read the store).
+        if obj.is_object() {
+            for op in self.admission.get().into_iter().flatten() {
+                op.admit(self, res_id, ns, &mut obj)?;
+            }
+        }
         let mut st = self.lock();
         let out = self.create_locked(&mut st, res_id, ns, obj, opts)?;
         let rv = st.rv;
@@ -923,6 +933,38 @@ impl Store {
         drop(st);
         self.notify(rv);
         Some((*arc).clone())
+    }
+
+    /// A controller removes its finalizer `fin` from an object; one being deleted that keeps
+    /// no finalizer is then gone, as when a client updates it so.
+    pub fn drop_finalizer(&self, res_id: ResId, ns: &str, name: &str, fin: &str) {
+        let mut st = self.lock();
+        let Some(old) = st.get(res_id, ns, name).cloned() else {
+            return;
+        };
+        let fins = finalizers(&old);
+        if !fins.iter().any(|f| f == fin) {
+            return;
+        }
+        let mut n = (*old).clone();
+        let left: Vec<String> = fins.into_iter().filter(|f| f != fin).collect();
+        let kind = if left.is_empty() {
+            if let Some(m) = n["metadata"].as_object_mut() {
+                m.remove("finalizers");
+            }
+            if n.pointer("/metadata/deletionTimestamp").is_some() {
+                EventType::Deleted
+            } else {
+                EventType::Modified
+            }
+        } else {
+            n["metadata"]["finalizers"] = json!(left);
+            EventType::Modified
+        };
+        st.commit(res_id, kind, n, Some(old), self.history_limit);
+        let rv = st.rv;
+        drop(st);
+        self.notify(rv);
     }
 
     /// The kubelet's final delete of a pod whose containers are stopped (grace 0), if the

@@ -81,6 +81,36 @@ pub fn columns(def: &ResourceDef) -> Vec<Value> {
             ("Object", "string", 0),
             ("Message", "string", 0),
         ],
+        // The CRDs' additionalPrinterColumns.
+        "workloads" if def.custom => &[
+            ("Name", "string", 0),
+            ("Queue", "string", 0),
+            ("Reserved in", "string", 0),
+            ("Admitted", "string", 0),
+            ("Finished", "string", 0),
+            ("Age", "date", 0),
+        ],
+        "localqueues" if def.custom => &[
+            ("Name", "string", 0),
+            ("ClusterQueue", "string", 0),
+            ("Pending Workloads", "integer", 0),
+            ("Admitted Workloads", "integer", 0),
+        ],
+        "clusterqueues" if def.custom => &[
+            ("Name", "string", 0),
+            ("Cohort", "string", 0),
+            ("Strategy", "string", 1),
+            ("Pending Workloads", "integer", 0),
+            ("Admitted Workloads", "integer", 1),
+        ],
+        "podgroups" if def.custom => &[
+            ("Name", "string", 0),
+            ("Status", "string", 0),
+            ("minMember", "integer", 0),
+            ("RUNNINGS", "integer", 0),
+            ("Age", "date", 0),
+            ("QUEUE", "string", 1),
+        ],
         _ if def.custom => &[("Name", "string", 0), ("Age", "date", 0)],
         "nodes" => &[
             ("Name", "string", 0),
@@ -330,6 +360,53 @@ fn cells(def: &ResourceDef, o: &Value, now: i64) -> Vec<Value> {
                 json!(info("containerRuntimeVersion")),
             ]
         }
+        "workloads" if def.custom => {
+            let cond = |t: &str| {
+                o.pointer("/status/conditions")
+                    .and_then(Value::as_array)
+                    .and_then(|c| c.iter().find(|c| s(c, "/type") == Some(t)))
+                    .and_then(|c| s(c, "/status"))
+                    .unwrap_or("")
+                    .to_string()
+            };
+            vec![
+                name,
+                json!(s(o, "/spec/queueName").unwrap_or("")),
+                json!(s(o, "/status/admission/clusterQueue").unwrap_or("")),
+                json!(cond("Admitted")),
+                json!(cond("Finished")),
+                json!(obj_age(o, now)),
+            ]
+        }
+        "localqueues" if def.custom => vec![
+            name,
+            json!(s(o, "/spec/clusterQueue").unwrap_or("")),
+            o.pointer("/status/pendingWorkloads")
+                .cloned()
+                .unwrap_or(Value::Null),
+            o.pointer("/status/admittedWorkloads")
+                .cloned()
+                .unwrap_or(Value::Null),
+        ],
+        "clusterqueues" if def.custom => vec![
+            name,
+            json!(s(o, "/spec/cohortName").unwrap_or("")),
+            json!(s(o, "/spec/queueingStrategy").unwrap_or("")),
+            o.pointer("/status/pendingWorkloads")
+                .cloned()
+                .unwrap_or(Value::Null),
+            o.pointer("/status/admittedWorkloads")
+                .cloned()
+                .unwrap_or(Value::Null),
+        ],
+        "podgroups" if def.custom => vec![
+            name,
+            json!(s(o, "/status/phase").unwrap_or("")),
+            o.pointer("/spec/minMember").cloned().unwrap_or(Value::Null),
+            o.pointer("/status/running").cloned().unwrap_or(Value::Null),
+            json!(obj_age(o, now)),
+            json!(s(o, "/spec/queue").unwrap_or("")),
+        ],
         _ => vec![name, json!(obj_age(o, now))],
     }
 }

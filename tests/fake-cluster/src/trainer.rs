@@ -138,25 +138,7 @@ const LAUNCHER: &str = "launcher";
 const NODE: &str = "node";
 const HOSTFILE_DIR: &str = "/etc/mpi";
 
-/// Sets a metav1.Condition (type, status, reason, message, lastTransitionTime), keeping the
-/// transition time when the status stays.
-fn set_cond(status: &mut Value, ctype: &str, cstatus: &str, reason: &str, msg: &str, now: &str) {
-    if !status["conditions"].is_array() {
-        status["conditions"] = json!([]);
-    }
-    let conds = status["conditions"].as_array_mut().expect("array");
-    match conds.iter_mut().find(|c| s(c, "/type") == Some(ctype)) {
-        Some(c) => {
-            if s(c, "/status") != Some(cstatus) {
-                c["lastTransitionTime"] = json!(now);
-            }
-            c["status"] = json!(cstatus);
-            c["reason"] = json!(reason);
-            c["message"] = json!(msg);
-        }
-        None => conds.push(json!({"type": ctype, "status": cstatus, "reason": reason, "message": msg, "lastTransitionTime": now})),
-    }
-}
+use crate::controllers::set_meta_condition as set_cond;
 
 fn cond<'a>(v: &'a Value, t: &str) -> Option<&'a Value> {
     v.pointer("/status/conditions")?
@@ -209,7 +191,7 @@ pub fn operators() -> Vec<Arc<dyn Operator>> {
 }
 
 /// The MPI policy after the Trainer's defaults and the TrainJob's overrides.
-struct Mpi {
+pub(crate) struct Mpi {
     nodes: i64,
     slots: i64,
     ssh_path: String,
@@ -217,7 +199,7 @@ struct Mpi {
 }
 
 impl Mpi {
-    fn of(tj: &Value, rt: &Value) -> Mpi {
+    pub(crate) fn of(tj: &Value, rt: &Value) -> Mpi {
         let int = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_i64);
         let num_nodes = int(tj, "/spec/trainer/numNodes")
             .or(int(rt, "/spec/mlPolicy/numNodes"))
@@ -263,15 +245,7 @@ impl Operator for TrainerOperator {
             }
             let (ns, name) = (ns_of(&tj).to_string(), name_of(&tj).to_string());
             let rt_name = s(&tj, "/spec/runtimeRef/name").unwrap_or_default();
-            let runtime = match s(&tj, "/spec/runtimeRef/kind") {
-                Some("TrainingRuntime") => {
-                    ctl.store
-                        .get(resources::register(&TRAININGRUNTIMES), &ns, rt_name)
-                }
-                _ => ctl
-                    .store
-                    .get(resources::register(&CLUSTERTRAININGRUNTIMES), "", rt_name),
-            };
+            let runtime = runtime_of(&ctl.store, &tj);
             let mut status = tj
                 .get("status")
                 .cloned()
@@ -344,6 +318,18 @@ impl Operator for TrainerOperator {
                     .mutate(id, &ns, &name, |o| o["status"] = status.clone());
             }
         }
+    }
+}
+
+/// The runtime a TrainJob names (`spec.runtimeRef`: a ClusterTrainingRuntime unless the kind
+/// says TrainingRuntime, in the TrainJob's namespace).
+pub(crate) fn runtime_of(store: &crate::store::Store, tj: &Value) -> Option<Arc<Value>> {
+    let rt_name = s(tj, "/spec/runtimeRef/name").unwrap_or_default();
+    match s(tj, "/spec/runtimeRef/kind") {
+        Some("TrainingRuntime") => {
+            store.get(resources::register(&TRAININGRUNTIMES), ns_of(tj), rt_name)
+        }
+        _ => store.get(resources::register(&CLUSTERTRAININGRUNTIMES), "", rt_name),
     }
 }
 
@@ -422,12 +408,32 @@ fn build(ctl: &Controllers, tj: &Value, rt: &Value, suspend: bool) {
         }
         Some(_) => {}
     }
+    if rt.pointer("/spec/podGroupPolicy/volcano").is_some() && crate::volcano::served(&ctl.store) {
+        // The volcano plugin's `Build`: once made, the PodGroup is rebuilt only while the
+        // TrainJob is suspended.
+        let pg = resources::register(&crate::volcano::PODGROUPS);
+        if suspend || ctl.store.get(pg, &ns, &name).is_none() {
+            let js = jobset(tj, rt, &mpi, spec.clone(), suspend);
+            crate::volcano::ensure_pod_group(ctl, tj, &name, pod_group_spec(tj, rt, &js));
+        }
+    }
     if let Some(js) = ctl.store.get(jobsets, &ns, &name) {
         let was = js.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
-        if was != suspend && (was || suspend) {
+        if was {
+            // Rebuilt only while suspended (the JobSet plugin's `Build`): what Kueue wrote
+            // into its runtime patch on admission reaches the pods.
+            let fresh = jobset(tj, rt, &mpi, spec, suspend);
             ctl.store.mutate(jobsets, &ns, &name, |o| {
-                o["spec"]["suspend"] = json!(suspend)
+                o["spec"] = fresh["spec"].clone();
+                for k in ["labels", "annotations"] {
+                    if fresh["metadata"][k].is_object() {
+                        o["metadata"][k] = fresh["metadata"][k].clone();
+                    }
+                }
             });
+        } else if suspend {
+            ctl.store
+                .mutate(jobsets, &ns, &name, |o| o["spec"]["suspend"] = json!(true));
         }
         return;
     }
@@ -435,8 +441,65 @@ fn build(ctl: &Controllers, tj: &Value, rt: &Value, suspend: bool) {
     ctl.create(jobsets, &ns, js, tj, "jobset");
 }
 
+/// The PodGroup spec of the Trainer's volcano plugin (`plugins/volcano/volcano.go`):
+/// `minMember` every pod of the JobSet, `minResources` their requests, `priorityClassName`
+/// the last replicated job's that sets one, `queue` from the annotation
+/// `scheduling.volcano.sh/queue-name` of the runtime's template or a runtime patch's (not the
+/// TrainJob's own annotations; `default`, the CRD's default, without one).
+fn pod_group_spec(tj: &Value, rt: &Value, js: &Value) -> Value {
+    let mut min = 0;
+    let mut sets = Vec::new();
+    let mut prio = None;
+    for rj in js["spec"]["replicatedJobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let n = rj.get("replicas").and_then(Value::as_i64).unwrap_or(1)
+            * rj.pointer("/template/spec/parallelism")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+        min += n;
+        let pod = &rj["template"]["spec"]["template"];
+        sets.push((pod, n));
+        if let Some(p) = s(pod, "/spec/priorityClassName").filter(|p| !p.is_empty()) {
+            prio = Some(p.to_string());
+        }
+    }
+    let mut annotations = json!({});
+    merge_map(
+        &mut annotations,
+        rt.pointer("/spec/template/metadata/annotations"),
+    );
+    for p in tj
+        .pointer("/spec/runtimePatches")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        merge_map(
+            &mut annotations,
+            p.pointer("/trainingRuntimeSpec/template/metadata/annotations"),
+        );
+    }
+    let queue = s(
+        &annotations,
+        &format!("/{}", crate::volcano::QUEUE_ANNOTATION.replace('/', "~1")),
+    )
+    .filter(|q| !q.is_empty())
+    .unwrap_or("default");
+    let mut spec = json!({"minMember": min, "queue": queue});
+    if let Some(p) = prio {
+        spec["priorityClassName"] = json!(p);
+    }
+    if let Some(r) = crate::volcano::min_resources(&sets) {
+        spec["minResources"] = r;
+    }
+    spec
+}
+
 /// The JobSet of TrainJob `tj` from runtime `rt`'s template.
-fn jobset(tj: &Value, rt: &Value, mpi: &Mpi, mut spec: Value, suspend: bool) -> Value {
+pub(crate) fn jobset(tj: &Value, rt: &Value, mpi: &Mpi, mut spec: Value, suspend: bool) -> Value {
     let (ns, name) = (ns_of(tj), name_of(tj));
     let mut meta = json!({"name": name, "namespace": ns, "ownerReferences": [owner_ref(tj)]});
     merge_map(
@@ -602,6 +665,13 @@ fn jobset(tj: &Value, rt: &Value, mpi: &Mpi, mut spec: Value, suspend: bool) -> 
             p.pointer("/trainingRuntimeSpec/template/metadata/annotations"),
         );
     }
+    // The volcano plugin's `EnforcePodGroupPolicy`: every pod joins the TrainJob's PodGroup.
+    if rt.pointer("/spec/podGroupPolicy/volcano").is_some() {
+        for rj in spec["replicatedJobs"].as_array_mut().into_iter().flatten() {
+            let ann = &mut rj["template"]["spec"]["template"]["metadata"]["annotations"];
+            merge_map(ann, Some(&json!({crate::volcano::GROUP_ANNOTATION: name})));
+        }
+    }
     if suspend {
         spec["suspend"] = json!(true);
     }
@@ -707,6 +777,15 @@ impl Operator for JobSetOperator {
                     .unwrap_or(1);
                 n("ready") + n("succeeded") >= want
             };
+            // A suspended JobSet suspends its Jobs; resumed, it resumes them.
+            for j in mine.iter().filter(|j| !job_done(j)) {
+                let js_ = j.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true);
+                if js_ != suspend {
+                    ctl.store.mutate(JOBS, &ns, name_of(j), |o| {
+                        o["spec"]["suspend"] = json!(suspend)
+                    });
+                }
+            }
             if !suspend {
                 for rj in &rjobs {
                     let rname = s(rj, "/name").unwrap_or_default();

@@ -419,8 +419,9 @@ impl DockerKubelet {
                     if terminal {
                         continue;
                     }
-                    if store.scheduler.load(Ordering::Relaxed)
-                        && s(pod, "/spec/nodeName").is_none_or(str::is_empty)
+                    if s(pod, "/spec/nodeName").is_none_or(str::is_empty)
+                        && (store.scheduler.load(Ordering::Relaxed)
+                            || !crate::scheduler::for_default_scheduler(pod))
                     {
                         continue; // waits for the scheduler
                     }

@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+#[allow(unused_imports)]
 pub use fake_cluster::{FakeCluster, Faults, Options};
 
 pub fn start(mpi: bool) -> FakeCluster {
