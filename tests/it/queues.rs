@@ -116,8 +116,13 @@ fn second_run_waits_its_turn(kubelet: KubeletMode, backend: &str, image: Option<
     let mut a2 = first_args("q2");
     if kubelet != KubeletMode::Docker {
         a2.extend(
-            ["--set", "env.FAKE_KUBELET_ONLY=launcher", "--set", "env.FAKE_KUBELET_LINES=3"]
-                .map(String::from),
+            [
+                "--set",
+                "env.FAKE_KUBELET_ONLY=launcher",
+                "--set",
+                "env.FAKE_KUBELET_LINES=3",
+            ]
+            .map(String::from),
         );
     }
     let a2: Vec<&str> = a2.iter().map(String::as_str).collect();
@@ -126,7 +131,10 @@ fn second_run_waits_its_turn(kubelet: KubeletMode, backend: &str, image: Option<
     let (v, took) = status_until(&e, &dir, "q2", Duration::from_secs(60), |v| {
         v["state"] == "Queued" && v["queue"]["position"] == 1
     });
-    assert!(took <= WITHIN, "Queued with its position after {took:?}: {v}");
+    assert!(
+        took <= WITHIN,
+        "Queued with its position after {took:?}: {v}"
+    );
     let reason = v["reason"].as_str().unwrap_or_default();
     assert!(
         reason.starts_with("couldn't assign flavors to pod set ")
@@ -139,7 +147,9 @@ fn second_run_waits_its_turn(kubelet: KubeletMode, backend: &str, image: Option<
     c.args(["status", "q2"]);
     let text = run(c).stdout;
     assert!(
-        text.contains("State:      Queued (Kueue: LocalQueue team-a → ClusterQueue gpu; position 1)"),
+        text.contains(
+            "State:      Queued (Kueue: LocalQueue team-a → ClusterQueue gpu; position 1)"
+        ),
         "{text}"
     );
     assert!(text.contains(&format!("Reason:     {reason}")), "{text}");
@@ -162,6 +172,16 @@ fn second_run_waits_its_turn(kubelet: KubeletMode, backend: &str, image: Option<
     // Queued).
     match kubelet {
         KubeletMode::Docker => {
+            // Its workers' containers run (the ranks in them wait for the file).
+            status_until(&e, &dir, "q1", Duration::from_secs(240), |v| {
+                let workers: Vec<&Value> = v["pods"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|p| p["role"] == "worker")
+                    .collect();
+                workers.len() == 2 && workers.iter().all(|p| p["phase"] == "Running")
+            });
             for i in ["0", "1"] {
                 let mut c = e.hv(&dir);
                 c.args(["exec", "q1", "--index", i, "--", "touch", "/tmp/go"]);
@@ -218,8 +238,11 @@ fn second_run_waits_its_turn(kubelet: KubeletMode, backend: &str, image: Option<
         let o = run(c);
         assert_eq!(o.code, 0, "{}", o.stderr);
     }
-    e.fc.wait_for_empty("workloads", "default", Duration::from_secs(60));
-    assert!(e.fc.list("pods", Some("default"), "").is_empty());
+    // Undeploy waits until the run's objects are gone; the Workloads go with their owners.
+    let wls = e.fc.list("workloads", Some("default"), "");
+    assert!(wls.is_empty(), "{wls:?}");
+    let pods = e.fc.list("pods", Some("default"), "");
+    assert!(pods.is_empty(), "{pods:?}");
 }
 
 #[test]
@@ -250,10 +273,17 @@ fn an_unknown_local_queue_fails_within_five_seconds() {
         let o = deploy(
             &e,
             &dir,
-            &[&["--backend", backend, "--run-id", &id][..], &sets(&["queue=team-x"])].concat(),
+            &[
+                &["--backend", backend, "--run-id", &id][..],
+                &sets(&["queue=team-x"]),
+            ]
+            .concat(),
         );
         assert_eq!(o.code, 0, "{backend}: {}", o.stderr);
-        for what in [&["status", id.as_str(), "--wait"][..], &["logs", "-f", id.as_str()]] {
+        for what in [
+            &["status", id.as_str(), "--wait"][..],
+            &["logs", "-f", id.as_str()],
+        ] {
             let start = Instant::now();
             let mut c = e.hv(&dir);
             c.args(what);
@@ -279,13 +309,45 @@ fn an_unknown_local_queue_fails_within_five_seconds() {
     }
 }
 
+/// One node of 2 CPUs: a gang of two 1-CPU workers and a launcher does not fit.
 fn volcano_cluster() -> Cluster {
     Cluster::start(Options {
         mpi_operator: true,
         trainer: true,
         volcano: true,
+        nodes: fake_cluster::scheduler::NodeSpec {
+            count: 1,
+            cpu: "2".into(),
+            ..Default::default()
+        },
         ..Default::default()
     })
+}
+
+/// The schema of a CRD fixture (`tests/fixtures/crds/<name>.schema.json`).
+fn crd_schema(name: &str) -> Value {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/crds")
+        .join(format!("{name}.schema.json"));
+    let v: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    fake_cluster::schema::of_fixture(&v).clone()
+}
+
+/// Every rendered object of a kind with a CRD fixture validates strictly against it.
+fn validate(items: &[Value]) -> usize {
+    let mut checked = 0;
+    for o in items {
+        let fixture = match o["kind"].as_str() {
+            Some("PodGroup") => "volcano-v1.15.1-podgroups",
+            Some("TrainJob") => "trainer-v2.3.0-trainjobs",
+            Some("TrainingRuntime") => "trainer-v2.3.0-trainingruntimes",
+            _ => continue,
+        };
+        let errors = fake_cluster::schema::errors(&crd_schema(fixture), o);
+        assert_eq!(errors, Vec::<String>::new(), "{o}");
+        checked += 1;
+    }
+    checked
 }
 
 /// What each backend renders for Volcano: the MPIJob's schedulingPolicy, native's PodGroup
@@ -297,8 +359,16 @@ fn volcano_renders_for_every_backend() {
     let render = |backend: &str| -> Vec<Value> {
         let mut c = hvdctl();
         c.arg("-C").arg(&dir).args([
-            "deploy", "--dry-run", "-o", "json", "--backend", backend, "--run-id", "r1",
-            "--set", "scheduling.volcano={queue: q1, priorityClass: high}",
+            "deploy",
+            "--dry-run",
+            "-o",
+            "json",
+            "--backend",
+            backend,
+            "--run-id",
+            "r1",
+            "--set",
+            "scheduling.volcano={queue: q1, priorityClass: high}",
         ]);
         let o = run(c);
         assert_eq!(o.code, 0, "{backend}: {}", o.stderr);
@@ -307,13 +377,19 @@ fn volcano_renders_for_every_backend() {
     let kind = |items: &[Value], k: &str| -> Vec<Value> {
         items.iter().filter(|o| o["kind"] == k).cloned().collect()
     };
+    // The PodGroup and the Trainer's objects against their CRDs.
+    assert_eq!(validate(&render("native")), 1);
+    assert_eq!(validate(&render("trainjob")), 2);
     let items = render("mpijob");
     let job = &kind(&items, "MPIJob")[0];
     assert_eq!(
         job["spec"]["runPolicy"]["schedulingPolicy"],
         serde_json::json!({"minAvailable": 3, "queue": "q1", "priorityClass": "high"})
     );
-    assert_eq!(job["metadata"]["annotations"]["hvdctl.io/queue"], "volcano/q1");
+    assert_eq!(
+        job["metadata"]["annotations"]["hvdctl.io/queue"],
+        "volcano/q1"
+    );
     assert!(job["spec"]["runPolicy"]["suspend"].is_null(), "{job}");
 
     let items = render("native");
@@ -329,18 +405,33 @@ fn volcano_renders_for_every_backend() {
     assert_eq!(pods.len(), 2);
     for p in &pods {
         assert_eq!(p["spec"]["schedulerName"], "volcano", "{p}");
-        assert_eq!(p["metadata"]["annotations"]["scheduling.k8s.io/group-name"], "vr-r1");
+        assert_eq!(
+            p["metadata"]["annotations"]["scheduling.k8s.io/group-name"],
+            "vr-r1"
+        );
     }
     let launcher = &kind(&items, "Job")[0];
     let t = &launcher["spec"]["template"];
     assert_eq!(t["spec"]["schedulerName"], "volcano");
-    assert_eq!(t["metadata"]["annotations"]["scheduling.k8s.io/group-name"], "vr-r1");
-    assert_eq!(launcher["metadata"]["annotations"]["hvdctl.io/queue"], "volcano/q1");
+    assert_eq!(
+        t["metadata"]["annotations"]["scheduling.k8s.io/group-name"],
+        "vr-r1"
+    );
+    assert_eq!(
+        launcher["metadata"]["annotations"]["hvdctl.io/queue"],
+        "volcano/q1"
+    );
 
     let items = render("trainjob");
     let rt = &kind(&items, "TrainingRuntime")[0];
-    assert_eq!(rt["spec"]["podGroupPolicy"], serde_json::json!({"volcano": {}}));
-    for rj in rt["spec"]["template"]["spec"]["replicatedJobs"].as_array().unwrap() {
+    assert_eq!(
+        rt["spec"]["podGroupPolicy"],
+        serde_json::json!({"volcano": {}})
+    );
+    for rj in rt["spec"]["template"]["spec"]["replicatedJobs"]
+        .as_array()
+        .unwrap()
+    {
         let ps = &rj["template"]["spec"]["template"]["spec"];
         assert_eq!(ps["schedulerName"], "volcano", "{rj}");
         assert_eq!(ps["priorityClassName"], "high", "{rj}");
@@ -353,8 +444,7 @@ fn volcano_renders_for_every_backend() {
         .find(|p| p["manager"] == "hvdctl.io/hvdctl")
         .unwrap();
     assert_eq!(
-        patch["trainingRuntimeSpec"]["template"]["metadata"]["annotations"]
-            ["scheduling.volcano.sh/queue-name"],
+        patch["trainingRuntimeSpec"]["template"]["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"],
         "q1"
     );
     // The queue is not in the TrainJob's own annotations (the Trainer does not read them).
@@ -373,8 +463,16 @@ fn kueue_renders_for_every_backend() {
     let render = |backend: &str| -> Vec<Value> {
         let mut c = hvdctl();
         c.arg("-C").arg(&dir).args([
-            "deploy", "--dry-run", "-o", "json", "--backend", backend, "--run-id", "r1",
-            "--set", "queue=team-a",
+            "deploy",
+            "--dry-run",
+            "-o",
+            "json",
+            "--backend",
+            backend,
+            "--run-id",
+            "r1",
+            "--set",
+            "queue=team-a",
         ]);
         let o = run(c);
         assert_eq!(o.code, 0, "{backend}: {}", o.stderr);
@@ -389,13 +487,17 @@ fn kueue_renders_for_every_backend() {
     assert_eq!(job["metadata"]["labels"][q], "team-a");
     assert_eq!(job["spec"]["runPolicy"]["suspend"], true);
     // The launcher waits for every worker itself (kubeflow/mpi-operator#615).
-    let cmd = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
-        ["command"]
-        .as_array()
-        .unwrap();
-    assert!(cmd[2].as_str().unwrap().contains("did not accept ssh"), "{cmd:?}");
+    let cmd =
+        job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+            .as_array()
+            .unwrap();
+    assert!(
+        cmd[2].as_str().unwrap().contains("did not accept ssh"),
+        "{cmd:?}"
+    );
 
     let items = render("trainjob");
+    assert_eq!(validate(&items), 2);
     let tj = &kind(&items, "TrainJob")[0];
     assert_eq!(tj["metadata"]["labels"][q], "team-a");
     assert_eq!(tj["spec"]["suspend"], true);
@@ -406,13 +508,22 @@ fn kueue_renders_for_every_backend() {
     let t = &launcher["spec"]["template"]["metadata"];
     assert_eq!(t["labels"][q], "team-a");
     assert_eq!(t["annotations"]["kueue.x-k8s.io/pod-group-name"], "kr-r1");
-    assert_eq!(t["annotations"]["kueue.x-k8s.io/pod-group-total-count"], "3");
+    assert_eq!(
+        t["annotations"]["kueue.x-k8s.io/pod-group-total-count"],
+        "3"
+    );
     for p in kind(&items, "Pod") {
         let m = &p["metadata"];
         assert_eq!(m["labels"][q], "team-a");
         assert_eq!(m["annotations"]["kueue.x-k8s.io/pod-group-name"], "kr-r1");
-        assert_eq!(m["annotations"]["kueue.x-k8s.io/pod-group-total-count"], "3");
-        assert_eq!(m["annotations"]["kueue.x-k8s.io/retriable-in-group"], "false");
+        assert_eq!(
+            m["annotations"]["kueue.x-k8s.io/pod-group-total-count"],
+            "3"
+        );
+        assert_eq!(
+            m["annotations"]["kueue.x-k8s.io/retriable-in-group"],
+            "false"
+        );
     }
 }
 
@@ -429,7 +540,7 @@ fn a_volcano_gang_that_does_not_fit_shows_its_pending_message() {
             &dir,
             &[
                 &["--backend", backend, "--run-id", &id][..],
-                &sets(&["scheduling.volcano={}", "resources.worker.requests.cpu=1000"]),
+                &sets(&["scheduling.volcano={}", "resources.worker.requests.cpu=1"]),
             ]
             .concat(),
         );
@@ -445,10 +556,16 @@ fn a_volcano_gang_that_does_not_fit_shows_its_pending_message() {
         let mut c = e.hv(&dir);
         c.args(["status", &id]);
         let text = run(c).stdout;
-        assert!(text.contains("State:      Queued (Volcano: queue default)"), "{text}");
+        assert!(
+            text.contains("State:      Queued (Volcano: queue default)"),
+            "{text}"
+        );
         let mut c = e.hv(&dir);
         c.args(["undeploy", &id]);
         assert_eq!(run(c).code, 0);
-        assert!(e.fc.get("podgroups", "default", &format!("vg-{id}")).is_none());
+        assert!(
+            e.fc.get("podgroups", "default", &format!("vg-{id}"))
+                .is_none()
+        );
     }
 }
