@@ -264,49 +264,115 @@ fn kueue_queues_the_second_trainjob_run() {
 
 /// A LocalQueue that does not exist: Kueue calls the Workload Inadmissible; `status --wait`
 /// and `logs -f` end with exit 1 within 5 s, naming the queue.
-#[test]
-fn an_unknown_local_queue_fails_within_five_seconds() {
+fn an_unknown_local_queue_fails(backend: &str) {
     let e = kueue_cluster(KubeletMode::Synthetic, "cpu=8");
     let dir = init_app(&e.root, "qx", "mpi-hello");
-    for (i, backend) in ["mpijob", "native", "trainjob"].iter().enumerate() {
-        let id = format!("x{i}");
-        let o = deploy(
-            &e,
-            &dir,
-            &[
-                &["--backend", backend, "--run-id", &id][..],
-                &sets(&["queue=team-x"]),
-            ]
-            .concat(),
-        );
-        assert_eq!(o.code, 0, "{backend}: {}", o.stderr);
-        for what in [
-            &["status", id.as_str(), "--wait"][..],
-            &["logs", "-f", id.as_str()],
-        ] {
-            let start = Instant::now();
-            let mut c = e.hv(&dir);
-            c.args(what);
-            c.timeout(Duration::from_secs(120));
-            let o = run(c);
-            let took = start.elapsed();
-            assert_eq!(o.code, 1, "{backend} {what:?}: {}\n{}", o.stdout, o.stderr);
-            // `status --wait` says it in its report, `logs -f` as its `Reason:` line.
-            assert!(
-                format!("{}{}", o.stdout, o.stderr).contains("LocalQueue team-x doesn't exist"),
-                "{backend} {what:?}: {}\n{}",
-                o.stdout,
-                o.stderr
-            );
-            assert!(took <= WITHIN, "{backend} {what:?}: {took:?}");
-        }
-        let v = status(&e, &dir, &id);
-        assert_eq!(v["state"], "Queued", "{v}");
-        assert_eq!(v["queue"]["position"], Value::Null, "{v}");
+    let id = "x1";
+    let o = deploy(
+        &e,
+        &dir,
+        &[
+            &["--backend", backend, "--run-id", id][..],
+            &sets(&["queue=team-x"]),
+        ]
+        .concat(),
+    );
+    assert_eq!(o.code, 0, "{backend}: {}", o.stderr);
+    for what in [&["status", id, "--wait"][..], &["logs", "-f", id]] {
+        let start = Instant::now();
         let mut c = e.hv(&dir);
-        c.args(["undeploy", &id]);
-        assert_eq!(run(c).code, 0);
+        c.args(what);
+        c.timeout(Duration::from_secs(60));
+        let o = run(c);
+        let took = start.elapsed();
+        assert_eq!(o.code, 1, "{backend} {what:?}: {}\n{}", o.stdout, o.stderr);
+        // `status --wait` says it in its report, `logs -f` as its `Reason:` line.
+        assert!(
+            format!("{}{}", o.stdout, o.stderr).contains("LocalQueue team-x doesn't exist"),
+            "{backend} {what:?}: {}\n{}",
+            o.stdout,
+            o.stderr
+        );
+        assert!(took <= WITHIN, "{backend} {what:?}: {took:?}");
     }
+    let v = status(&e, &dir, id);
+    assert_eq!(v["state"], "Queued", "{v}");
+    assert_eq!(v["queue"]["position"], Value::Null, "{v}");
+    let mut c = e.hv(&dir);
+    c.args(["undeploy", id]);
+    assert_eq!(run(c).code, 0);
+    let wls = e.fc.list("workloads", Some("default"), "");
+    assert!(wls.is_empty(), "{wls:?}");
+}
+
+#[test]
+fn an_unknown_local_queue_fails_an_mpijob_run_within_five_seconds() {
+    an_unknown_local_queue_fails("mpijob");
+}
+
+#[test]
+fn an_unknown_local_queue_fails_a_trainjob_run_within_five_seconds() {
+    an_unknown_local_queue_fails("trainjob");
+}
+
+#[test]
+fn an_unknown_local_queue_fails_a_native_run_within_five_seconds() {
+    an_unknown_local_queue_fails("native");
+}
+
+/// doctor: Kueue's kinds served, the LocalQueue there and pointing at a ClusterQueue; an
+/// unknown LocalQueue fails naming it; Volcano's kinds missing fail.
+#[test]
+fn doctor_checks_the_queue() {
+    let e = kueue_cluster(KubeletMode::Synthetic, "cpu=8");
+    let dir = init_app(&e.root, "qd", "mpi-hello");
+    let queue_check = |sets: &[&str]| -> Value {
+        let mut args = vec!["doctor", "-o", "json"];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        let o = hv(&dir, Some(&e.kubeconfig), &args);
+        let v = json(&o.stdout);
+        v["checks"]
+            .as_array()
+            .or(v.as_array())
+            .unwrap()
+            .iter()
+            .find(|c| c["check"] == "queue")
+            .cloned()
+            .unwrap_or_else(|| panic!("no queue check: {v}"))
+    };
+    let c = queue_check(&["queue=team-a"]);
+    assert_eq!(c["status"], "ok", "{c}");
+    assert_eq!(
+        c["message"],
+        "Kueue: LocalQueue team-a in namespace default → ClusterQueue gpu"
+    );
+    let c = queue_check(&["queue=team-x"]);
+    assert_eq!(c["status"], "fail", "{c}");
+    assert!(
+        c["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("LocalQueue team-x (named in queue) does not exist in namespace default"),
+        "{c}"
+    );
+    // This cluster has no Volcano.
+    let c = queue_check(&["scheduling.volcano={}"]);
+    assert_eq!(c["status"], "fail", "{c}");
+    assert!(
+        c["message"]
+            .as_str()
+            .unwrap()
+            .contains("Volcano is not installed"),
+        "{c}"
+    );
+    // Without a queue there is no queue check.
+    let o = hv(&dir, Some(&e.kubeconfig), &["doctor", "-o", "json"]);
+    let v = json(&o.stdout);
+    let checks = v["checks"].as_array().or(v.as_array()).unwrap();
+    assert!(checks.iter().any(|c| c["check"] == "kinds"), "{v}");
+    assert!(!checks.iter().any(|c| c["check"] == "queue"), "{v}");
 }
 
 /// One node of 2 CPUs: a gang of two 1-CPU workers and a launcher does not fit.
