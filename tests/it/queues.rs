@@ -635,3 +635,78 @@ fn a_volcano_gang_that_does_not_fit_shows_its_pending_message() {
         );
     }
 }
+
+/// Under Volcano a runtime the app names must make PodGroups (`podGroupPolicy.volcano`):
+/// deploy refuses one without it, naming it, and creates nothing; doctor fails it; with the
+/// policy the run deploys.
+#[test]
+fn a_named_runtime_without_volcano_policy_is_refused() {
+    let e = volcano_cluster();
+    let dir = init_app(&e.root, "vn", "mpi-hello");
+    // The admin's runtime: hvdctl's own, as a ClusterTrainingRuntime without the policy.
+    let mut c = e.hv(&dir);
+    c.args([
+        "deploy",
+        "--backend",
+        "trainjob",
+        "--run-id",
+        "x",
+        "--dry-run",
+        "-o",
+        "json",
+    ]);
+    let o = run(c);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let mut rt = json(&o.stdout)["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == "TrainingRuntime")
+        .unwrap()
+        .clone();
+    rt["kind"] = "ClusterTrainingRuntime".into();
+    rt["metadata"] = serde_json::json!({"name": "team-mpi"});
+    e.fc.create(rt.clone())
+        .expect("ClusterTrainingRuntime created");
+    let args = [
+        "--backend",
+        "trainjob",
+        "--run-id",
+        "n1",
+        "--set",
+        "trainjob.runtime=team-mpi",
+        "--set",
+        "scheduling.volcano={queue: default}",
+    ];
+    let o = deploy(&e, &dir, &args);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains(
+            "ClusterTrainingRuntime team-mpi (named in trainjob.runtime) has no spec.podGroupPolicy.volcano"
+        ),
+        "{}",
+        o.stderr
+    );
+    assert!(e.fc.list("trainjobs", None, "").is_empty());
+    let mut c = e.hv(&dir);
+    c.args(["doctor", "-o", "json"])
+        .args(&args[..2])
+        .args(&args[4..]);
+    let v = json(&run(c).stdout);
+    let check = v["checks"]
+        .as_array()
+        .or(v.as_array())
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "trainjob.runtime")
+        .cloned()
+        .unwrap();
+    assert_eq!(check["status"], "fail", "{check}");
+    // With the policy it deploys.
+    e.fc.mutate("clustertrainingruntimes", "", "team-mpi", |o| {
+        o["spec"]["podGroupPolicy"] = serde_json::json!({"volcano": {}});
+    })
+    .expect("runtime");
+    let o = deploy(&e, &dir, &args);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+}
