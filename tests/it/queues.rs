@@ -131,6 +131,7 @@ fn second_run_waits_its_turn(kubelet: KubeletMode, backend: &str, image: Option<
     let (v, took) = status_until(&e, &dir, "q2", Duration::from_secs(60), |v| {
         v["state"] == "Queued" && v["queue"]["position"] == 1
     });
+    eprintln!("{backend}: Queued with position 1 {took:.1?} after its deploy");
     assert!(
         took <= WITHIN,
         "Queued with its position after {took:?}: {v}"
@@ -293,6 +294,7 @@ fn an_unknown_local_queue_fails(backend: &str) {
             o.stdout,
             o.stderr
         );
+        eprintln!("{backend} {what:?}: exit 1 after {took:.1?}");
         assert!(took <= WITHIN, "{backend} {what:?}: {took:?}");
     }
     let v = status(&e, &dir, id);
