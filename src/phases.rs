@@ -19,6 +19,10 @@ use std::time::Duration;
 pub struct Phases {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<String>,
+    /// When the run's queue admitted it (Kueue's `Admitted` condition, Volcano's
+    /// `Scheduled`): only for runs deployed with a queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admitted: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduled: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -54,6 +58,7 @@ impl Phases {
     pub fn reached(&self) -> Vec<(&'static str, &str)> {
         [
             ("created", &self.created),
+            ("admitted", &self.admitted),
             ("scheduled", &self.scheduled),
             ("workersRunning", &self.workers_running),
             ("launcherRunning", &self.launcher_running),
@@ -146,6 +151,8 @@ pub fn of_pods(created: Option<&str>, pods: &[Pod], workers: Option<usize>) -> P
         .flatten();
     Phases {
         created: created.and_then(normalize),
+        // The queue's, read with the run's queue (`cluster::queue`).
+        admitted: None,
         scheduled: scheduled_all,
         workers_running,
         launcher_running,

@@ -45,6 +45,10 @@ pub struct StatusReport {
     pub storage: Vec<crate::cluster::storage::ClaimRow>,
     /// Why the run is where it is, in one line (see [`crate::reason`]), or null.
     pub reason: Option<String>,
+    /// The queue the run waits (or waited) in — Kueue's LocalQueue or a Volcano queue —, or
+    /// null for a run deployed without one.
+    #[serde(default)]
+    pub queue: Option<crate::cluster::queue::Queue>,
     /// The reason means the run cannot succeed (`--wait` and `logs -f` stop on it).
     #[serde(skip)]
     pub failing: bool,
@@ -245,13 +249,16 @@ pub fn render(r: &StatusReport, format: StatusFormat) -> crate::Result<String> {
                 (Some(ns), Some(ctx)) => format!("Namespace:  {ns} (context {ctx})"),
                 _ => format!("Engine:     {}", r.engine),
             };
+            let state = match (&r.queue, r.state) {
+                (Some(q), JobState::Queued) => format!("{} ({})", r.state, q.describe()),
+                _ => r.state.to_string(),
+            };
             let mut s = format!(
-                "Run:        {} (job {}, app {})\nBackend:    {}\n{place}\nState:      {}\nWorkers:    {}\n",
+                "Run:        {} (job {}, app {})\nBackend:    {}\n{place}\nState:      {state}\nWorkers:    {}\n",
                 r.run,
                 r.job,
                 r.app,
                 r.backend,
-                r.state,
                 workers_text(r)
             );
             if let Some(reason) = &r.reason {
@@ -369,7 +376,42 @@ mod tests {
             source: Default::default(),
             reason: None,
             failing: false,
+            queue: None,
         }
+    }
+
+    #[test]
+    fn a_queued_run_says_where_it_waits() {
+        let mut r = report(JobState::Queued, vec![]);
+        r.queue = Some(crate::cluster::queue::Queue {
+            system: crate::backend::queue::System::Kueue,
+            name: "team-a".into(),
+            cluster_queue: Some("gpu".into()),
+            position: Some(1),
+        });
+        r.reason = Some("couldn't assign flavors to pod set worker: insufficient unused quota for cpu in flavor default-flavor, 4 more needed".into());
+        let text = render(&r, StatusFormat::Text).unwrap();
+        assert!(
+            text.contains(
+                "State:      Queued (Kueue: LocalQueue team-a → ClusterQueue gpu; position 1)\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("Reason:     couldn't assign flavors"),
+            "{text}"
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&render(&r, StatusFormat::Json).unwrap()).unwrap();
+        assert_eq!(v["state"], "Queued");
+        assert_eq!(
+            v["queue"],
+            serde_json::json!({"system": "kueue", "name": "team-a", "clusterQueue": "gpu", "position": 1})
+        );
+        // Once admitted the state is the backend's, and the queue is still named.
+        r.state = JobState::Running;
+        let text = render(&r, StatusFormat::Text).unwrap();
+        assert!(text.contains("State:      Running\n"), "{text}");
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub const ROLE_WORKER: &str = "worker";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum JobState {
     Pending,
+    /// A queue system holds it: Kueue has not admitted its Workload, or Volcano's PodGroup
+    /// is still Pending.
+    Queued,
     Running,
     Succeeded,
     Failed,

@@ -358,6 +358,13 @@ pub struct App {
     /// The `trainjob` backend's settings (Kubeflow Trainer v2).
     #[serde(default)]
     pub trainjob: TrainJobSettings,
+    /// A Kueue LocalQueue in the run's namespace: the job is created suspended and waits
+    /// for its Workload's admission (Kubernetes backends only).
+    #[serde(default)]
+    pub queue: Option<String>,
+    /// Gang scheduling by a batch scheduler (`scheduling.volcano`; Kubernetes backends only).
+    #[serde(default)]
+    pub scheduling: Scheduling,
     /// Where rank 0 writes TensorBoard event files (`hvdctl tensorboard` serves them).
     #[serde(default)]
     pub tensorboard: Option<Tensorboard>,
@@ -646,6 +653,44 @@ pub struct TrainJobSettings {
     /// default) or `TrainingRuntime` (in the run's namespace).
     #[serde(default)]
     pub runtime_kind: RuntimeKind,
+}
+
+/// `scheduling:` — which batch scheduler gangs the run's pods.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scheduling {
+    /// Volcano: the run's pods are one PodGroup, scheduled by `volcano` all at once.
+    #[serde(default)]
+    pub volcano: Option<Volcano>,
+}
+
+/// `scheduling.volcano:` — the PodGroup's queue, minimum members and priority.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Volcano {
+    /// The Volcano Queue (default `default`, as the PodGroup CRD's own default).
+    #[serde(default)]
+    pub queue: Option<String>,
+    /// Pods that must be placed together (default every pod: workers + the launcher).
+    #[serde(default)]
+    pub min_available: Option<u32>,
+    /// The PodGroup's PriorityClass.
+    #[serde(default)]
+    pub priority_class: Option<String>,
+}
+
+impl Volcano {
+    /// Volcano's own default queue.
+    pub const DEFAULT_QUEUE: &'static str = "default";
+
+    pub fn queue(&self) -> &str {
+        self.queue.as_deref().unwrap_or(Self::DEFAULT_QUEUE)
+    }
+
+    /// The PodGroup's `minMember` for a run of `workers` workers and one launcher.
+    pub fn min_member(&self, workers: u32) -> u32 {
+        self.min_available.unwrap_or(workers + 1)
+    }
 }
 
 closed_set! {

@@ -132,7 +132,8 @@ pub fn int_bounds(path: &Path) -> (Option<i64>, Option<i64>) {
         | "elastic.minWorkers"
         | "elastic.maxWorkers"
         | "recorder.maxMB"
-        | "runPolicy.activeDeadlineSeconds" => (Some(1), None),
+        | "runPolicy.activeDeadlineSeconds"
+        | "scheduling.volcano.minAvailable" => (Some(1), None),
         "gpusPerWorker" => (Some(0), Some(MAX_GPUS)),
         "mpi.sshPort" => (Some(1), Some(65_535)),
         "securityContext.runAsUser" | "securityContext.runAsGroup" | "securityContext.fsGroup" => {
@@ -144,6 +145,79 @@ pub fn int_bounds(path: &Path) -> (Option<i64>, Option<i64>) {
 
 const MAX_WORKERS: i64 = 10_000;
 const MAX_GPUS: i64 = 64;
+
+/// Whether `s` can name a queue: a DNS subdomain that is also a label value (at most 63).
+fn is_queue_name(s: &str) -> bool {
+    s.len() <= MAX_LABEL && is_dns1123_subdomain(s)
+}
+
+/// `queue` (a Kueue LocalQueue) and `scheduling.volcano`. Both at once is refused: a run
+/// waits in one queue system, and with both Kueue would hold the job suspended while
+/// Volcano's PodGroup (made only for a running MPIJob or TrainJob) waits for pods that
+/// do not exist yet — two admissions, two sets of messages, one answer to "why is it
+/// waiting" lost.
+fn queues(c: &mut Checker, app: &App) {
+    if let Some(q) = &app.queue {
+        if q.is_empty() {
+            c.at(
+                &["queue"],
+                "must not be empty: name a Kueue LocalQueue, or remove the key",
+            );
+        } else if !is_queue_name(q) {
+            c.at(
+                &["queue"],
+                format!("`{q}` is not a valid LocalQueue name (at most 63 lowercase letters, digits, `-` and `.`, starting and ending alphanumeric)"),
+            );
+        }
+    }
+    let Some(v) = &app.scheduling.volcano else {
+        return;
+    };
+    if app.queue.is_some() {
+        c.with_hint(
+            Path(vec![Seg::Key("scheduling".into()), Seg::Key("volcano".into())]),
+            "cannot be used together with `queue`: a run waits in one queue system (Kueue admits the job by quota, Volcano schedules its pods as a gang), and hvdctl reports one",
+            Some("keep `queue` for Kueue or `scheduling.volcano` for Volcano, not both".into()),
+        );
+    }
+    if let Some(q) = &v.queue {
+        if q.is_empty() {
+            c.at(
+                &["scheduling", "volcano", "queue"],
+                "must not be empty (Volcano refuses an empty queue name); remove it for Volcano's `default` queue",
+            );
+        } else if !is_queue_name(q) {
+            c.at(
+                &["scheduling", "volcano", "queue"],
+                format!("`{q}` is not a valid Volcano queue name (at most 63 lowercase letters, digits, `-` and `.`, starting and ending alphanumeric)"),
+            );
+        }
+    }
+    if let Some(m) = v.min_available {
+        let pods = app.workers + 1;
+        if m == 0 {
+            c.at(
+                &["scheduling", "volcano", "minAvailable"],
+                "must be at least 1",
+            );
+        } else if m > pods {
+            c.at(
+                &["scheduling", "volcano", "minAvailable"],
+                format!("{m} is more than the run's {pods} pods ({} workers and the launcher): the gang could never be complete", app.workers),
+            );
+        }
+    }
+    if let Some(p) = &v.priority_class
+        && !is_dns1123_subdomain(p)
+    {
+        c.at(
+            &["scheduling", "volcano", "priorityClass"],
+            format!(
+                "`{p}` is not a valid PriorityClass name (lowercase letters, digits, `-`, `.`)"
+            ),
+        );
+    }
+}
 
 struct Checker {
     problems: Vec<Problem>,
@@ -731,6 +805,8 @@ pub fn check(app: &App) -> Vec<Problem> {
             format!("`{r}` is not a valid runtime name (lowercase letters, digits, '-' and '.')"),
         );
     }
+
+    queues(&mut c, app);
 
     if let Some(tb) = &app.tensorboard
         && !tb.log_dir.starts_with('/')

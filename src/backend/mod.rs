@@ -16,6 +16,7 @@
 pub mod elastic;
 pub mod mpijob;
 pub mod native;
+pub mod queue;
 pub mod rbac;
 pub mod ssh;
 pub mod trainjob;
@@ -57,6 +58,29 @@ pub struct Prerequisite {
     pub what: &'static str,
     /// What to do when it is missing.
     pub hint: &'static str,
+    /// What it must also have, if anything.
+    pub needs: Option<Need>,
+}
+
+/// A field a prerequisite must have (e.g. a Trainer runtime's `podGroupPolicy.volcano` for
+/// a run on Volcano).
+#[derive(Debug, Clone)]
+pub struct Need {
+    /// A JSON pointer into the object (`/spec/podGroupPolicy/volcano`).
+    pub pointer: &'static str,
+    /// Why, for people: "has no spec.podGroupPolicy.volcano: ...".
+    pub missing: String,
+    /// What to do about it.
+    pub hint: &'static str,
+}
+
+/// Where a run's Kueue Workload is found ([`KubeBackend::kueue_workload`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KueueWorkload {
+    /// The Workload labelled `kueue.x-k8s.io/job-uid: <the job object's uid>`.
+    OfJobObject,
+    /// The Workload of this name (Kueue's pod groups).
+    Named(String),
 }
 
 /// Who starts the workers' sshd and writes the hostfile.
@@ -139,8 +163,9 @@ pub trait KubeBackend: Send + Sync + 'static {
     fn prerequisites(&self, _app: &App) -> Vec<Prerequisite> {
         Vec::new()
     }
-    /// A last pass over the rendered objects (before labels are stamped).
-    fn finish(&self, objects: Vec<Object>, _app: &App) -> Vec<Object> {
+    /// A last pass over the rendered objects (before labels are stamped): what the backend
+    /// sets in code — e.g. where a queue's labels and annotations go on its objects.
+    fn finish(&self, objects: Vec<Object>, _run: &Run) -> Vec<Object> {
         objects
     }
     /// A label selector for objects an operator makes for job `job` without hvdctl's labels
@@ -163,6 +188,12 @@ pub trait KubeBackend: Send + Sync + 'static {
         job: Option<&serde_json::Value>,
         pods: &[Pod],
     ) -> Result<(JobState, Vec<JobCondition>)>;
+    /// How Kueue finds the run's Workload: by the job object's uid (Kueue's job
+    /// integrations label the Workload `kueue.x-k8s.io/job-uid`), or by name (a pod group's
+    /// Workload is named after the group).
+    fn kueue_workload(&self, _job: &str) -> KueueWorkload {
+        KueueWorkload::OfJobObject
+    }
     /// Which labels of its pods say their role and worker index (never their names).
     fn identity(&self) -> Identity {
         Identity::HVDCTL
@@ -433,7 +464,7 @@ pub fn objects(run: &Run, app_dir: &Path, ssh: Option<&SshKeys>) -> Result<Vec<O
     let text = render::render(&name, &template, &values)?;
     let mut kinds = crate::kinds::BUILTIN.to_vec();
     kinds.extend(kb.kinds());
-    let mut objs = kb.finish(manifests::parse(&name, &text, &kinds)?, run.app);
+    let mut objs = kb.finish(manifests::parse(&name, &text, &kinds)?, run);
     manifests::stamp(
         &mut objs,
         &manifests::Stamp {

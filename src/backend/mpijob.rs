@@ -2,8 +2,9 @@
 //! launcher Job, the worker pods, the ssh Secret and the hostfile. Its kind ([`MpiJob`]) is
 //! defined here, with the backend.
 
-use super::{KubeBackend, Launch, Requirement, Scaling, conditions, is_true};
+use super::{KubeBackend, Launch, Requirement, Run, Scaling, conditions, is_true, queue};
 use crate::error::Result;
+use crate::kinds::Object;
 use crate::kinds::{ApiKind, JobCondition, Kind, KindDef, ROLE_LAUNCHER, ROLE_WORKER};
 use crate::types::{Identity, JobState, LABEL_ROLE};
 use k8s_openapi::NamespaceResourceScope;
@@ -44,6 +45,47 @@ impl KubeBackend for MpiJobBackend {
             hostfile: HOSTFILE,
             worker_command: None,
         }
+    }
+
+    /// Queues: Kueue's label on the MPIJob (Kueue's MPIJob integration makes its Workload)
+    /// and the job created suspended (`runPolicy.suspend`, as Kueue's webhook would set it);
+    /// Volcano through `runPolicy.schedulingPolicy`, which the MPI Operator (started with
+    /// `--gang-scheduling=volcano`) turns into the PodGroup named after the MPIJob
+    /// (`pkg/controller/podgroup.go`, `newPodGroup`).
+    fn finish(&self, objects: Vec<Object>, run: &Run) -> Vec<Object> {
+        let app = run.app;
+        let mut objects = objects;
+        for o in &mut objects {
+            let Some(job) = o.get_mut::<MpiJob>() else {
+                continue;
+            };
+            queue::mark(&mut job.metadata, app);
+            let queued = app.queue.is_some();
+            if let Some(q) = &app.queue {
+                queue::put(
+                    &mut job.metadata.labels,
+                    queue::KUEUE_QUEUE_LABEL,
+                    q.clone(),
+                );
+                job.spec
+                    .run_policy
+                    .get_or_insert_with(Default::default)
+                    .suspend = Some(true);
+            }
+            if let Some(v) = queue::volcano(app) {
+                let rp = job.spec.run_policy.get_or_insert_with(Default::default);
+                rp.scheduling_policy = Some(SchedulingPolicy {
+                    min_available: Some(v.min_member(app.workers) as i32),
+                    queue: Some(v.queue().to_string()),
+                    priority_class: v.priority_class.clone(),
+                    ..Default::default()
+                });
+            }
+            if queued && !app.warm {
+                wait_for_workers(job, app);
+            }
+        }
+        objects
     }
 
     fn operator_selector(&self, job: &str) -> Option<String> {
@@ -89,6 +131,56 @@ impl KubeBackend for MpiJobBackend {
         Scaling::Patch(
             |workers| serde_json::json!({"spec": {"mpiReplicaSpecs": {"Worker": {"replicas": workers}}}}),
         )
+    }
+}
+
+/// What a queued run's launcher does before its command: wait until every host of the
+/// operator's hostfile accepts ssh. MPI Operator v0.8.x creates a suspended MPIJob's
+/// launcher Job at once and, when Kueue resumes the job, unsuspends it in the same step
+/// that creates the workers, whatever `launcherCreationPolicy` says
+/// (`pkg/controller/mpi_job_controller.go`, `syncHandler`; kubeflow/mpi-operator#615): the
+/// launcher may start before any worker's name resolves, and mpirun would fail at once.
+/// POSIX sh (the image's `/bin/sh` may not be bash); the port is `mpi.sshPort`'s. Its lines
+/// start with `hvdctl: ` so the run's `firstLog` phase skips them.
+const WAIT_FOR_WORKERS: &str = r#"hostfile=${OMPI_MCA_orte_default_hostfile:-/etc/mpi/hostfile}
+timeout=${HVDCTL_SSHD_TIMEOUT:-300}
+port="$1"; shift
+hosts=$(awk -F'[ :]' 'NF && $1 !~ /^#/ {print $1}' "$hostfile")
+start=$(date +%s)
+for h in $hosts; do
+  until ssh -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ConnectTimeout=5 ${port:+-p "$port"} "$h" true 2>/dev/null; do
+    if [ $(( $(date +%s) - start )) -ge "$timeout" ]; then
+      echo "hvdctl: worker $h did not accept ssh within ${timeout}s; giving up" >&2
+      exit 1
+    fi
+    sleep 1
+  done
+  echo "hvdctl: worker $h is ready"
+done
+exec "$@""#;
+
+/// Wraps the launcher's command in [`WAIT_FOR_WORKERS`].
+fn wait_for_workers(job: &mut MpiJob, app: &crate::app::App) {
+    let Some(launcher) = job.spec.mpi_replica_specs.get_mut("Launcher") else {
+        return;
+    };
+    let Some(spec) = launcher.template.spec.as_mut() else {
+        return;
+    };
+    for c in spec.containers.iter_mut().take(1) {
+        let mut argv: Vec<String> = ["/bin/sh", "-c", WAIT_FOR_WORKERS, "hvdctl-wait"]
+            .map(String::from)
+            .to_vec();
+        argv.push(app.mpi.ssh_port.map(|p| p.to_string()).unwrap_or_default());
+        argv.extend(c.command.take().unwrap_or_default());
+        argv.extend(c.args.take().unwrap_or_default());
+        c.command = Some(argv);
+        let env = c.env.get_or_insert_with(Default::default);
+        env.push(k8s_openapi::api::core::v1::EnvVar {
+            name: "HVDCTL_SSHD_TIMEOUT".into(),
+            value: Some(app.mpi.sshd_timeout_seconds.to_string()),
+            ..Default::default()
+        });
     }
 }
 

@@ -2,8 +2,8 @@
 //! Secret, the hostfile ConfigMap, one Pod per worker and a launcher Job that waits for
 //! every worker's sshd (see `templates/k8s/native.yaml.hbs` and `templates/scripts/`).
 
-use super::{KubeBackend, Scaling, conditions, is_true};
-use crate::app::App;
+use super::queue::{self, PodGroup};
+use super::{KubeBackend, KueueWorkload, Run, Scaling, conditions, is_true};
 use crate::error::Result;
 use crate::kinds::{ApiKind, JobCondition, KindDef, Object};
 use crate::types::{Identity, JobState, LABEL_INDEX};
@@ -33,6 +33,7 @@ impl KubeBackend for NativeBackend {
             KindDef::of::<Service>(),
             KindDef::of::<ConfigMap>(),
             KindDef::of::<Secret>(),
+            KindDef::of::<PodGroup>(),
         ]
     }
 
@@ -40,8 +41,28 @@ impl KubeBackend for NativeBackend {
         true
     }
 
-    fn finish(&self, objects: Vec<Object>, app: &App) -> Vec<Object> {
-        replicate_workers(objects, app.workers)
+    /// Volcano's PodGroup is one of the run's kinds when the app uses Volcano; asking for
+    /// it is not needed otherwise.
+    fn permissions(&self) -> Vec<super::Permission> {
+        let mut p = super::rbac::permissions_for(&self.kinds());
+        for x in p
+            .iter_mut()
+            .filter(|x| x.resource == queue::kinds::POD_GROUP.plural)
+        {
+            x.needed = false;
+        }
+        p
+    }
+
+    fn finish(&self, objects: Vec<Object>, run: &Run) -> Vec<Object> {
+        let mut objects = replicate_workers(objects, run.app.workers);
+        queue_pods(&mut objects, run);
+        objects
+    }
+
+    /// Kueue's pod group Workload is named after the group: the job.
+    fn kueue_workload(&self, job: &str) -> KueueWorkload {
+        KueueWorkload::Named(job.to_string())
     }
 
     fn job_owns_run(&self) -> bool {
@@ -89,6 +110,84 @@ impl KubeBackend for NativeBackend {
 
     fn scaling(&self) -> Scaling {
         Scaling::WorkerPods { name: worker_name }
+    }
+}
+
+/// Queues on hvdctl's own pods.
+///
+/// Kueue: the launcher's pod and every worker are one Kueue pod group (Kueue v0.19.2's pod
+/// integration, `pkg/controller/jobs/pod`): each pod has the queue label, the group's name
+/// (the job) and its size (workers + 1) — Kueue makes the group's Workload once all of them
+/// exist and ungates them together on admission. The launcher Job itself carries no queue
+/// label: Kueue would then manage the Job as the pods' ancestor (batch/job integration,
+/// `FindAncestorJobManagedByKueue`) and skip its pod. Workers are marked not retriable: their
+/// sshd never succeeds by itself, and without it Kueue waits for replacements of ended ones
+/// instead of finishing the group.
+///
+/// Volcano: the run's PodGroup (named after the job) and every pod scheduled by `volcano`
+/// in that group.
+fn queue_pods(objects: &mut Vec<Object>, run: &Run) {
+    let app = run.app;
+    let job = run.job_name();
+    let total = (app.workers + 1).to_string();
+    for o in objects.iter_mut() {
+        if let Some(j) = o.get_mut::<Job>() {
+            queue::mark(&mut j.metadata, app);
+            if let Some(spec) = j.spec.as_mut() {
+                let meta = spec.template.metadata.get_or_insert_with(Default::default);
+                if let Some(q) = &app.queue {
+                    queue::put(&mut meta.labels, queue::KUEUE_QUEUE_LABEL, q.clone());
+                    queue::put(
+                        &mut meta.annotations,
+                        queue::KUEUE_POD_GROUP_NAME,
+                        job.clone(),
+                    );
+                    queue::put(
+                        &mut meta.annotations,
+                        queue::KUEUE_POD_GROUP_TOTAL,
+                        total.clone(),
+                    );
+                }
+                if queue::volcano(app).is_some() {
+                    queue::put(
+                        &mut meta.annotations,
+                        queue::VOLCANO_GROUP_ANNOTATION,
+                        job.clone(),
+                    );
+                    if let Some(ps) = spec.template.spec.as_mut() {
+                        ps.scheduler_name = Some(queue::VOLCANO_SCHEDULER.into());
+                    }
+                }
+            }
+        } else if let Some(p) = o.get_mut::<Pod>() {
+            if let Some(q) = &app.queue {
+                queue::put(&mut p.metadata.labels, queue::KUEUE_QUEUE_LABEL, q.clone());
+                queue::put(
+                    &mut p.metadata.annotations,
+                    queue::KUEUE_POD_GROUP_NAME,
+                    job.clone(),
+                );
+                queue::put(
+                    &mut p.metadata.annotations,
+                    queue::KUEUE_POD_GROUP_TOTAL,
+                    total.clone(),
+                );
+                queue::put(&mut p.metadata.annotations, queue::KUEUE_RETRIABLE, "false");
+            }
+            if queue::volcano(app).is_some() {
+                queue::put(
+                    &mut p.metadata.annotations,
+                    queue::VOLCANO_GROUP_ANNOTATION,
+                    job.clone(),
+                );
+                if let Some(ps) = p.spec.as_mut() {
+                    ps.scheduler_name = Some(queue::VOLCANO_SCHEDULER.into());
+                }
+            }
+        }
+    }
+    if let Some(v) = queue::volcano(app) {
+        objects.push(Object::new(PodGroup::of(&job, app, v)));
     }
 }
 

@@ -61,6 +61,18 @@ pub const COMMON: &[Permission] = &[
     optional(p("delete", "", "persistentvolumeclaims")),
     cluster(p("list", "", "nodes")),
     cluster(p("get", "", "namespaces")),
+    // `queue:` (Kueue): the run's Workload, its LocalQueue and ClusterQueue, its position.
+    optional(p("list", "kueue.x-k8s.io", "workloads")),
+    optional(p("get", "kueue.x-k8s.io", "workloads")),
+    optional(p("get", "kueue.x-k8s.io", "localqueues")),
+    optional(p(
+        "get",
+        "visibility.kueue.x-k8s.io",
+        "localqueues/pendingworkloads",
+    )),
+    cluster(p("get", "kueue.x-k8s.io", "clusterqueues")),
+    // `scheduling.volcano`: the run's PodGroup (the native backend makes it: its kinds).
+    optional(p("get", "scheduling.volcano.sh", "podgroups")),
 ];
 
 /// [`COMMON`] plus what hvdctl does to the objects of `kinds` (applied server-side, read,

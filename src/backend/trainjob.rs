@@ -22,10 +22,11 @@
 //!   runs as they are); the TrainJob's `Complete`/`Failed` conditions are the JobSet's.
 //! - `pkg/controller/trainjob_controller.go`: besides those, only `Suspended`.
 
-use super::{KubeBackend, Launch, Requirement, Run, conditions, is_true};
+use super::{KubeBackend, Launch, Requirement, Run, conditions, is_true, queue};
 use crate::app::App;
 use crate::app::spec::{MpiImplementation, RuntimeKind};
 use crate::error::{Error, Result};
+use crate::kinds::Object;
 use crate::kinds::{ApiKind, JobCondition, Kind, KindDef, ROLE_LAUNCHER, ROLE_WORKER};
 use crate::types::{Identity, JobState};
 use k8s_openapi::api::batch::v1::JobTemplateSpec;
@@ -138,6 +139,23 @@ impl KubeBackend for TrainJobBackend {
     }
 
     fn check(&self, app: &App) -> Result<()> {
+        if let Some(v) = queue::volcano(app) {
+            // The Trainer's Volcano plugin (`pkg/runtime/framework/plugins/volcano`) makes the
+            // PodGroup itself: every pod a member, the priority from the pods' templates.
+            if let Some(m) = v.min_available.filter(|m| *m != app.workers + 1) {
+                return Err(Error::input(format!(
+                    "hvdctl.yaml: scheduling.volcano.minAvailable: {m}: under the trainjob backend Kubeflow Trainer v2.3 makes the PodGroup with every pod a member ({} here); it has no setting for fewer",
+                    app.workers + 1
+                ))
+                .hint("remove `scheduling.volcano.minAvailable`, or deploy this app with `--backend mpijob` or `--backend native`"));
+            }
+            if let (Some(p), Some(r)) = (&v.priority_class, &app.trainjob.runtime) {
+                return Err(Error::input(format!(
+                    "hvdctl.yaml: scheduling.volcano.priorityClass: {p}: the PodGroup's priority comes from the pod templates of runtime `{r}`, which a TrainJob cannot change"
+                ))
+                .hint("set priorityClassName in that runtime's pod templates, or leave `trainjob.runtime` unset for hvdctl to make a runtime with this priority"));
+            }
+        }
         if app.elastic.is_some() {
             // Elastic horovodrun re-discovers hosts through a script the Trainer does not
             // write, and a TrainJob's JobSet is not resized while it runs (jobset.go).
@@ -200,6 +218,66 @@ impl KubeBackend for TrainJobBackend {
         })
     }
 
+    /// Queues. Kueue: its label on the TrainJob and the job created suspended (Kueue's
+    /// TrainJob integration, `pkg/controller/jobs/trainjob`). Volcano: hvdctl's runtime gets
+    /// `podGroupPolicy.volcano` (the Trainer then makes the PodGroup named after the
+    /// TrainJob, every pod a member) and `schedulerName: volcano` on its pod templates (the
+    /// Trainer sets no scheduler name); the queue reaches the Trainer as the JobSet template's
+    /// `scheduling.volcano.sh/queue-name` annotation in hvdctl's runtime patch — the Trainer
+    /// reads it from the runtime's template and the patches, not from the TrainJob's own
+    /// annotations (`pkg/runtime/core/trainingruntime.go`, `newRuntimeInfo`).
+    fn finish(&self, objects: Vec<Object>, run: &Run) -> Vec<Object> {
+        let app = run.app;
+        let mut objects = objects;
+        let volcano = queue::volcano(app);
+        for o in &mut objects {
+            if let Some(rt) = o.get_mut::<TrainingRuntime>() {
+                if let Some(v) = volcano {
+                    rt.spec.pod_group_policy = Some(json!({"volcano": {}}));
+                    for rj in &mut rt.spec.template.spec.replicated_jobs {
+                        if let Some(ps) = rj
+                            .template
+                            .spec
+                            .as_mut()
+                            .and_then(|j| j.template.spec.as_mut())
+                        {
+                            ps.scheduler_name = Some(queue::VOLCANO_SCHEDULER.into());
+                            if let Some(p) = &v.priority_class {
+                                ps.priority_class_name = Some(p.clone());
+                            }
+                        }
+                    }
+                }
+            } else if let Some(tj) = o.get_mut::<TrainJob>() {
+                queue::mark(&mut tj.metadata, app);
+                if let Some(q) = &app.queue {
+                    queue::put(&mut tj.metadata.labels, queue::KUEUE_QUEUE_LABEL, q.clone());
+                    tj.spec.suspend = Some(true);
+                }
+                if let Some(v) = volcano
+                    && let Some(p) = tj
+                        .spec
+                        .runtime_patches
+                        .iter_mut()
+                        .find(|p| p.manager == PATCH_MANAGER)
+                {
+                    let t = p
+                        .training_runtime_spec
+                        .get_or_insert_with(Default::default)
+                        .template
+                        .get_or_insert_with(Default::default);
+                    let meta = t.metadata.get_or_insert_with(Default::default);
+                    queue::put(
+                        &mut meta.annotations,
+                        queue::VOLCANO_QUEUE_ANNOTATION,
+                        v.queue(),
+                    );
+                }
+            }
+        }
+        objects
+    }
+
     fn shared_kinds(&self) -> Vec<ApiKind> {
         vec![ApiKind::of::<TrainingRuntime>()]
     }
@@ -218,6 +296,15 @@ impl KubeBackend for TrainJobBackend {
             namespaced,
             what: "trainjob.runtime",
             hint: "install that runtime, name another one in `trainjob.runtime` (and `trainjob.runtimeKind`), or leave `trainjob.runtime` unset for hvdctl to make one for the app",
+            // The Trainer makes a PodGroup only for a runtime with this policy.
+            needs: queue::volcano(app).map(|_| super::Need {
+                pointer: "/spec/podGroupPolicy/volcano",
+                missing: format!(
+                    "has no spec.podGroupPolicy.volcano: Kubeflow Trainer makes no Volcano PodGroup for its TrainJobs, so `scheduling.volcano` (queue `{}`) would not apply",
+                    queue::volcano(app).map_or("", |v| v.queue())
+                ),
+                hint: "use a runtime with `podGroupPolicy: {volcano: {}}` and `schedulerName: volcano` in its pod templates, or leave `trainjob.runtime` unset for hvdctl to make one",
+            }),
         }]
     }
 
@@ -443,6 +530,9 @@ pub struct TrainingRuntime {
 pub struct TrainingRuntimeSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ml_policy: Option<MlPolicy>,
+    /// `podGroupPolicy` (`volcano: {}` for a run on Volcano).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_group_policy: Option<Value>,
     pub template: JobSetTemplate,
 }
 

@@ -4,6 +4,7 @@
 pub mod apply;
 pub mod client;
 pub mod events;
+pub mod queue;
 pub mod reason;
 pub mod runs;
 pub mod scale;

@@ -381,6 +381,8 @@ pub async fn of_run(c: &Cluster, run: &super::runs::RunRef) -> crate::error::Res
     let job = super::status::job_object(c, run).await?;
     let pods = super::status::run_pods(c, run).await?;
     let (state, conditions) = super::status::state_of(run, job.as_ref(), &pods)?;
+    let (state, conditions, _) =
+        super::status::queued(c, run, job.as_ref(), state, conditions).await?;
     let elastic = super::status::elastic_bounds(&pods).is_some();
     Ok(explain(
         c,

@@ -10,12 +10,40 @@ use kube::api::{Api, DynamicObject, ListParams};
 
 pub use crate::types::JobState;
 
-/// The run's state and conditions, as its backend reads them from its job object and pods;
-/// `JobState::Unknown` when the job object is gone (half undeployed).
+/// The run's state and conditions, as its backend reads them from its job object and pods
+/// (and its queue: [`queued`]); `JobState::Unknown` when the job object is gone (half
+/// undeployed).
 pub async fn observe(c: &Cluster, run: &RunRef) -> Result<(JobState, Vec<JobCondition>)> {
     let job = job_object(c, run).await?;
     let pods = run_pods(c, run).await?;
-    state_of(run, job.as_ref(), &pods)
+    let (state, conds) = state_of(run, job.as_ref(), &pods)?;
+    let (state, conds, _) = queued(c, run, job.as_ref(), state, conds).await?;
+    Ok((state, conds))
+}
+
+/// A run its backend calls Pending is `Queued` while its queue (Kueue's Workload, Volcano's
+/// PodGroup) has not admitted it; its conditions then end with the queue's `Queued`
+/// condition (the reason and message why). Runs that name no queue are read as they are.
+pub async fn queued(
+    c: &Cluster,
+    run: &RunRef,
+    job: Option<&DynamicObject>,
+    state: JobState,
+    mut conds: Vec<JobCondition>,
+) -> Result<(JobState, Vec<JobCondition>, Option<super::queue::Reading>)> {
+    if super::queue::named(job).is_none() {
+        return Ok((state, conds, None));
+    }
+    let reading = super::queue::read(c, run, job).await?;
+    let mut state = state;
+    if let Some(r) = &reading
+        && !r.admitted
+        && state == JobState::Pending
+    {
+        state = JobState::Queued;
+        conds.extend(r.condition());
+    }
+    Ok((state, conds, reading))
 }
 
 /// The run's job object (the backend's), or `None` when it is gone.

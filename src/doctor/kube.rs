@@ -233,15 +233,26 @@ pub fn nodes_check(nodes: Result<Vec<Node>, String>, app: &App) -> Check {
     }
 }
 
+/// What a prerequisite lookup found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Found {
+    Exists,
+    Missing,
+    /// It exists but lacks what the run needs: why.
+    Lacks(String),
+    /// It could not be looked up: why.
+    Unknown(String),
+}
+
 /// The objects the app names that must exist (a backend's `prerequisites`, e.g. the Trainer
-/// runtime in `trainjob.runtime`): each one found, missing (the error deploy refuses with)
-/// or not looked up.
+/// runtime in `trainjob.runtime`): each one found, missing or lacking (the errors deploy
+/// refuses with), or not looked up.
 pub async fn prerequisite_errors(
     c: &Cluster,
     namespace: &str,
     app: &App,
     backend: &dyn KubeBackend,
-) -> Vec<(crate::backend::Prerequisite, Result<bool, String>)> {
+) -> Vec<(crate::backend::Prerequisite, Found)> {
     let mut out = Vec::new();
     for p in backend.prerequisites(app) {
         let api = if p.namespaced {
@@ -250,12 +261,24 @@ pub async fn prerequisite_errors(
             crate::cluster::apply::dynamic_api_all(c, p.kind)
         };
         let found = match retry(ATTEMPTS, || api.get_opt(&p.name)).await {
-            Ok(o) => Ok(o.is_some()),
+            Ok(Some(o)) => match &p.needs {
+                Some(n) => {
+                    let v = serde_json::to_value(&o).unwrap_or_default();
+                    if v.pointer(n.pointer).is_some() {
+                        Found::Exists
+                    } else {
+                        Found::Lacks(n.missing.clone())
+                    }
+                }
+                None => Found::Exists,
+            },
+            Ok(None) => Found::Missing,
             // A kind that is not served: the kinds check says so.
-            Err(e) if status_code(&e) == Some(404) => Ok(false),
-            Err(e) => Err(c
-                .error(&format!("get {} {}", p.kind.kind, p.name), &e)
-                .to_string()),
+            Err(e) if status_code(&e) == Some(404) => Found::Missing,
+            Err(e) => Found::Unknown(
+                c.error(&format!("get {} {}", p.kind.kind, p.name), &e)
+                    .to_string(),
+            ),
         };
         out.push((p, found));
     }
@@ -284,16 +307,128 @@ pub async fn prerequisites(
         .map(|(p, found)| {
             let place = prerequisite_place(&p, namespace);
             match found {
-                Ok(true) => Check::ok(p.what, format!("{place} exists")),
-                Ok(false) => Check::fail(
+                Found::Exists => Check::ok(p.what, format!("{place} exists")),
+                Found::Missing => Check::fail(
                     p.what,
                     format!("{place} (named in {}) does not exist", p.what),
                     p.hint,
                 ),
-                Err(e) => Check::warn(p.what, e, ""),
+                Found::Lacks(why) => Check::fail(
+                    p.what,
+                    format!("{place} (named in {}) {why}", p.what),
+                    p.needs.as_ref().map_or("", |n| n.hint),
+                ),
+                Found::Unknown(e) => Check::warn(p.what, e, ""),
             }
         })
         .collect()
+}
+
+/// The queue the app's runs wait in (`queue`, `scheduling.volcano`): its system's kinds
+/// served, and for Kueue the LocalQueue in the namespace and the ClusterQueue it points at;
+/// for Volcano its Queue. `None` for an app without a queue.
+pub async fn queue(c: &Cluster, namespace: &str, app: &App) -> Option<Check> {
+    use crate::backend::queue::{System, kinds};
+    let (system, name) = crate::backend::queue::of(app)?;
+    let needed: &[crate::kinds::ApiKind] = match system {
+        System::Kueue => &[kinds::WORKLOAD, kinds::LOCAL_QUEUE, kinds::CLUSTER_QUEUE],
+        System::Volcano => &[kinds::POD_GROUP, kinds::VOLCANO_QUEUE],
+    };
+    let (what, key, install) = match system {
+        System::Kueue => (
+            "Kueue",
+            "queue",
+            "install Kueue (v0.19, https://kueue.sigs.k8s.io), or remove `queue`",
+        ),
+        System::Volcano => (
+            "Volcano",
+            "scheduling.volcano",
+            "install Volcano (https://volcano.sh), or remove `scheduling.volcano`",
+        ),
+    };
+    let mut missing = Vec::new();
+    for k in needed {
+        match c.serves(*k).await {
+            Ok(true) => {}
+            Ok(false) => missing.push(k.to_string()),
+            Err(e) => return Some(Check::warn("queue", e.message, "")),
+        }
+    }
+    if !missing.is_empty() {
+        return Some(Check::fail(
+            "queue",
+            format!(
+                "{key}: {what} is not installed: {} not served",
+                missing.join(", ")
+            ),
+            install,
+        ));
+    }
+    let get = |kind, name: String, namespaced: bool| async move {
+        let api = if namespaced {
+            crate::cluster::apply::dynamic_api(c, namespace, kind)
+        } else {
+            crate::cluster::apply::dynamic_api_all(c, kind)
+        };
+        retry(ATTEMPTS, || api.get_opt(&name)).await.map_err(|e| {
+            c.error(&format!("get {} {name}", kind.kind), &e)
+                .to_string()
+        })
+    };
+    Some(match system {
+        System::Kueue => {
+            let lq = match get(kinds::LOCAL_QUEUE, name.clone(), true).await {
+                Ok(Some(lq)) => lq,
+                Ok(None) => {
+                    return Some(Check::fail(
+                        "queue",
+                        format!(
+                            "LocalQueue {name} (named in queue) does not exist in namespace {namespace}: Kueue would never admit the runs"
+                        ),
+                        "name an existing LocalQueue (`kubectl get localqueues`), or ask an admin to create it",
+                    ));
+                }
+                Err(e) => return Some(Check::warn("queue", e, "")),
+            };
+            let Some(cq) = lq
+                .data
+                .pointer("/spec/clusterQueue")
+                .and_then(serde_json::Value::as_str)
+                .map(String::from)
+            else {
+                return Some(Check::fail(
+                    "queue",
+                    format!("LocalQueue {name} in namespace {namespace} names no ClusterQueue"),
+                    "ask an admin to fix the LocalQueue's spec.clusterQueue",
+                ));
+            };
+            match get(kinds::CLUSTER_QUEUE, cq.clone(), false).await {
+                Ok(Some(_)) => Check::ok(
+                    "queue",
+                    format!(
+                        "Kueue: LocalQueue {name} in namespace {namespace} → ClusterQueue {cq}"
+                    ),
+                ),
+                Ok(None) => Check::fail(
+                    "queue",
+                    format!(
+                        "LocalQueue {name} points at ClusterQueue {cq}, which does not exist: Kueue would never admit the runs"
+                    ),
+                    "ask an admin to create the ClusterQueue, or name another LocalQueue in `queue`",
+                ),
+                Err(e) => Check::warn("queue", e, ""),
+            }
+        }
+        System::Volcano => match get(kinds::VOLCANO_QUEUE, name.clone(), false).await {
+            Ok(Some(_)) => Check::ok("queue", format!("Volcano: queue {name} exists")),
+            Ok(None) => Check::fail(
+                "queue",
+                format!("Volcano queue {name} (scheduling.volcano.queue) does not exist"),
+                "name an existing Volcano queue (`kubectl get queues.scheduling.volcano.sh`), or leave it unset for `default`",
+            ),
+            Err(e) => Check::warn("queue", e, ""),
+        },
+    })
 }
 
 pub async fn pull_secrets(c: &Cluster, namespace: &str, app: &App) -> Check {

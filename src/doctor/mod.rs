@@ -199,9 +199,10 @@ where
             Err(fail) => return vec![fail],
         };
         let ns = s.namespace.as_str();
-        let (kinds, prereq, rbac, nodes, secrets, sources, istio, quotas) = futures::join!(
+        let (kinds, prereq, queue, rbac, nodes, secrets, sources, istio, quotas) = futures::join!(
             kube::kinds(&c, b),
             kube::prerequisites(&c, ns, s.app, b),
+            kube::queue(&c, ns, s.app),
             kube::rbac(&c, ns, b),
             kube::nodes(&c),
             kube::pull_secrets(&c, ns, s.app),
@@ -212,6 +213,7 @@ where
         vec![first, kinds]
             .into_iter()
             .chain(prereq)
+            .chain(queue)
             .chain([
                 rbac,
                 kube::nodes_check(nodes, s.app),

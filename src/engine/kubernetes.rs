@@ -130,7 +130,16 @@ impl KubeRun {
         let job = job_object(&self.cluster, &self.run).await?;
         let pods = run_pods(&self.cluster, &self.run).await?;
         let (state, conditions) = state_of(&self.run, job.as_ref(), &pods)?;
-        let (provenance, phases) = self.ledger(job.as_ref(), &pods).await;
+        let (state, conditions, queue) = crate::cluster::status::queued(
+            &self.cluster,
+            &self.run,
+            job.as_ref(),
+            state,
+            conditions,
+        )
+        .await?;
+        let (provenance, mut phases) = self.ledger(job.as_ref(), &pods).await;
+        phases.admitted = queue.as_ref().and_then(|q| q.admitted_at.clone());
         let elastic = elastic_bounds(&pods);
         let mut rows: Vec<PodRow> = pods
             .iter()
@@ -149,6 +158,15 @@ impl KubeRun {
         for r in &mut rows {
             r.reason = why.pods.get(&r.name).cloned();
         }
+        let queue_failure = crate::cluster::queue::failure(&conditions);
+        let queue_reason = (state == JobState::Queued)
+            .then(|| {
+                conditions
+                    .iter()
+                    .rfind(|c| c.type_ == crate::cluster::queue::CONDITION)
+                    .and_then(|c| c.message.clone())
+            })
+            .flatten();
         let mut conditions = conditions;
         if let Some(b) = elastic
             && state == JobState::Running
@@ -172,8 +190,10 @@ impl KubeRun {
             phases,
             provenance,
             source: crate::types::Source::Engine,
-            failing: why.run.as_ref().is_some_and(|r| r.failing),
-            reason: why.run.map(|r| r.text),
+            // The queue's word is the most specific while it holds the run.
+            failing: queue_failure.is_some() || why.run.as_ref().is_some_and(|r| r.failing),
+            reason: queue_reason.or(why.run.map(|r| r.text)),
+            queue: queue.map(|q| q.queue),
             storage: crate::cluster::storage::list(
                 &self.cluster,
                 &self.run.namespace,
@@ -485,16 +505,23 @@ pub async fn deploy(
     for (p, found) in crate::doctor::kube::prerequisite_errors(c, &run.namespace, run.app, b).await
     {
         let place = crate::doctor::kube::prerequisite_place(&p, &run.namespace);
+        use crate::doctor::kube::Found;
         match found {
-            Ok(true) => {}
-            Ok(false) => {
+            Found::Exists => {}
+            Found::Missing => {
                 return Err(Error::failure(format!(
                     "{place} (named in {}) does not exist in context `{}`",
                     p.what, c.context
                 ))
                 .hint(p.hint));
             }
-            Err(e) => return Err(Error::failure(e)),
+            Found::Lacks(why) => {
+                return Err(
+                    Error::failure(format!("{place} (named in {}) {why}", p.what))
+                        .hint(p.needs.as_ref().map_or("", |n| n.hint)),
+                );
+            }
+            Found::Unknown(e) => return Err(Error::failure(e)),
         }
     }
     let create_ns =

@@ -38,6 +38,8 @@ pub struct RunRow {
     pub phases: Phases,
     pub start_latency_seconds: Option<f64>,
     pub source: Source,
+    /// The queue the run waits (or waited) in, or null.
+    pub queue: Option<crate::cluster::queue::Queue>,
 }
 
 impl RunRow {
@@ -76,6 +78,7 @@ impl RunRow {
             phases: r.phases.clone(),
             start_latency_seconds: r.start_latency_seconds,
             source: r.source,
+            queue: r.queue.clone(),
         }
     }
 
@@ -202,6 +205,7 @@ mod tests {
             phases: Phases::default(),
             start_latency_seconds: Some(1.25),
             source: Source::Engine,
+            queue: None,
         }
     }
 

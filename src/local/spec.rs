@@ -41,6 +41,18 @@ pub struct Plan {
 /// What the local backend cannot do with this app, as an input error (exit 2). Checked
 /// before anything is created.
 pub fn check(app: &App) -> Result<()> {
+    if let Some(q) = &app.queue {
+        return Err(Error::input(format!(
+            "queue `{q}`: a Kueue LocalQueue applies to Kubernetes backends; the local backend runs on this machine's Docker engine, which has no queue"
+        ))
+        .hint("remove `queue` for local runs, or deploy to a cluster with Kueue (--backend mpijob, native or trainjob)"));
+    }
+    if app.scheduling.volcano.is_some() {
+        return Err(Error::input(
+            "scheduling.volcano: Volcano applies to Kubernetes backends; the local backend runs on this machine's Docker engine, which has no batch scheduler",
+        )
+        .hint("remove `scheduling.volcano` for local runs, or deploy to a cluster with Volcano (--backend mpijob, native or trainjob)"));
+    }
     if app.image_pull_policy == Some(crate::app::spec::PullPolicy::Always) {
         return Err(Error::input(
             "imagePullPolicy `Always`: the local backend never pulls; it runs the image that is in this machine's Docker engine",

@@ -525,6 +525,7 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
         failing: reason.as_ref().is_some_and(|r| r.failing),
         storage: Vec::new(),
         reason: reason.map(|r| r.text),
+        queue: None,
     })
 }
 
@@ -545,6 +546,7 @@ fn phases_of(cs: &[Container]) -> crate::phases::Phases {
         .flatten();
     crate::phases::Phases {
         created,
+        admitted: None,
         scheduled: None,
         workers_running,
         launcher_running: launcher

@@ -447,14 +447,17 @@ impl<'a> Mux<'a> {
                     None => return Err(Error::failure(format!("watching the pods of {} stopped", self.what()))),
                 },
                 _ = tick.tick(), if finished.is_none() => {
-                    let (state, _) = job_state(self.cluster, self.run).await?;
+                    let (state, conds) = job_state(self.cluster, self.run).await?;
+                    // A queue that will never admit the run (no such LocalQueue): a failure
+                    // now; a queue that waits for room (quota) is waited through.
+                    let unqueued = crate::cluster::queue::failure(&conds);
                     // A pod that says the run cannot succeed (no image, out of memory,
                     // crash loop, unschedulable on every node) ends following as a failure:
                     // seen on the pods at no cost, decided by the run's explanation (which
                     // also reads the nodes and the logs).
                     // A pod waiting for seconds with nothing said (a volume, the sandbox, a
                     // claim) is asked about too: its events may say no retry will help.
-                    let suspect = !state.is_finished() && (crate::cluster::reason::any_failing(
+                    let suspect = unqueued.is_none() && !state.is_finished() && (crate::cluster::reason::any_failing(
                         self.pods.present.values(),
                         crate::cluster::status::elastic_bounds(self.pods.present.values()).is_some(),
                     ) || self.pods.present.values().any(crate::cluster::reason::stuck));
@@ -467,9 +470,11 @@ impl<'a> Mux<'a> {
                         None
                     };
                     let failing = suspect && why.as_ref().is_some_and(|r| r.failing);
-                    if state.is_finished() || failing {
-                        let state = if failing { JobState::Failed } else { state };
-                        if state == JobState::Failed {
+                    if state.is_finished() || failing || unqueued.is_some() {
+                        let state = if failing || unqueued.is_some() { JobState::Failed } else { state };
+                        if unqueued.is_some() {
+                            self.reason = unqueued;
+                        } else if state == JobState::Failed {
                             self.reason = why.map(|r| r.text);
                         }
                         finished = Some(state);

@@ -34,6 +34,8 @@ mod outputs;
 // The pods' options (Secret/ConfigMap/emptyDir volumes, shm, ssh port, pull policy,
 // storage claims, non-root) and stuck pods' reasons, in real containers.
 mod podopts;
+// Queued runs: Kueue (quota, position, Inadmissible) and Volcano (gangs) on every backend.
+mod queues;
 // A backend registered by the tests alone: its custom kind, fake operator, RBAC, scale.
 mod registered;
 // Rendered manifests of every template × backend (insta snapshots).

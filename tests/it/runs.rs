@@ -31,6 +31,7 @@ const KEYS: &[&str] = &[
     "phases",
     "startLatencySeconds",
     "source",
+    "queue",
 ];
 
 fn ts(s: &str) -> jiff::Timestamp {
