@@ -19,7 +19,7 @@
 //! group: `Inqueue`, `Running`, `Completed`) and the `Unschedulable` condition's message
 //! (`pkg/scheduler/plugins/gang/gang.go`).
 
-use super::client::{ATTEMPTS, Cluster, retry, status_code};
+use super::client::{ATTEMPTS, Cluster, retry};
 use super::runs::RunRef;
 use crate::backend::KueueWorkload;
 use crate::backend::queue::{self, System, kinds};
@@ -119,10 +119,9 @@ pub async fn read(
     run: &RunRef,
     job: Option<&DynamicObject>,
 ) -> Result<Option<Reading>> {
-    let Some((system, name)) = named(job) else {
+    let (Some(job), Some((system, name))) = (job, named(job)) else {
         return Ok(None);
     };
-    let job = job.expect("named() found the job object");
     Ok(Some(match system {
         System::Kueue => kueue(c, run, job, name).await?,
         System::Volcano => volcano(c, run, name).await?,
@@ -249,14 +248,8 @@ async fn position(c: &Cluster, namespace: &str, lq: &str, workload: &str) -> Opt
         "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{namespace}/localqueues/{lq}/pendingworkloads"
     );
     let req = http::Request::get(&path).body(Vec::new()).ok()?;
-    let summary: Value = match c.client.request::<Value>(req).await {
-        Ok(s) => s,
-        Err(e) => {
-            // Unknown to an older Kueue, or not allowed: no position, no failure.
-            let _ = status_code(&e);
-            return None;
-        }
-    };
+    // Unknown to an older Kueue, not allowed, or not answering: no position, no failure.
+    let summary: Value = c.client.request::<Value>(req).await.ok()?;
     position_in(&summary, workload)
 }
 

@@ -300,9 +300,27 @@ fn an_unknown_local_queue_fails(backend: &str) {
     let v = status(&e, &dir, id);
     assert_eq!(v["state"], "Queued", "{v}");
     assert_eq!(v["queue"]["position"], Value::Null, "{v}");
-    let mut c = e.hv(&dir);
-    c.args(["undeploy", id]);
-    assert_eq!(run(c).code, 0);
+    // `deploy --wait` too.
+    let o = deploy(
+        &e,
+        &dir,
+        &[
+            &["--backend", backend, "--run-id", "x2", "--wait"][..],
+            &sets(&["queue=team-x"]),
+        ]
+        .concat(),
+    );
+    assert_eq!(o.code, 1, "{backend} deploy --wait: {}", o.stderr);
+    assert!(
+        o.stderr.contains("LocalQueue team-x doesn't exist"),
+        "{backend} deploy --wait: {}",
+        o.stderr
+    );
+    for id in [id, "x2"] {
+        let mut c = e.hv(&dir);
+        c.args(["undeploy", id]);
+        assert_eq!(run(c).code, 0);
+    }
     let wls = e.fc.list("workloads", Some("default"), "");
     assert!(wls.is_empty(), "{wls:?}");
 }
