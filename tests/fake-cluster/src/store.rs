@@ -615,6 +615,22 @@ impl Store {
                     })?;
                 match old {
                     None => {
+                        // A create by apply goes through mutating admission as a create does
+                        // (Kueue's webhooks gate pods hvdctl applies), outside the lock: a
+                        // webhook may read the store. Made meanwhile by someone else: applied
+                        // to as an update instead.
+                        let mut merged = merged;
+                        if let Some(ops) = self.admission.get() {
+                            drop(st);
+                            for op in ops {
+                                op.admit(self, res_id, ns, &mut merged)?;
+                            }
+                            st = self.lock();
+                            if st.get(res_id, ns_key, name).is_some() {
+                                drop(st);
+                                return self.patch(res_id, ns, name, kind, body, opts);
+                            }
+                        }
                         let mf = merged["metadata"]["managedFields"].clone();
                         let created = self.create_locked(
                             &mut st,
