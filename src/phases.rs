@@ -9,6 +9,7 @@
 use crate::kinds::{ROLE_LAUNCHER, ROLE_WORKER};
 use crate::logs::source::{LogRequest, LogSource};
 use crate::logs::target::Target;
+use crate::text::{normalize_time, parse_time};
 use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -38,17 +39,17 @@ pub struct Phases {
 impl Phases {
     /// Seconds from `created` to `firstLog`, once both are known.
     pub fn start_latency_seconds(&self) -> Option<f64> {
-        let c = parse(self.created.as_deref()?)?;
-        let f = parse(self.first_log.as_deref()?)?;
+        let c = parse_time(self.created.as_deref()?)?;
+        let f = parse_time(self.first_log.as_deref()?)?;
         let d = f.duration_since(c);
         Some((d.as_secs_f64() * 1000.0).round() / 1000.0)
     }
 
     /// Seconds from `created` to `finished` (or to now, while it runs).
     pub fn duration_seconds(&self) -> Option<i64> {
-        let c = parse(self.created.as_deref()?)?;
+        let c = parse_time(self.created.as_deref()?)?;
         let end = match &self.finished {
-            Some(f) => parse(f)?,
+            Some(f) => parse_time(f)?,
             None => jiff::Timestamp::now(),
         };
         Some((end.as_second() - c.as_second()).max(0))
@@ -71,20 +72,11 @@ impl Phases {
     }
 }
 
-pub fn parse(t: &str) -> Option<jiff::Timestamp> {
-    t.parse().ok()
-}
-
-/// An engine's timestamp in one form (RFC 3339, UTC); empty or unreadable → `None`.
-pub fn normalize(t: &str) -> Option<String> {
-    parse(t).map(|t| t.to_string())
-}
-
 /// The latest of `ts`, only when every one is known.
 pub fn latest<S: AsRef<str>>(ts: impl IntoIterator<Item = Option<S>>) -> Option<String> {
     let mut out: Option<jiff::Timestamp> = None;
     for t in ts {
-        let t = parse(t?.as_ref())?;
+        let t = parse_time(t?.as_ref())?;
         out = Some(out.map_or(t, |o| o.max(t)));
     }
     out.map(|t| t.to_string())
@@ -143,14 +135,14 @@ pub fn of_pods(created: Option<&str>, pods: &[Pod], workers: Option<usize>) -> P
     let launcher_running = launchers
         .iter()
         .filter_map(|p| started(p))
-        .filter_map(|t| parse(&t))
+        .filter_map(|t| parse_time(&t))
         .min()
         .map(|t| t.to_string());
     let launcher_finished = (!launchers.is_empty())
         .then(|| latest(launchers.iter().map(|p| finished(p))))
         .flatten();
     Phases {
-        created: created.and_then(normalize),
+        created: created.and_then(normalize_time),
         // The queue's, read with the run's queue (`cluster::queue`).
         admitted: None,
         scheduled: scheduled_all,

@@ -63,6 +63,16 @@ pub fn yaml<T: Serialize + ?Sized>(v: &T) -> Result<String> {
         .map_err(|e| Error::failure(format!("cannot write the output as YAML: {e}")).caused_by(e))
 }
 
+/// An engine's timestamp (RFC 3339); empty or unreadable → `None`.
+pub fn parse_time(t: &str) -> Option<jiff::Timestamp> {
+    t.parse().ok()
+}
+
+/// An engine's timestamp in one form (RFC 3339, UTC); empty or unreadable → `None`.
+pub fn normalize_time(t: &str) -> Option<String> {
+    parse_time(t).map(|t| t.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

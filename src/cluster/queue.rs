@@ -202,7 +202,7 @@ async fn kueue(c: &Cluster, run: &RunRef, job: &DynamicObject, lq: String) -> Re
     if let Some(a) = admitted {
         reading.admitted = true;
         reading.admitted_at =
-            text(Some(a), "lastTransitionTime").and_then(|t| crate::phases::normalize(&t));
+            text(Some(a), "lastTransitionTime").and_then(|t| crate::text::normalize_time(&t));
         reading.queue.cluster_queue = v
             .pointer("/status/admission/clusterQueue")
             .and_then(Value::as_str)
@@ -318,7 +318,7 @@ pub fn of_pod_group(mut reading: Reading, pg: &Value) -> Reading {
             cond(pg, "Scheduled").filter(|c| c["status"] == "True"),
             "lastTransitionTime",
         )
-        .and_then(|t| crate::phases::normalize(&t));
+        .and_then(|t| crate::text::normalize_time(&t));
         return reading;
     }
     let unschedulable = cond(pg, "Unschedulable").filter(|c| c["status"] == "True");

@@ -15,6 +15,7 @@
 //! the daemon's message and the step's last [`FAILED_STEP_LINES`] lines.
 //! Dropping the build (Ctrl-C) closes the connection, which cancels the build on the daemon.
 
+use super::proto::{Value, fields};
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::sync::Arc;
@@ -449,65 +450,6 @@ fn timestamp(raw: &[u8]) -> f64 {
     secs as f64 + nanos as f64 / 1e9
 }
 
-enum Value<'a> {
-    Varint(u64),
-    Bytes(&'a [u8]),
-    Other,
-}
-
-/// The fields of one protobuf message, in order; stops at the first malformed byte.
-fn fields(mut b: &[u8]) -> Vec<(u64, Value<'_>)> {
-    let mut out = Vec::new();
-    while !b.is_empty() {
-        let Some((key, rest)) = varint(b) else { break };
-        b = rest;
-        let field = key >> 3;
-        match key & 7 {
-            0 => {
-                let Some((v, rest)) = varint(b) else { break };
-                b = rest;
-                out.push((field, Value::Varint(v)));
-            }
-            1 => {
-                if b.len() < 8 {
-                    break;
-                }
-                b = &b[8..];
-                out.push((field, Value::Other));
-            }
-            2 => {
-                let Some((len, rest)) = varint(b) else { break };
-                let len = len as usize;
-                if rest.len() < len {
-                    break;
-                }
-                out.push((field, Value::Bytes(&rest[..len])));
-                b = &rest[len..];
-            }
-            5 => {
-                if b.len() < 4 {
-                    break;
-                }
-                b = &b[4..];
-                out.push((field, Value::Other));
-            }
-            _ => break,
-        }
-    }
-    out
-}
-
-fn varint(b: &[u8]) -> Option<(u64, &[u8])> {
-    let mut v = 0u64;
-    for (i, byte) in b.iter().enumerate().take(10) {
-        v |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Some((v, &b[i + 1..]));
-        }
-    }
-    None
-}
-
 /// Plain lines, or a spinner with the running step and its last line on a terminal.
 struct Ui {
     bar: Option<ProgressBar>,
@@ -592,16 +534,8 @@ impl Ui {
 mod tests {
     use super::*;
 
-    fn enc_varint(mut v: u64, out: &mut Vec<u8>) {
-        loop {
-            let b = (v & 0x7f) as u8;
-            v >>= 7;
-            if v == 0 {
-                out.push(b);
-                return;
-            }
-            out.push(b | 0x80);
-        }
+    fn enc_varint(v: u64, out: &mut Vec<u8>) {
+        super::super::proto::put_varint(out, v);
     }
     fn bytes_field(f: u64, data: &[u8], out: &mut Vec<u8>) {
         enc_varint(f << 3 | 2, out);

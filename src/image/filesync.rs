@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
@@ -39,6 +39,7 @@ use tokio::sync::mpsc;
 
 use super::context::BuildContext;
 use super::dockerignore::{self, MatchInfo, Matcher};
+use super::proto::{Value, fields, grpc_frame, grpc_trailers, put_bytes, put_uint, put_varint};
 use crate::error::{Error, Result};
 
 /// The method served.
@@ -156,7 +157,7 @@ pub(crate) fn serve(req: hyper::Request<Incoming>, dirs: Arc<Dirs>, t: Arc<Trans
                 }),
                 Err(e) => {
                     let msg = format!("exclude pattern: {e}");
-                    let _ = tx.try_send(Frame::trailers(super::session::trailers(3, &msg)));
+                    let _ = tx.try_send(Frame::trailers(grpc_trailers(3, &msg)));
                     None
                 }
             }
@@ -171,7 +172,7 @@ pub(crate) fn serve(req: hyper::Request<Incoming>, dirs: Arc<Dirs>, t: Arc<Trans
         }),
         other => {
             let msg = format!("no access allowed to dir {other:?}");
-            let _ = tx.try_send(Frame::trailers(super::session::trailers(5, &msg)));
+            let _ = tx.try_send(Frame::trailers(grpc_trailers(5, &msg)));
             None
         }
     };
@@ -235,7 +236,7 @@ async fn run(
                     let msg = e.message.clone();
                     t.fail(e);
                     let _ = tx.blocking_send(frame(&packet(PACKET_ERR, 0, msg.as_bytes())));
-                    let _ = tx.blocking_send(Frame::trailers(super::session::trailers(2, &msg)));
+                    let _ = tx.blocking_send(Frame::trailers(grpc_trailers(2, &msg)));
                 }
             }
         })
@@ -260,8 +261,7 @@ async fn run(
                         let msg = e.message.clone();
                         t.fail(e);
                         let _ = tx.blocking_send(frame(&packet(PACKET_ERR, 0, msg.as_bytes())));
-                        let _ =
-                            tx.blocking_send(Frame::trailers(super::session::trailers(2, &msg)));
+                        let _ = tx.blocking_send(Frame::trailers(grpc_trailers(2, &msg)));
                         return;
                     }
                 }
@@ -324,14 +324,12 @@ async fn run(
     match end {
         Ok(()) => {
             let _ = tx.send(frame(&packet(PACKET_FIN, 0, &[]))).await;
-            let _ = tx
-                .send(Frame::trailers(super::session::trailers(0, "")))
-                .await;
+            let _ = tx.send(Frame::trailers(grpc_trailers(0, ""))).await;
         }
         Err(msg) => {
             // Nothing more to say when the stream is gone; a local error is already kept.
             let _ = tx
-                .send(Frame::trailers(super::session::trailers(
+                .send(Frame::trailers(grpc_trailers(
                     2,
                     &format!("{label}: {msg}"),
                 )))
@@ -706,34 +704,7 @@ fn glob(p: &[u8], n: &[u8]) -> bool {
     }
 }
 
-// --- protobuf, by hand -------------------------------------------------------------------
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
-}
-
-fn put_uint(out: &mut Vec<u8>, field: u64, v: u64) {
-    if v != 0 {
-        put_varint(out, field << 3);
-        put_varint(out, v);
-    }
-}
-
-fn put_bytes(out: &mut Vec<u8>, field: u64, v: &[u8]) {
-    if !v.is_empty() {
-        put_varint(out, field << 3 | 2);
-        put_varint(out, v.len() as u64);
-        out.extend_from_slice(v);
-    }
-}
+// --- fsutil's messages (protobuf through `proto`) ---------------------------------------
 
 /// `fsutil.types.Stat`.
 fn encode_stat(s: &Stat) -> Vec<u8> {
@@ -766,58 +737,22 @@ fn packet(kind: u64, id: u32, data: &[u8]) -> Vec<u8> {
 }
 
 /// A packet's type, id and data.
-fn parse_packet(mut b: &[u8]) -> (u64, u32, Vec<u8>) {
+fn parse_packet(b: &[u8]) -> (u64, u32, Vec<u8>) {
     let (mut kind, mut id, mut data) = (PACKET_STAT, 0u32, Vec::new());
-    while !b.is_empty() {
-        let Some((key, rest)) = varint(b) else { break };
-        b = rest;
-        match key & 7 {
-            0 => {
-                let Some((v, rest)) = varint(b) else { break };
-                b = rest;
-                match key >> 3 {
-                    1 => kind = v,
-                    3 => id = v as u32,
-                    _ => {}
-                }
-            }
-            2 => {
-                let Some((len, rest)) = varint(b) else { break };
-                let len = len as usize;
-                if rest.len() < len {
-                    break;
-                }
-                if key >> 3 == 4 {
-                    data = rest[..len].to_vec();
-                }
-                b = &rest[len..];
-            }
-            1 if b.len() >= 8 => b = &b[8..],
-            5 if b.len() >= 4 => b = &b[4..],
-            _ => break,
+    for f in fields(b) {
+        match f {
+            (1, Value::Varint(v)) => kind = v,
+            (3, Value::Varint(v)) => id = v as u32,
+            (4, Value::Bytes(d)) => data = d.to_vec(),
+            _ => {}
         }
     }
     (kind, id, data)
 }
 
-fn varint(b: &[u8]) -> Option<(u64, &[u8])> {
-    let mut v = 0u64;
-    for (i, byte) in b.iter().enumerate().take(10) {
-        v |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Some((v, &b[i + 1..]));
-        }
-    }
-    None
-}
-
-/// One gRPC message frame: no compression, big-endian length, the message.
+/// One gRPC message frame.
 fn frame(message: &[u8]) -> Frame<Bytes> {
-    let mut f = BytesMut::with_capacity(message.len() + 5);
-    f.put_u8(0);
-    f.put_u32(message.len() as u32);
-    f.put_slice(message);
-    Frame::data(f.freeze())
+    Frame::data(grpc_frame(message))
 }
 
 #[cfg(test)]

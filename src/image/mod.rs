@@ -24,6 +24,7 @@ pub mod session;
 pub mod tag;
 
 mod progress;
+mod proto;
 
 pub use app::{AppBuild, build_app};
 pub use auth::{Credentials, DockerConfig};

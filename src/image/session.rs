@@ -18,7 +18,7 @@ use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Empty, StreamBody};
 use hyper::body::{Frame, Incoming};
@@ -31,6 +31,7 @@ use crate::error::{Error, Result};
 const HEALTH: &str = "/grpc.health.v1.Health/Check";
 const GET_SECRET: &str = "/moby.buildkit.secrets.v1.Secrets/GetSecret";
 use super::filesync::DIFF_COPY;
+use super::proto::{Value, fields, grpc_frame, grpc_trailers, put_varint};
 
 /// A `--secret id=ID,src=PATH` (also `source=`, `type=file`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -218,65 +219,14 @@ async fn serve(
 }
 
 /// Field 1 of a message as a string (the secret's id).
-fn first_string(mut b: &[u8]) -> String {
-    while !b.is_empty() {
-        let Some((key, rest)) = varint(b) else { break };
-        match key & 7 {
-            2 => {
-                let Some((len, rest)) = varint(rest) else {
-                    break;
-                };
-                let len = len as usize;
-                if rest.len() < len {
-                    break;
-                }
-                if key >> 3 == 1 {
-                    return String::from_utf8_lossy(&rest[..len]).into_owned();
-                }
-                b = &rest[len..];
-            }
-            0 => {
-                let Some((_, rest)) = varint(rest) else { break };
-                b = rest;
-            }
-            _ => break,
-        }
-    }
-    String::new()
-}
-
-fn varint(b: &[u8]) -> Option<(u64, &[u8])> {
-    let mut v = 0u64;
-    for (i, byte) in b.iter().enumerate().take(10) {
-        v |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Some((v, &b[i + 1..]));
-        }
-    }
-    None
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(b);
-            return;
-        }
-        out.push(b | 0x80);
-    }
-}
-
-pub(crate) fn trailers(code: u32, message: &str) -> hyper::HeaderMap {
-    let mut t = hyper::HeaderMap::new();
-    t.insert("grpc-status", code.into());
-    if let Ok(v) = hyper::header::HeaderValue::from_str(message)
-        && !message.is_empty()
-    {
-        t.insert("grpc-message", v);
-    }
-    t
+fn first_string(b: &[u8]) -> String {
+    fields(b)
+        .into_iter()
+        .find_map(|f| match f {
+            (1, Value::Bytes(s)) => Some(String::from_utf8_lossy(s).into_owned()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 fn grpc_response(frames: Vec<Frame<Bytes>>) -> Reply {
@@ -290,18 +240,14 @@ fn grpc_response(frames: Vec<Frame<Bytes>>) -> Reply {
 }
 
 fn reply(message: &[u8]) -> Reply {
-    let mut frame = BytesMut::with_capacity(message.len() + 5);
-    frame.put_u8(0);
-    frame.put_u32(message.len() as u32);
-    frame.put_slice(message);
     grpc_response(vec![
-        Frame::data(frame.freeze()),
-        Frame::trailers(trailers(0, "")),
+        Frame::data(grpc_frame(message)),
+        Frame::trailers(grpc_trailers(0, "")),
     ])
 }
 
 fn status(code: u32, message: &str) -> Reply {
-    grpc_response(vec![Frame::trailers(trailers(code, message))])
+    grpc_response(vec![Frame::trailers(grpc_trailers(code, message))])
 }
 
 #[cfg(test)]

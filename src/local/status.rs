@@ -534,7 +534,8 @@ fn phases_of(cs: &[Container]) -> crate::phases::Phases {
     let workers: Vec<_> = cs.iter().filter(|c| c.role == ROLE_WORKER).collect();
     let launcher = cs.iter().find(|c| c.role == ROLE_LAUNCHER);
     use crate::kinds::{ROLE_LAUNCHER, ROLE_WORKER};
-    use crate::phases::{latest, normalize, parse};
+    use crate::phases::latest;
+    use crate::text::{normalize_time as normalize, parse_time as parse};
     let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_string());
     let created = cs
         .iter()
