@@ -436,73 +436,17 @@ fn mpi_hello_prints_every_rank_on_the_docker_kubelet() {
     assert!(e.fc.list("trainingruntimes", None, "").is_empty());
 }
 
-/// Strict check of `v` against an OpenAPI v3 schema of a CRD, as `kubeconform -strict`: a
-/// field the schema does not declare, a wrong type, a value outside an enum or a missing
-/// required field is an error (`path: what`).
-fn schema_errors(schema: &Value, v: &Value, path: &str, out: &mut Vec<String>) {
-    let int_or_string = schema["x-kubernetes-int-or-string"] == true;
-    let ok_type = match schema["type"].as_str() {
-        _ if int_or_string => v.is_i64() || v.is_u64() || v.is_string(),
-        Some("object") => v.is_object(),
-        Some("array") => v.is_array(),
-        Some("string") => v.is_string(),
-        Some("integer") => v.is_i64() || v.is_u64(),
-        Some("number") => v.is_number(),
-        Some("boolean") => v.is_boolean(),
-        _ => true,
-    };
-    if !ok_type {
-        out.push(format!("{path}: {v} is not of type {}", schema["type"]));
-        return;
-    }
-    if let Some(e) = schema["enum"].as_array()
-        && !e.contains(v)
-    {
-        out.push(format!("{path}: {v} is not one of {}", schema["enum"]));
-    }
-    if let Some(items) = schema.get("items")
-        && let Some(list) = v.as_array()
-    {
-        for (i, x) in list.iter().enumerate() {
-            schema_errors(items, x, &format!("{path}[{i}]"), out);
-        }
-    }
-    let Some(obj) = v.as_object() else { return };
-    for r in schema["required"].as_array().into_iter().flatten() {
-        if !obj.contains_key(r.as_str().unwrap_or_default()) {
-            out.push(format!("{path}: {r} is required"));
-        }
-    }
-    if schema["x-kubernetes-preserve-unknown-fields"] == true {
-        return;
-    }
-    let props = schema["properties"].as_object();
-    for (k, x) in obj {
-        let at = format!("{path}.{k}");
-        match (
-            props.and_then(|p| p.get(k)),
-            schema.get("additionalProperties"),
-        ) {
-            (Some(s), _) => schema_errors(s, x, &at, out),
-            (None, Some(a)) if a.is_object() => schema_errors(a, x, &at, out),
-            (None, Some(a)) if a == true => {}
-            (None, _) if props.is_none() => {}
-            (None, _) => out.push(format!("{at}: not declared by the schema")),
-        }
-    }
-}
-
 /// What hvdctl renders for the trainjob backend — every template, plain and with GPUs, a
 /// volume, a non-root user, tolerations and a deadline — validates strictly against
-/// Trainer v2.3.0's CRDs (`tests/fixtures/crds/`); the checker itself refuses an
-/// undeclared field, a wrong type and a bad enum value.
+/// Trainer v2.3.0's CRDs (`tests/fixtures/crds/`, checked by `fake_cluster::schema`); the
+/// checker refuses an undeclared field, a wrong type and a bad enum value.
 #[test]
 fn rendered_trainer_objects_validate_strictly_against_the_crds() {
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/crds");
     let schema = |k: &str| -> Value {
         let p = fixtures.join(format!("trainer-v2.3.0-{k}.schema.json"));
         let v: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
-        v["openAPIV3Schema"].clone()
+        fake_cluster::schema::of_fixture(&v).clone()
     };
     let (tj_schema, rt_schema) = (schema("trainjobs"), schema("trainingruntimes"));
     let tmp = tempfile::tempdir().unwrap();
@@ -548,8 +492,7 @@ fn rendered_trainer_objects_validate_strictly_against_the_crds() {
                     Some("TrainingRuntime") => &rt_schema,
                     other => panic!("{t}: unexpected {other:?}"),
                 };
-                let mut errors = Vec::new();
-                schema_errors(schema, obj, "", &mut errors);
+                let errors = fake_cluster::schema::errors(schema, obj);
                 assert_eq!(errors, Vec::<String>::new(), "{t} {sets:?}: {obj}");
                 checked += 1;
             }
@@ -559,8 +502,7 @@ fn rendered_trainer_objects_validate_strictly_against_the_crds() {
     // The checker finds what it must.
     let bad = serde_json::json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
         "metadata": {"name": "x"}, "spec": {"runtimeRef": {"name": "r"}, "trainer": {"numNodes": "2", "imagee": "i"}}});
-    let mut errors = Vec::new();
-    schema_errors(&tj_schema, &bad, "", &mut errors);
+    let mut errors = fake_cluster::schema::errors(&tj_schema, &bad);
     errors.sort();
     assert_eq!(
         errors,
@@ -571,8 +513,7 @@ fn rendered_trainer_objects_validate_strictly_against_the_crds() {
     );
     let mut rt = serde_json::json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime",
         "metadata": {"name": "x"}, "spec": {"mlPolicy": {"mpi": {"mpiImplementation": "MPICH"}}, "template": {}}});
-    let mut errors = Vec::new();
-    schema_errors(&rt_schema, &rt, "", &mut errors);
+    let errors = fake_cluster::schema::errors(&rt_schema, &rt);
     assert!(
         errors
             .iter()
@@ -580,8 +521,7 @@ fn rendered_trainer_objects_validate_strictly_against_the_crds() {
         "{errors:?}"
     );
     rt["spec"]["mlPolicy"]["mpi"]["mpiImplementation"] = "OpenMPI".into();
-    let mut errors = Vec::new();
-    schema_errors(&rt_schema, &rt, "", &mut errors);
+    let errors = fake_cluster::schema::errors(&rt_schema, &rt);
     assert_eq!(errors, Vec::<String>::new());
 }
 
