@@ -995,10 +995,11 @@ impl DockerKubelet {
                 .and_then(|i| i.state.clone())
                 .unwrap_or_default();
             // Docker may record the cgroup's OOM event after the exit (on a loaded machine,
-            // seconds after): a SIGKILLed container with a memory limit is looked at again,
-            // for up to 5 s, before it counts as not OOM-killed.
+            // seconds after: 5 s were not enough once, with two test suites and CPU burners
+            // on two cores): a SIGKILLed container with a memory limit is looked at again,
+            // for up to 15 s, before it counts as not OOM-killed. Docker gives no other sign.
             let mut st = st;
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
             while st.exit_code == Some(137)
                 && st.oom_killed != Some(true)
                 && c.pointer("/resources/limits/memory").is_some()
