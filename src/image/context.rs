@@ -189,16 +189,7 @@ impl BuildContext {
         links: &mut HashMap<(u64, u64), String>,
         visit: &mut dyn FnMut(&ContextEntry, &Path) -> Result<()>,
     ) -> Result<()> {
-        let read = fs::read_dir(dir)
-            .map_err(|e| Error::failure(format!("reading directory {}: {e}", dir.display())))?;
-        let mut names = Vec::new();
-        for entry in read {
-            let entry = entry
-                .map_err(|e| Error::failure(format!("reading directory {}: {e}", dir.display())))?;
-            names.push(entry.file_name());
-        }
-        names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-        for name in names {
+        for name in sorted_names(dir)? {
             let full = dir.join(&name);
             let name = name.to_string_lossy();
             let path = if rel.is_empty() {
@@ -547,4 +538,16 @@ impl Stream for TarStream {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Option<Self::Item>> {
         self.rx.poll_recv(cx)
     }
+}
+
+/// The names in `dir`, sorted bytewise (the order Docker's and BuildKit's walks use).
+pub(crate) fn sorted_names(dir: &Path) -> Result<Vec<std::ffi::OsString>> {
+    let failed =
+        |e: std::io::Error| Error::failure(format!("reading directory {}: {e}", dir.display()));
+    let mut names = fs::read_dir(dir)
+        .map_err(failed)?
+        .map(|e| e.map(|e| e.file_name()).map_err(failed))
+        .collect::<Result<Vec<_>>>()?;
+    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    Ok(names)
 }

@@ -25,7 +25,6 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fs::{self, File, Metadata};
 use std::io::Read;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -426,16 +425,7 @@ impl Walker<'_> {
         parent: Option<&MatchInfo>,
         visit: &mut dyn FnMut(&Stat, &Path) -> Result<bool>,
     ) -> Result<bool> {
-        let read = fs::read_dir(dir)
-            .map_err(|e| Error::failure(format!("reading directory {}: {e}", dir.display())))?;
-        let mut names = Vec::new();
-        for entry in read {
-            let entry = entry
-                .map_err(|e| Error::failure(format!("reading directory {}: {e}", dir.display())))?;
-            names.push(entry.file_name());
-        }
-        names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-        for name in names {
+        for name in super::context::sorted_names(dir)? {
             let full = dir.join(&name);
             let name = name.to_string_lossy().into_owned();
             let top = rel.is_empty();
