@@ -924,7 +924,7 @@ fn native_launcher_job_owns_the_run() {
     }
     e.fc.delete("jobs", "default", "demo-ow1-launcher", Some("Background"))
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
     while !e.ours("hvdctl.io/run=ow1").is_empty() {
         assert!(
             std::time::Instant::now() < deadline,

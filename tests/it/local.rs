@@ -607,7 +607,7 @@ pub(crate) fn kubelet_leftovers(
     fc: &fake_cluster::FakeCluster,
     job: &str,
 ) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let left = kubelet_containers(docker, fc, job);
         if left.is_empty() || Instant::now() > deadline {

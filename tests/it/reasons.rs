@@ -33,12 +33,12 @@ fn status_json(e: &Cluster, dir: &Path, id: &str) -> Value {
     serde_json::from_str(&o.stdout).unwrap()
 }
 
-/// Polls `status -o json` until `ok` holds (10 s at most).
+/// Polls `status -o json` until `ok` holds (two minutes at most: a bound on a hang, not a timing).
 fn status_until(e: &Cluster, dir: &Path, id: &str, ok: impl Fn(&Value) -> bool) -> Value {
     let start = Instant::now();
     loop {
         let v = status_json(e, dir, id);
-        if ok(&v) || start.elapsed() > Duration::from_secs(10) {
+        if ok(&v) || start.elapsed() > Duration::from_secs(120) {
             return v;
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -370,12 +370,12 @@ fn a_worker_waiting_for_room_is_not_a_failure() {
     let mut c = e.hv(&dir);
     c.args(["undeploy", "a1"]);
     assert_eq!(run(c).code, 0);
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(120);
     for (what, child) in &mut both {
         while child.try_wait().unwrap().is_none() {
             if Instant::now() > deadline {
                 let _ = child.kill();
-                panic!("{what} of b1 did not end within 20 s of the room made for it");
+                panic!("{what} of b1 did not end within 120 s of the room made for it");
             }
             std::thread::sleep(Duration::from_millis(100));
         }

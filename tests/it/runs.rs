@@ -680,7 +680,7 @@ fn a_restarted_containers_previous_instance_is_recorded() {
     let o = run(c);
     assert_eq!(o.code, 0, "{}", o.stderr);
     // Nothing follows the run: it is first recorded by undeploy, after the restart.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
     loop {
         let p = e.fc.get("pods", "default", "demo-rs1-worker-0").unwrap();
         let cs = &p["status"]["containerStatuses"][0];

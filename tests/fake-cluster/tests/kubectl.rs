@@ -271,7 +271,7 @@ fn kubectl_get_watch_and_forbidden() {
     let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "watched"}, "data": {"a": "1"}});
     fc.create(cm).unwrap();
     let mut seen = Vec::new();
-    let end = Instant::now() + Duration::from_secs(10);
+    let end = Instant::now() + Duration::from_secs(60);
     while Instant::now() < end && !seen.iter().any(|l: &String| l.starts_with("watched")) {
         if let Ok(l) = rx.recv_timeout(Duration::from_millis(100)) {
             seen.push(l);
@@ -584,7 +584,7 @@ mod docker {
     }
 
     fn ready(fc: &FakeCluster, name: &str) -> Value {
-        match fc.wait_for("pods", "default", name, Duration::from_secs(30), |p| {
+        match fc.wait_for("pods", "default", name, Duration::from_secs(120), |p| {
             p.and_then(|p| p.pointer("/status/conditions"))
                 .and_then(Value::as_array)
                 .is_some_and(|c| {
@@ -881,7 +881,7 @@ spec:
         );
         k.ok(&["apply", "-f", &k.write("pods.yaml", &yaml)]);
         let done = fc
-            .wait_for("pods", "default", "flaky", Duration::from_secs(30), |p| {
+            .wait_for("pods", "default", "flaky", Duration::from_secs(120), |p| {
                 p.and_then(|p| p.pointer("/status/phase")) == Some(&json!("Succeeded"))
             })
             .unwrap_or_else(|p| panic!("{p:#?}"))
@@ -921,7 +921,7 @@ spec:
         );
         // OOM is real.
         let p = fc
-            .wait_for("pods", "default", "oom", Duration::from_secs(30), |p| {
+            .wait_for("pods", "default", "oom", Duration::from_secs(120), |p| {
                 p.and_then(|p| p.pointer("/status/phase")) == Some(&json!("Failed"))
             })
             .unwrap_or_else(|p| panic!("{p:#?}"))
@@ -931,7 +931,7 @@ spec:
         assert_eq!(t["exitCode"], 137);
         // Image pull policy.
         let waiting = |name: &str, reason: &str| {
-            fc.wait_for("pods", "default", name, Duration::from_secs(20), |p| {
+            fc.wait_for("pods", "default", name, Duration::from_secs(120), |p| {
                 p.and_then(|p| p.pointer("/status/containerStatuses/0/state/waiting/reason"))
                     == Some(&json!(reason))
             })
@@ -1020,7 +1020,7 @@ spec:
         k.ok(&["delete", "pod", "polite"]);
         assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
         // A claim outlives its pods: a second pod reads what the first wrote.
-        fc.wait_for("pods", "default", "writer", Duration::from_secs(20), |p| {
+        fc.wait_for("pods", "default", "writer", Duration::from_secs(120), |p| {
             p.and_then(|p| p.pointer("/status/phase")) == Some(&json!("Succeeded"))
         })
         .unwrap();
@@ -1029,7 +1029,7 @@ spec:
             bb = busybox()
         );
         k.ok(&["apply", "-f", &k.write("r.yaml", &reader)]);
-        fc.wait_for("pods", "default", "reader", Duration::from_secs(20), |p| {
+        fc.wait_for("pods", "default", "reader", Duration::from_secs(120), |p| {
             p.and_then(|p| p.pointer("/status/phase")) == Some(&json!("Succeeded"))
         })
         .unwrap();
@@ -1135,7 +1135,7 @@ spec:
     fn role_pod(fc: &FakeCluster, job: &str, role: &str) -> String {
         wait_until(
             &format!("{job}'s {role} pod"),
-            Duration::from_secs(20),
+            Duration::from_secs(120),
             || {
                 fc.list(
                     "pods",
@@ -1250,7 +1250,7 @@ spec:
             "-p",
             r#"{"spec":{"mpiReplicaSpecs":{"Worker":{"replicas":1}}}}"#,
         ]);
-        wait_until("launcher sees one worker", Duration::from_secs(10), || {
+        wait_until("launcher sees one worker", Duration::from_secs(60), || {
             (discover() == "pi-worker-0.pi.default.svc\n"
                 && exec(&k, &launcher, "launcher", "cat /etc/mpi/hostfile")
                     == "pi-worker-0.pi.default.svc slots=2\n")
@@ -1364,7 +1364,7 @@ spec:
             .any(|c| c["type"] == "Succeeded" && c["status"] == "True");
         assert!(succeeded, "{done:#?}\n{logs}");
         // cleanPodPolicy Running: the workers' sshd are stopped once the launcher is done.
-        wait_until("workers removed", Duration::from_secs(20), || {
+        wait_until("workers removed", Duration::from_secs(120), || {
             fc.list(
                 "pods",
                 Some("default"),
@@ -1413,7 +1413,7 @@ spec:
             wide.contains(a["spec"]["nodeName"].as_str().unwrap()),
             "{wide}"
         );
-        wait_until("gpu pod refused", Duration::from_secs(10), || {
+        wait_until("gpu pod refused", Duration::from_secs(60), || {
             let p = fc.get("pods", "default", "gpu").unwrap();
             let c = p["status"]["conditions"].as_array().and_then(|c| {
                 c.iter()

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use std::process::Command;
 use std::time::Duration;
 
-const WAIT: Duration = Duration::from_secs(20);
+const WAIT: Duration = Duration::from_secs(120);
 
 fn kueue(quota: &str, f: impl FnOnce(&mut Options)) -> FakeCluster {
     let mut o = Options {

@@ -101,7 +101,7 @@ fn restarts_previous_logs_and_restart_policy() {
     fc.create(p).unwrap();
     let r = log(&fc, "r", "previous=true");
     assert!(r.status == 400 || r.status == 200, "{}", r.text());
-    wait_until("succeeded", Duration::from_secs(10), || {
+    wait_until("succeeded", Duration::from_secs(60), || {
         (phase(&fc, "r").as_deref() == Some("Succeeded")).then_some(())
     });
     let p = fc.get("pods", "default", "r").unwrap();
@@ -336,7 +336,7 @@ fn job_controller_backoff_and_completion() {
         .unwrap();
     let uid = j["metadata"]["uid"].as_str().unwrap().to_string();
     let done = fc
-        .wait_for("jobs", "default", "ok", Duration::from_secs(5), |j| {
+        .wait_for("jobs", "default", "ok", Duration::from_secs(60), |j| {
             j.is_some_and(|j| j["status"]["succeeded"] == 1)
         })
         .expect("job completes")
@@ -371,7 +371,7 @@ fn job_controller_backoff_and_completion() {
     // backoffLimit 2 with a failing pod: 3 pods, then Failed.
     fc.create(job("bad", json!([{"name": "FAKE_KUBELET_LINES", "value": "1"}, {"name": "FAKE_KUBELET_EXIT", "value": "2"}]), 2)).unwrap();
     let failed = fc
-        .wait_for("jobs", "default", "bad", Duration::from_secs(10), |j| {
+        .wait_for("jobs", "default", "bad", Duration::from_secs(60), |j| {
             j.is_some_and(|j| {
                 j["status"]["conditions"].as_array().is_some_and(|c| {
                     c.iter()
@@ -472,7 +472,7 @@ fn mpi_operator_end_to_end() {
         .unwrap()
         .to_string();
     let running = fc
-        .wait_for("mpijobs", "default", "m", Duration::from_secs(5), |j| {
+        .wait_for("mpijobs", "default", "m", Duration::from_secs(60), |j| {
             j.and_then(|j| cond(j, "Running")).as_deref() == Some("True")
         })
         .expect("running")
@@ -587,7 +587,7 @@ fn mpi_operator_end_to_end() {
     assert_eq!(launcher_job["metadata"]["labels"], json!({"app": "m"}));
 
     let done = fc
-        .wait_for("mpijobs", "default", "m", Duration::from_secs(5), |j| {
+        .wait_for("mpijobs", "default", "m", Duration::from_secs(60), |j| {
             j.and_then(|j| cond(j, "Succeeded")).as_deref() == Some("True")
         })
         .expect("succeeds")
@@ -642,7 +642,7 @@ fn mpi_operator_failure_and_clean_none() {
     j["spec"]["runPolicy"]["backoffLimit"] = json!(0);
     fc.create(j).unwrap();
     let failed = fc
-        .wait_for("mpijobs", "default", "f", Duration::from_secs(5), |j| {
+        .wait_for("mpijobs", "default", "f", Duration::from_secs(60), |j| {
             j.and_then(|j| cond(j, "Failed")).as_deref() == Some("True")
         })
         .expect("fails")

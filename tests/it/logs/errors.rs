@@ -51,7 +51,7 @@ fn run_with_no_pods_yet() {
     );
     r.until_stderr(
         "waiting for the pods of mnist-nopod to be created",
-        Duration::from_secs(10),
+        Duration::from_secs(60),
     );
     assert!(r.child.try_wait().unwrap().is_none(), "still waiting");
     r.interrupt();
@@ -172,7 +172,7 @@ fn snapshot_without_follow_and_filters() {
         "jobs",
         "default",
         "mnist-snap-launcher",
-        Duration::from_secs(20),
+        Duration::from_secs(120),
         |j| j.and_then(|j| j["status"]["succeeded"].as_i64()) == Some(1),
     );
     assert!(done.is_ok(), "job done");
@@ -181,7 +181,7 @@ fn snapshot_without_follow_and_filters() {
         let pod = format!("mnist-snap-worker-{i}");
         let ended = env
             .fc
-            .wait_for("pods", "default", &pod, Duration::from_secs(30), |p| {
+            .wait_for("pods", "default", &pod, Duration::from_secs(120), |p| {
                 p.and_then(|p| p["status"]["phase"].as_str()) == Some("Succeeded")
             });
         assert!(ended.is_ok(), "{pod} ended");
