@@ -28,7 +28,17 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # Optional checks that could not run here list themselves in the tests' tmp dir.
 skipped="${CARGO_TARGET_DIR:-target}/tmp/skipped.txt"
 rm -f "$skipped"
-cargo test --workspace
+# Every test's wall time: libtest's --report-time is behind -Z on a stable toolchain, so a
+# runner lets only the test binaries accept it (nothing is compiled differently). Doc tests
+# run apart: rustdoc runs them itself.
+out="${CARGO_TARGET_DIR:-target}/tmp/test-output.txt"
+mkdir -p "$(dirname "$out")"
+host=$(rustc -vV | sed -n 's/^host: //p' | tr 'a-z.-' 'A-Z__')
+env "CARGO_TARGET_${host}_RUNNER=env RUSTC_BOOTSTRAP=1" \
+    cargo test --workspace --lib --bins --tests -- -Z unstable-options --report-time 2>&1 | tee "$out"
+cargo test --workspace --doc
+echo "test.sh: the slowest 10 tests:" >&2
+sed -nE 's/^test (.*) \.\.\. ok <([0-9.]+)s>$/\2 s  \1/p' "$out" | sort -rn | head -10 | sed 's/^/  /' >&2
 if [[ -s $skipped ]]; then
     echo "test.sh: $(wc -l <"$skipped") optional check(s) skipped:" >&2
     sed 's/^/  /' "$skipped" >&2
