@@ -610,6 +610,10 @@ pub struct BuildArgs {
     /// file is never part of the image or printed)
     #[arg(long, value_name = "id=ID,src=PATH")]
     pub secret: Vec<String>,
+    /// An ssh-agent lent to `RUN --mount=type=ssh[,id=ID]` (repeatable; BuildKit only):
+    /// `default` is $SSH_AUTH_SOCK; steps may list and use its keys, never add or remove them
+    #[arg(long, value_name = "ID[=SOCKET]")]
+    pub ssh: Vec<String>,
     /// Override a key of hvdctl.yaml (as for deploy)
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,

@@ -30,6 +30,12 @@ fn options(a: &BuildArgs) -> Result<image::AppBuild> {
         .iter()
         .map(|s| image::session::SecretSpec::parse(s))
         .collect::<Result<Vec<_>>>()?;
+    let auth_sock = std::env::var_os("SSH_AUTH_SOCK");
+    let ssh = a
+        .ssh
+        .iter()
+        .map(|s| image::sshforward::SshSpec::parse(s, auth_sock.as_deref()))
+        .collect::<Result<Vec<_>>>()?;
     Ok(image::AppBuild {
         push: a.push,
         tag: a.tag.clone(),
@@ -43,6 +49,7 @@ fn options(a: &BuildArgs) -> Result<image::AppBuild> {
             BuilderChoice::Legacy => image::Builder::Legacy,
         },
         secrets,
+        ssh,
     })
 }
 

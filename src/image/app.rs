@@ -24,6 +24,8 @@ pub struct AppBuild {
     pub builder: Builder,
     /// `--secret`s for BuildKit.
     pub secrets: Vec<super::session::SecretSpec>,
+    /// `--ssh` agents for BuildKit.
+    pub ssh: Vec<super::sshforward::SshSpec>,
 }
 
 impl Default for AppBuild {
@@ -38,6 +40,7 @@ impl Default for AppBuild {
             progress: ProgressMode::Plain,
             builder: Builder::Auto,
             secrets: Vec::new(),
+            ssh: Vec::new(),
         }
     }
 }
@@ -81,6 +84,7 @@ pub async fn build_app(loaded: &app::Loaded, a: &AppBuild, ui: &Ui) -> Result<St
     req.progress = a.progress;
     req.builder = a.builder;
     req.secrets = a.secrets.clone();
+    req.ssh = a.ssh.clone();
     req.labels.insert("hvdctl.io/app".into(), app.name.clone());
     let docker = DockerClient::connect().await?;
     let built = super::build(&docker, &req, &mut std::io::stderr()).await?;

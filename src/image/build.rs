@@ -83,6 +83,8 @@ pub struct BuildRequest {
     pub builder: Builder,
     /// `--secret`s: served to BuildKit's `RUN --mount=type=secret` through a session.
     pub secrets: Vec<super::session::SecretSpec>,
+    /// `--ssh` agents: lent read-only to `RUN --mount=type=ssh` through the session.
+    pub ssh: Vec<super::sshforward::SshSpec>,
 }
 
 impl BuildRequest {
@@ -106,6 +108,7 @@ impl BuildRequest {
             progress: ProgressMode::Auto,
             builder: Builder::Auto,
             secrets: Vec::new(),
+            ssh: Vec::new(),
         }
     }
 
@@ -210,12 +213,12 @@ pub async fn build(
         }
     };
 
-    let secrets = super::session::read_secrets(&req.secrets)?;
+    let attached = super::session::Attached::of(&req.secrets, &req.ssh)?;
     let use_buildkit = match req.builder {
-        Builder::Legacy if !secrets.is_empty() => {
-            return Err(Error::input(
-                "--secret needs BuildKit: the classic builder has no build secrets",
-            )
+        Builder::Legacy if let Some(flags) = attached.flags() => {
+            return Err(Error::input(format!(
+                "{flags} needs BuildKit: the classic builder has no build secrets or ssh mounts"
+            ))
             .hint("drop --builder legacy"));
         }
         Builder::Legacy => false,
@@ -231,9 +234,9 @@ pub async fn build(
         }
         Builder::Auto => match super::buildkit::supported(docker).await {
             Ok(()) => true,
-            Err(why) if !secrets.is_empty() => {
+            Err(why) if let Some(flags) = attached.flags() => {
                 return Err(Error::failure(format!(
-                    "--secret needs BuildKit, and the daemon at {} cannot build with it: {why}",
+                    "{flags} needs BuildKit, and the daemon at {} cannot build with it: {why}",
                     docker.host()
                 )));
             }
@@ -265,7 +268,7 @@ pub async fn build(
             pull: req.pull,
             registry_config,
             progress: req.progress,
-            secrets,
+            attached,
         };
         let built = super::buildkit::build(docker, params, log).await?;
         let id = built.image_id;

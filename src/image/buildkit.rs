@@ -78,8 +78,8 @@ pub(crate) struct Params<'a> {
     /// `X-Registry-Config` (base64url JSON of the credentials by registry), if any.
     pub registry_config: Option<String>,
     pub progress: ProgressMode,
-    /// Served through the session.
-    pub secrets: HashMap<String, zeroize::Zeroizing<Vec<u8>>>,
+    /// Secrets and ssh agents, served through the session.
+    pub attached: super::session::Attached,
 }
 
 /// What a BuildKit build made and sent.
@@ -127,7 +127,7 @@ pub(crate) async fn build(
     // Kept open until the build ends (dropped on return, Ctrl-C included).
     let transfer = Arc::new(Transfer::default());
     let session =
-        super::session::start(docker, p.secrets.clone(), Some(dirs), transfer.clone()).await?;
+        super::session::start(docker, p.attached.clone(), Some(dirs), transfer.clone()).await?;
     q.push(("session", session.id.clone()));
     let query = serde_urlencoded::to_string(&q)
         .map_err(|e| Error::failure(format!("encoding the build's parameters: {e}")))?;

@@ -22,7 +22,6 @@
 //! reads block on it (on the blocking pool) while the daemon is slower.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::fs::{self, File, Metadata};
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -30,15 +29,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
-use http_body_util::{BodyExt, StreamBody};
+use bytes::Bytes;
 use hyper::body::{Frame, Incoming};
 use tokio::sync::mpsc;
 
 use super::context::BuildContext;
 use super::dockerignore::{self, MatchInfo, Matcher};
-use super::proto::{Value, fields, grpc_frame, grpc_trailers, put_bytes, put_uint, put_varint};
+use super::proto::{
+    Messages, Reply, Value, fields, grpc_trailers, message, put_bytes, put_uint, put_varint,
+    streamed,
+};
 use crate::error::{Error, Result};
 
 /// The method served.
@@ -114,8 +114,6 @@ impl Transfer {
     }
 }
 
-pub(crate) type Reply = hyper::Response<http_body_util::combinators::BoxBody<Bytes, Infallible>>;
-
 /// Serves one `DiffCopy` call: answers at once with a streamed body fed by the walk, the
 /// file reads and the reader of the daemon's packets.
 pub(crate) fn serve(req: hyper::Request<Incoming>, dirs: Arc<Dirs>, t: Arc<Transfer>) -> Reply {
@@ -134,11 +132,7 @@ pub(crate) fn serve(req: hyper::Request<Incoming>, dirs: Arc<Dirs>, t: Arc<Trans
     let override_excludes = md("override-excludes").first().map(String::as_str) == Some("true");
 
     let (tx, rx) = mpsc::channel::<Frame<Bytes>>(QUEUE);
-    let body = StreamBody::new(tokio_stream_from(rx).map(Ok::<_, Infallible>));
-    let reply = hyper::Response::builder()
-        .header(hyper::header::CONTENT_TYPE, "application/grpc")
-        .body(BodyExt::boxed(body))
-        .unwrap_or_default();
+    let reply = streamed(rx);
 
     let source = match dir_name.as_str() {
         "context" => {
@@ -176,15 +170,10 @@ pub(crate) fn serve(req: hyper::Request<Incoming>, dirs: Arc<Dirs>, t: Arc<Trans
         }
     };
     if let Some(source) = source {
-        tokio::spawn(run(source, req.into_body(), tx, t));
+        let incoming = Messages::new(req.into_body(), MAX_INCOMING);
+        tokio::spawn(run(source, incoming, tx, t));
     }
     reply
-}
-
-fn tokio_stream_from<T: Send + 'static>(
-    mut rx: mpsc::Receiver<T>,
-) -> impl futures::Stream<Item = T> + Send + 'static {
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
 /// One directory as the daemon asked for it.
@@ -198,7 +187,7 @@ struct Source {
 
 async fn run(
     source: Source,
-    mut incoming: Incoming,
+    mut incoming: Messages,
     tx: mpsc::Sender<Frame<Bytes>>,
     t: Arc<Transfer>,
 ) {
@@ -224,17 +213,17 @@ async fn run(
                 }
                 id += 1;
                 t.entries.fetch_add(1, Ordering::Relaxed);
-                Ok(tx.blocking_send(frame(&stat_packet(stat))).is_ok())
+                Ok(tx.blocking_send(message(&stat_packet(stat))).is_ok())
             });
             match result {
                 Ok(true) => {
-                    let _ = tx.blocking_send(frame(&[]));
+                    let _ = tx.blocking_send(message(&[]));
                 }
                 Ok(false) => {}
                 Err(e) => {
                     let msg = e.message.clone();
                     t.fail(e);
-                    let _ = tx.blocking_send(frame(&packet(PACKET_ERR, 0, msg.as_bytes())));
+                    let _ = tx.blocking_send(message(&packet(PACKET_ERR, 0, msg.as_bytes())));
                     let _ = tx.blocking_send(Frame::trailers(grpc_trailers(2, &msg)));
                 }
             }
@@ -259,7 +248,7 @@ async fn run(
                     Err(e) => {
                         let msg = e.message.clone();
                         t.fail(e);
-                        let _ = tx.blocking_send(frame(&packet(PACKET_ERR, 0, msg.as_bytes())));
+                        let _ = tx.blocking_send(message(&packet(PACKET_ERR, 0, msg.as_bytes())));
                         let _ = tx.blocking_send(Frame::trailers(grpc_trailers(2, &msg)));
                         return;
                     }
@@ -269,50 +258,33 @@ async fn run(
     }
 
     // The daemon's packets.
-    let mut pending = BytesMut::new();
-    let end: std::result::Result<(), String> = 'read: loop {
-        let chunk = match incoming.frame().await {
-            Some(Ok(f)) => match f.into_data() {
-                Ok(d) => d,
-                Err(_) => continue, // trailers
-            },
-            Some(Err(e)) => break Err(format!("the daemon's stream broke: {e}")),
-            None => break Err("the daemon ended the stream before FIN".into()),
+    let end: std::result::Result<(), String> = loop {
+        let msg = match incoming.next().await {
+            Ok(Some(m)) => m,
+            Ok(None) => break Err("the daemon ended the stream before FIN".into()),
+            Err(e) => break Err(e),
         };
-        pending.extend_from_slice(&chunk);
-        while pending.len() >= 5 {
-            let len = u32::from_be_bytes([pending[1], pending[2], pending[3], pending[4]]) as usize;
-            if len > MAX_INCOMING {
-                break 'read Err(format!("a {len}-byte message from the daemon"));
-            }
-            if pending.len() < 5 + len {
-                break;
-            }
-            let msg = pending.split_to(5 + len).freeze().slice(5..);
-            let (kind, id, data) = parse_packet(&msg);
-            match kind {
-                PACKET_REQ => {
-                    let path = files.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-                    match path {
-                        Some(p) => {
-                            let _ = req_tx.send((id, p));
-                        }
-                        None => {
-                            break 'read Err(format!(
-                                "the daemon asked for file #{id}, which is not one"
-                            ));
-                        }
+        let (kind, id, data) = parse_packet(&msg);
+        match kind {
+            PACKET_REQ => {
+                let path = files.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                match path {
+                    Some(p) => {
+                        let _ = req_tx.send((id, p));
+                    }
+                    None => {
+                        break Err(format!("the daemon asked for file #{id}, which is not one"));
                     }
                 }
-                PACKET_FIN => break 'read Ok(()),
-                PACKET_ERR => {
-                    break 'read Err(format!(
-                        "the daemon's copy failed: {}",
-                        String::from_utf8_lossy(&data)
-                    ));
-                }
-                _ => {}
             }
+            PACKET_FIN => break Ok(()),
+            PACKET_ERR => {
+                break Err(format!(
+                    "the daemon's copy failed: {}",
+                    String::from_utf8_lossy(&data)
+                ));
+            }
+            _ => {}
         }
     };
     drop(req_tx);
@@ -322,7 +294,7 @@ async fn run(
     let _ = walk.await;
     match end {
         Ok(()) => {
-            let _ = tx.send(frame(&packet(PACKET_FIN, 0, &[]))).await;
+            let _ = tx.send(message(&packet(PACKET_FIN, 0, &[]))).await;
             let _ = tx.send(Frame::trailers(grpc_trailers(0, ""))).await;
         }
         Err(msg) => {
@@ -355,7 +327,7 @@ fn send_file(
             Err(e) => return Err(fail(e)),
         };
         if tx
-            .blocking_send(frame(&packet(PACKET_DATA, id, &buf[..n])))
+            .blocking_send(message(&packet(PACKET_DATA, id, &buf[..n])))
             .is_err()
         {
             return Ok(false);
@@ -363,7 +335,7 @@ fn send_file(
         t.bytes.fetch_add(n as u64, Ordering::Relaxed);
     }
     Ok(tx
-        .blocking_send(frame(&packet(PACKET_DATA, id, &[])))
+        .blocking_send(message(&packet(PACKET_DATA, id, &[])))
         .is_ok())
 }
 
@@ -738,11 +710,6 @@ fn parse_packet(b: &[u8]) -> (u64, u32, Vec<u8>) {
         }
     }
     (kind, id, data)
-}
-
-/// One gRPC message frame.
-fn frame(message: &[u8]) -> Frame<Bytes> {
-    Frame::data(grpc_frame(message))
 }
 
 #[cfg(test)]

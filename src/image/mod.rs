@@ -21,6 +21,7 @@ pub mod dockerignore;
 mod filesync;
 pub mod push;
 pub mod session;
+pub mod sshforward;
 pub mod tag;
 
 mod progress;

@@ -1,10 +1,17 @@
 //! Protocol Buffers and gRPC framing, by hand, for the few small messages hvdctl exchanges
 //! with BuildKit: its progress stream (`buildkit.rs`), the session's gRPC methods
-//! (`session.rs`) and the file sync's packets (`filesync.rs`). Reading is lenient (a
-//! malformed byte ends the message, unknown fields are skipped); writing leaves out
-//! default values, as protobuf encoders do.
+//! (`session.rs`), the file sync's packets (`filesync.rs`) and the forwarded ssh agent's
+//! bytes (`sshforward.rs`). Reading is lenient (a malformed byte ends the message, unknown
+//! fields are skipped); writing leaves out default values, as protobuf encoders do.
+
+use std::convert::Infallible;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use futures::StreamExt;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Frame, Incoming};
+use tokio::sync::mpsc;
 
 /// A field's value: what the wire type says, nothing decoded further.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +119,91 @@ pub(crate) fn grpc_trailers(code: u32, message: &str) -> hyper::HeaderMap {
         t.insert("grpc-message", v);
     }
     t
+}
+
+/// A gRPC call's answer, as the session serves it.
+pub(crate) type Reply = hyper::Response<BoxBody<Bytes, Infallible>>;
+
+/// An answer whose frames (messages, then trailers) are sent as `rx` yields them: the
+/// streaming calls' replies.
+pub(crate) fn streamed(mut rx: mpsc::Receiver<Frame<Bytes>>) -> Reply {
+    let frames = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    answer(StreamBody::new(frames.map(Ok::<_, Infallible>)))
+}
+
+/// A successful answer of one message.
+pub(crate) fn reply(m: &[u8]) -> Reply {
+    frames(vec![message(m), Frame::trailers(grpc_trailers(0, ""))])
+}
+
+/// A failed answer: a gRPC status code and its message.
+pub(crate) fn status(code: u32, text: &str) -> Reply {
+    frames(vec![Frame::trailers(grpc_trailers(code, text))])
+}
+
+fn frames(frames: Vec<Frame<Bytes>>) -> Reply {
+    answer(StreamBody::new(futures::stream::iter(
+        frames.into_iter().map(Ok::<_, Infallible>),
+    )))
+}
+
+fn answer<B>(body: B) -> Reply
+where
+    B: hyper::body::Body<Data = Bytes, Error = Infallible> + Send + Sync + 'static,
+{
+    hyper::Response::builder()
+        .header(hyper::header::CONTENT_TYPE, "application/grpc")
+        .body(BodyExt::boxed(body))
+        .unwrap_or_default()
+}
+
+/// A message frame for a streamed answer.
+pub(crate) fn message(m: &[u8]) -> Frame<Bytes> {
+    Frame::data(grpc_frame(m))
+}
+
+/// The messages of a call's request stream, one by one.
+pub(crate) struct Messages {
+    body: Incoming,
+    pending: BytesMut,
+    /// The largest message accepted.
+    max: usize,
+}
+
+impl Messages {
+    pub(crate) fn new(body: Incoming, max: usize) -> Messages {
+        Messages {
+            body,
+            pending: BytesMut::new(),
+            max,
+        }
+    }
+
+    /// The next message; `Ok(None)` once the caller has ended its stream.
+    pub(crate) async fn next(&mut self) -> std::result::Result<Option<Bytes>, String> {
+        loop {
+            if self.pending.len() >= 5 {
+                let p = &self.pending;
+                let len = u32::from_be_bytes([p[1], p[2], p[3], p[4]]) as usize;
+                if len > self.max {
+                    return Err(format!("a {len}-byte message from the daemon"));
+                }
+                if p.len() >= 5 + len {
+                    return Ok(Some(self.pending.split_to(5 + len).freeze().slice(5..)));
+                }
+            }
+            match self.body.frame().await {
+                Some(Ok(f)) => {
+                    if let Ok(d) = f.into_data() {
+                        self.pending.extend_from_slice(&d);
+                    } // else trailers
+                }
+                Some(Err(e)) => return Err(format!("the daemon's stream broke: {e}")),
+                None if self.pending.is_empty() => return Ok(None),
+                None => return Err("the daemon's stream ended inside a message".into()),
+            }
+        }
+    }
 }
 
 #[cfg(test)]

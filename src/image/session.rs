@@ -1,13 +1,13 @@
-//! A BuildKit session serving the build context ([`super::filesync`]) and build secrets
-//! (`--secret id=…,src=…`).
+//! A BuildKit session serving the build context ([`super::filesync`]), build secrets
+//! (`--secret id=…,src=…`) and ssh agents (`--ssh`, [`super::sshforward`]).
 //!
 //! `POST /session` with `Upgrade: h2c` turns the connection around: the daemon becomes an
 //! HTTP/2 gRPC client of hvdctl on it, calling the methods hvdctl names in
 //! `X-Docker-Expose-Session-Grpc-Method`. Three are served, by hand:
 //! `grpc.health.v1.Health/Check` (BuildKit checks the session is alive),
 //! `moby.buildkit.secrets.v1.Secrets/GetSecret` (the file's bytes for an id; one-field
-//! messages) and `moby.filesync.v1.FileSync/DiffCopy` (the context, a bidirectional stream:
-//! see [`super::filesync`]). The build names the session with `session=<id>`. The session's
+//! messages), `moby.filesync.v1.FileSync/DiffCopy` (the context, a bidirectional stream:
+//! see [`super::filesync`]) and, with `--ssh`, `moby.sshforward.v1.SSH`'s two methods. The build names the session with `session=<id>`. The session's
 //! shared key is a digest of the context directory's absolute path, as the Docker CLI's is:
 //! the daemon keeps its copy of a context under it, and the next build of the same directory
 //! only transfers what changed. Secret files are read before the build starts (a missing one
@@ -19,9 +19,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Empty, StreamBody};
-use hyper::body::{Frame, Incoming};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use zeroize::Zeroizing;
 
@@ -31,7 +30,8 @@ use crate::error::{Error, Result};
 const HEALTH: &str = "/grpc.health.v1.Health/Check";
 const GET_SECRET: &str = "/moby.buildkit.secrets.v1.Secrets/GetSecret";
 use super::filesync::DIFF_COPY;
-use super::proto::{Value, fields, grpc_frame, grpc_trailers, put_varint};
+use super::proto::{Reply, Value, fields, put_varint, reply, status};
+use super::sshforward::{self, CHECK_AGENT, FORWARD_AGENT, SshSpec};
 
 /// A `--secret id=ID,src=PATH` (also `source=`, `type=file`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,8 +67,36 @@ impl SecretSpec {
     }
 }
 
+/// What a session serves besides the context, read and checked before the build starts.
+#[derive(Default, Clone)]
+pub(crate) struct Attached {
+    /// The secrets' contents by id.
+    pub secrets: HashMap<String, Zeroizing<Vec<u8>>>,
+    /// The ssh agents' sockets by id.
+    pub agents: HashMap<String, PathBuf>,
+}
+
+impl Attached {
+    pub(crate) fn of(secrets: &[SecretSpec], ssh: &[SshSpec]) -> Result<Attached> {
+        Ok(Attached {
+            secrets: read_secrets(secrets)?,
+            agents: sshforward::agents(ssh)?,
+        })
+    }
+
+    /// The flags that asked for them (for "… needs BuildKit"), if any.
+    pub(crate) fn flags(&self) -> Option<&'static str> {
+        match (self.secrets.is_empty(), self.agents.is_empty()) {
+            (true, true) => None,
+            (false, true) => Some("--secret"),
+            (true, false) => Some("--ssh"),
+            (false, false) => Some("--secret and --ssh"),
+        }
+    }
+}
+
 /// The secrets' contents by id, read now.
-pub(crate) fn read_secrets(specs: &[SecretSpec]) -> Result<HashMap<String, Zeroizing<Vec<u8>>>> {
+fn read_secrets(specs: &[SecretSpec]) -> Result<HashMap<String, Zeroizing<Vec<u8>>>> {
     let mut out = HashMap::new();
     for s in specs {
         let data = std::fs::read(&s.src).map_err(|e| {
@@ -95,11 +123,11 @@ impl Drop for Session {
     }
 }
 
-/// Opens a session on `docker` serving `secrets` and, when given, the build context
+/// Opens a session on `docker` serving `attached` and, when given, the build context
 /// (`transfer` counts what it sends).
 pub(crate) async fn start(
     docker: &DockerClient,
-    secrets: HashMap<String, Zeroizing<Vec<u8>>>,
+    attached: Attached,
     dirs: Option<super::filesync::Dirs>,
     transfer: Arc<super::filesync::Transfer>,
 ) -> Result<Session> {
@@ -123,6 +151,9 @@ pub(crate) async fn start(
     let mut methods = vec![HEALTH, GET_SECRET];
     if dirs.is_some() {
         methods.push(DIFF_COPY);
+    }
+    if !attached.agents.is_empty() {
+        methods.extend([CHECK_AGENT, FORWARD_AGENT]);
     }
     for m in methods {
         req = req.header("X-Docker-Expose-Session-Grpc-Method", m);
@@ -150,18 +181,18 @@ pub(crate) async fn start(
         return Err(fail(&format!("{msg} (HTTP {status})")));
     }
     let upgraded = hyper::upgrade::on(resp).await.map_err(|e| fail(&e))?;
-    let secrets = Arc::new(secrets);
+    let secrets = Arc::new(attached.secrets);
+    let agents = Arc::new(attached.agents);
     let dirs = dirs.map(Arc::new);
     let task = tokio::spawn(async move {
         let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-            let secrets = secrets.clone();
+            let (secrets, agents) = (secrets.clone(), agents.clone());
             let (dirs, transfer) = (dirs.clone(), transfer.clone());
             async move {
-                Ok::<_, Infallible>(match dirs {
-                    Some(d) if req.uri().path() == DIFF_COPY => {
-                        super::filesync::serve(req, d, transfer)
-                    }
-                    _ => serve(req, &secrets).await,
+                Ok::<_, Infallible>(match (req.uri().path(), dirs) {
+                    (DIFF_COPY, Some(d)) => super::filesync::serve(req, d, transfer),
+                    (FORWARD_AGENT, _) => sshforward::forward(req, agents),
+                    _ => serve(req, &secrets, &agents).await,
                 })
             }
         });
@@ -171,8 +202,6 @@ pub(crate) async fn start(
     });
     Ok(Session { id, task })
 }
-
-type Reply = hyper::Response<BoxBody<Bytes, Infallible>>;
 
 /// The key the daemon files its copy of a context under: a digest of the directory's
 /// absolute path (the Docker CLI hashes its node id with the path).
@@ -185,9 +214,11 @@ fn shared_key(dir: &std::path::Path) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The calls of one request message and one answer.
 async fn serve(
     req: hyper::Request<Incoming>,
     secrets: &HashMap<String, Zeroizing<Vec<u8>>>,
+    agents: &HashMap<String, PathBuf>,
 ) -> Reply {
     let path = req.uri().path().to_string();
     let body = match req.into_body().collect().await {
@@ -214,6 +245,7 @@ async fn serve(
                 None => status(5, &format!("secret {id} not found")),
             }
         }
+        CHECK_AGENT => sshforward::check(msg, agents),
         _ => status(12, "not served by hvdctl"),
     }
 }
@@ -227,27 +259,6 @@ fn first_string(b: &[u8]) -> String {
             _ => None,
         })
         .unwrap_or_default()
-}
-
-fn grpc_response(frames: Vec<Frame<Bytes>>) -> Reply {
-    let body = StreamBody::new(futures::stream::iter(
-        frames.into_iter().map(Ok::<_, Infallible>),
-    ));
-    hyper::Response::builder()
-        .header(hyper::header::CONTENT_TYPE, "application/grpc")
-        .body(BodyExt::boxed(body))
-        .unwrap_or_default()
-}
-
-fn reply(message: &[u8]) -> Reply {
-    grpc_response(vec![
-        Frame::data(grpc_frame(message)),
-        Frame::trailers(grpc_trailers(0, "")),
-    ])
-}
-
-fn status(code: u32, message: &str) -> Reply {
-    grpc_response(vec![Frame::trailers(grpc_trailers(code, message))])
 }
 
 #[cfg(test)]

@@ -549,3 +549,169 @@ async fn links_empty_dirs_and_modes_survive_the_sync() {
         out.stderr
     );
 }
+
+/// A real `ssh-agent` (its socket in `dir`), stopped when dropped.
+struct Agent {
+    child: std::process::Child,
+    socket: std::path::PathBuf,
+}
+
+impl Agent {
+    fn start(dir: &Path) -> Agent {
+        let socket = dir.join("agent.sock");
+        let mut child = std::process::Command::new("ssh-agent")
+            .args(["-D", "-a"])
+            .arg(&socket)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("ssh-agent (openssh-client)");
+        // In the foreground it prints its environment once the socket is listening.
+        let mut first = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut first,
+        )
+        .unwrap();
+        assert!(first.starts_with("SSH_AUTH_SOCK="), "{first}");
+        Agent { child, socket }
+    }
+
+    /// `ssh-add ARGS` against this agent: exit code and output.
+    fn add(&self, args: &[&str]) -> (i32, String) {
+        let o = std::process::Command::new("ssh-add")
+            .args(args)
+            .env("SSH_AUTH_SOCK", &self.socket)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        (o.status.code().unwrap_or(-1), text)
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `--ssh`: steps list and use the agent's key (by its default id and by another), cannot
+/// remove it, and a required mount whose id was not given fails its step, named.
+#[test]
+fn an_ssh_agent_is_lent_read_only_to_its_steps() {
+    let Some(docker) = docker() else { return };
+    let Some(base) = horovod_base(&docker) else {
+        return;
+    };
+    let Some((_, host)) = rt().block_on(docker_with(&base)) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let agent = Agent::start(tmp.path());
+    let dir = tmp.path().join("app");
+    std::fs::create_dir(&dir).unwrap();
+    let key = dir.join("key");
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "hvdctl-test", "-f"])
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (code, out) = agent.add(&[key.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    std::fs::remove_file(&key).unwrap(); // only the public half is in the context
+    let (_, listed) = agent.add(&["-l"]);
+    let fingerprint = listed.split_whitespace().nth(1).unwrap().to_string();
+    assert!(fingerprint.starts_with("SHA256:"), "{listed}");
+    app(
+        &dir,
+        &format!(
+            "FROM {base}\n\
+             COPY key.pub /key.pub\n\
+             RUN --mount=type=ssh ssh-add -l\n\
+             RUN --mount=type=ssh,id=git echo data > /d && ssh-keygen -Y sign -n file -f /key.pub /d && head -1 /d.sig\n\
+             RUN --mount=type=ssh ssh-add -D; echo \"remove: exit $?\"\n"
+        ),
+    );
+    let socket = agent.socket.to_str().unwrap().to_string();
+    let mut c = hvdctl_in(&dir);
+    c.env("DOCKER_HOST", &host)
+        .env("SSH_AUTH_SOCK", &socket)
+        .args(["build", "--progress", "plain", "--tag", "ssh", "--no-cache"])
+        .args(["--ssh", "default", "--ssh", &format!("git={socket}")]);
+    let out = run(c);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let listed = step_lines(&out.stderr, "ssh-add -l");
+    assert!(
+        listed.iter().any(|l| l.contains(&fingerprint)),
+        "{listed:?}\n{}",
+        out.stderr
+    );
+    let signed = step_lines(&out.stderr, "ssh-keygen -Y sign");
+    assert!(
+        signed.iter().any(|l| l.contains("BEGIN SSH SIGNATURE")),
+        "{signed:?}\n{}",
+        out.stderr
+    );
+    let removed = step_lines(&out.stderr, "ssh-add -D");
+    assert!(
+        removed.iter().any(|l| l.contains("remove: exit 1")),
+        "{removed:?}\n{}",
+        out.stderr
+    );
+    // The agent still holds the key.
+    let (code, after) = agent.add(&["-l"]);
+    assert_eq!(code, 0, "{after}");
+    assert!(after.contains(&fingerprint), "{after}");
+
+    // A required mount whose id no --ssh gave: its step fails, naming the id (one that is
+    // not required has no socket: BuildKit's rule).
+    std::fs::write(
+        dir.join("Dockerfile"),
+        format!("FROM {base}\nRUN --mount=type=ssh,id=deploy,required ssh-add -l\n"),
+    )
+    .unwrap();
+    let mut c = hvdctl_in(&dir);
+    c.env("DOCKER_HOST", &host)
+        .args(["build", "--progress", "plain", "--tag", "ssh", "--no-cache"])
+        .args(["--ssh", &format!("default={socket}")]);
+    let out = run(c);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("unset ssh forward key deploy"),
+        "{}",
+        out.stderr
+    );
+
+    // Refused before anything is built: a key file, no agent at all, the classic builder.
+    std::fs::write(dir.join("id_ed25519"), "not a socket").unwrap();
+    for (args, env, says) in [
+        (
+            vec!["--ssh", "default=id_ed25519"],
+            None,
+            "not an ssh-agent's socket",
+        ),
+        (vec!["--ssh", "default"], None, "SSH_AUTH_SOCK is not set"),
+        (
+            vec!["--ssh", "default", "--builder", "legacy"],
+            Some(socket.as_str()),
+            "--ssh needs BuildKit",
+        ),
+    ] {
+        let mut c = hvdctl_in(&dir);
+        c.env("DOCKER_HOST", &host)
+            .env_remove("SSH_AUTH_SOCK")
+            .args(["build", "--tag", "ssh"])
+            .args(&args);
+        if let Some(s) = env {
+            c.env("SSH_AUTH_SOCK", s);
+        }
+        let out = run(c);
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+    }
+}
