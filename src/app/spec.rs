@@ -770,6 +770,10 @@ pub struct Build {
     pub context: String,
     #[serde(default)]
     pub args: BTreeMap<String, String>,
+    /// ssh agents lent to `RUN --mount=type=ssh` (BuildKit): `default` ($SSH_AUTH_SOCK)
+    /// or `ID=SOCKET`, as `hvdctl build --ssh` takes them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ssh: Vec<String>,
 }
 
 fn dockerfile() -> String {
@@ -785,6 +789,7 @@ impl Default for Build {
             dockerfile: dockerfile(),
             context: dot(),
             args: BTreeMap::new(),
+            ssh: Vec::new(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! An app's image: its build as `hvdctl build` and `hvdctl dev`'s rebuilds make it (the app's
 //! defaults, the options of [`AppBuild`]), recorded in `.hvdctl/`.
 
+use super::sshforward::SshSpec;
 use super::{BuildContext, BuildRequest, Builder, DockerClient, ProgressMode};
 use crate::app;
 use crate::error::{Error, Result};
@@ -24,8 +25,8 @@ pub struct AppBuild {
     pub builder: Builder,
     /// `--secret`s for BuildKit.
     pub secrets: Vec<super::session::SecretSpec>,
-    /// `--ssh` agents for BuildKit.
-    pub ssh: Vec<super::sshforward::SshSpec>,
+    /// `--ssh` agents for BuildKit, over the app's `build.ssh`.
+    pub ssh: Vec<SshSpec>,
 }
 
 impl Default for AppBuild {
@@ -84,7 +85,15 @@ pub async fn build_app(loaded: &app::Loaded, a: &AppBuild, ui: &Ui) -> Result<St
     req.progress = a.progress;
     req.builder = a.builder;
     req.secrets = a.secrets.clone();
-    req.ssh = a.ssh.clone();
+    let auth_sock = std::env::var_os("SSH_AUTH_SOCK");
+    let from_app = app
+        .build
+        .ssh
+        .iter()
+        .enumerate()
+        .map(|(i, s)| SshSpec::from_app(i, s, auth_sock.as_deref(), &loaded.dir))
+        .collect::<Result<Vec<_>>>()?;
+    req.ssh = super::sshforward::merged(from_app, &a.ssh);
     req.labels.insert("hvdctl.io/app".into(), app.name.clone());
     let docker = DockerClient::connect().await?;
     let built = super::build(&docker, &req, &mut std::io::stderr()).await?;

@@ -54,32 +54,49 @@ pub struct SshSpec {
 }
 
 impl SshSpec {
-    /// `default`, `ID` or `ID=SOCKET`; without a socket, `auth_sock` (`$SSH_AUTH_SOCK`).
+    /// `default`, `ID` or `ID=SOCKET` as `--ssh` gives it (a relative socket: from the
+    /// working directory); without a socket, `auth_sock` (`$SSH_AUTH_SOCK`).
     pub fn parse(s: &str, auth_sock: Option<&OsStr>) -> Result<SshSpec> {
+        Self::read(s, auth_sock, Path::new(""))
+            .map_err(|why| Error::input(format!("--ssh {s}: {why}")))
+    }
+
+    /// An entry of hvdctl.yaml's `build.ssh` (a relative socket: from the app directory).
+    pub fn from_app(i: usize, s: &str, auth_sock: Option<&OsStr>, dir: &Path) -> Result<SshSpec> {
+        Self::read(s, auth_sock, dir)
+            .map_err(|why| Error::input(format!("hvdctl.yaml build.ssh[{i}] {s:?}: {why}")))
+    }
+
+    fn read(
+        s: &str,
+        auth_sock: Option<&OsStr>,
+        dir: &Path,
+    ) -> std::result::Result<SshSpec, String> {
         let (id, path) = match s.split_once('=') {
             Some((id, path)) => (id.trim(), Some(path.trim())),
             None => (s.trim(), None),
         };
         if id.is_empty() {
-            return Err(Error::input(format!(
-                "--ssh {s}: the id is empty (expected ID or ID=SOCKET, e.g. default)"
-            )));
+            return Err("the id is empty (expected ID or ID=SOCKET, e.g. default)".into());
         }
         let socket = match path {
             Some(p) if p.contains(',') => {
-                return Err(Error::input(format!(
-                    "--ssh {s}: one agent socket per id; key files are not forwarded"
-                ))
-                .hint("ssh-add the keys to one agent and give its socket"));
+                return Err(
+                    "one agent socket per id; key files are not forwarded: ssh-add \
+                            the keys to one agent and give its socket"
+                        .into(),
+                );
             }
-            Some(p) if !p.is_empty() => PathBuf::from(p),
+            Some(p) if !p.is_empty() => dir.join(p),
             _ => match auth_sock.filter(|v| !v.is_empty()) {
                 Some(v) => PathBuf::from(v),
                 None => {
-                    return Err(Error::input(format!(
-                        "--ssh {s}: no agent socket given and SSH_AUTH_SOCK is not set"
-                    ))
-                    .hint("start an agent (eval \"$(ssh-agent)\"; ssh-add), or give one: --ssh ID=SOCKET"));
+                    return Err(
+                        "no agent socket given and SSH_AUTH_SOCK is not set: start an \
+                                agent (eval \"$(ssh-agent)\"; ssh-add) or give its socket \
+                                (ID=SOCKET)"
+                            .into(),
+                    );
                 }
             },
         };
@@ -88,6 +105,16 @@ impl SshSpec {
             socket,
         })
     }
+}
+
+/// The app's `build.ssh` with `cli` (`--ssh`) over it: a flag's id replaces the app's.
+pub(crate) fn merged(app: Vec<SshSpec>, cli: &[SshSpec]) -> Vec<SshSpec> {
+    let mut out: Vec<SshSpec> = app
+        .into_iter()
+        .filter(|a| !cli.iter().any(|c| c.id == a.id))
+        .collect();
+    out.extend(cli.iter().cloned());
+    out
 }
 
 /// The agents by id, each checked to be a socket now (exit 2 otherwise, before anything is
@@ -292,6 +319,33 @@ mod tests {
             assert_eq!(e.exit_code(), 2, "{bad}");
             assert!(e.to_string().contains(why), "{bad}: {e}");
         }
+        // hvdctl.yaml's entries: a relative socket is the app directory's; errors name the
+        // entry.
+        let app = Path::new("/srv/app");
+        assert_eq!(
+            SshSpec::from_app(0, "git=run/agent", None, app)
+                .unwrap()
+                .socket,
+            PathBuf::from("/srv/app/run/agent")
+        );
+        let e = SshSpec::from_app(1, "default", None, app).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("hvdctl.yaml build.ssh[1] \"default\": no agent socket"),
+            "{e}"
+        );
+        // A flag's id replaces the app's; the others stay.
+        let spec = |id: &str, p: &str| SshSpec {
+            id: id.into(),
+            socket: p.into(),
+        };
+        assert_eq!(
+            merged(
+                vec![spec("default", "/a"), spec("git", "/b")],
+                &[spec("git", "/c")]
+            ),
+            vec![spec("default", "/a"), spec("git", "/c")]
+        );
     }
 
     #[test]

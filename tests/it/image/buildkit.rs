@@ -686,6 +686,25 @@ fn an_ssh_agent_is_lent_read_only_to_its_steps() {
         "{}",
         out.stderr
     );
+    // hvdctl.yaml's build.ssh gives it (what `dev`'s rebuilds use too), the flag the rest.
+    let yaml = std::fs::read_to_string(dir.join("hvdctl.yaml")).unwrap();
+    std::fs::write(
+        dir.join("hvdctl.yaml"),
+        format!("{yaml}build:\n  ssh: [\"deploy={socket}\"]\n"),
+    )
+    .unwrap();
+    let mut c = hvdctl_in(&dir);
+    c.env("DOCKER_HOST", &host)
+        .args(["build", "--progress", "plain", "--tag", "ssh", "--no-cache"])
+        .args(["--ssh", &format!("default={socket}")]);
+    let out = run(c);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let listed = step_lines(&out.stderr, "ssh-add -l");
+    assert!(
+        listed.iter().any(|l| l.contains(&fingerprint)),
+        "{listed:?}"
+    );
+    std::fs::write(dir.join("hvdctl.yaml"), yaml).unwrap();
 
     // Refused before anything is built: a key file, no agent at all, the classic builder.
     std::fs::write(dir.join("id_ed25519"), "not a socket").unwrap();
