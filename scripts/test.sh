@@ -38,7 +38,9 @@ env "CARGO_TARGET_${host}_RUNNER=env RUSTC_BOOTSTRAP=1" \
     cargo test --workspace --lib --bins --tests -- -Z unstable-options --report-time 2>&1 | tee "$out"
 cargo test --workspace --doc
 echo "test.sh: the slowest 10 tests:" >&2
-sed -nE 's/^test (.*) \.\.\. ok <([0-9.]+)s>$/\2 s  \1/p' "$out" | sort -rn | head -10 | sed 's/^/  /' >&2
+# (sed reads all of sort's output: `head` would close the pipe early, and pipefail would
+# take sort's SIGPIPE for a failure.)
+sed -nE 's/^test (.*) \.\.\. ok <([0-9.]+)s>$/\2 s  \1/p' "$out" | sort -rn | sed -n '1,10s/^/  /p' >&2
 if [[ -s $skipped ]]; then
     echo "test.sh: $(wc -l <"$skipped") optional check(s) skipped:" >&2
     sed 's/^/  /' "$skipped" >&2
