@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// hvdctl's own directory in an app: never synced.
-const STATE_DIR: &str = ".hvdctl";
+const STATE_DIR: &str = crate::state::DIR;
 
 /// File names whose change needs a new image: the app's Dockerfile (by its path) and these.
 fn needs_rebuild(rel: &str, dockerfile: &str) -> bool {

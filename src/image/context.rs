@@ -133,7 +133,7 @@ impl BuildContext {
             }
         }
         let ignore_path = context_dir.join(".dockerignore");
-        let patterns = match fs::read(&ignore_path) {
+        let mut patterns = match fs::read(&ignore_path) {
             Ok(bytes) => dockerignore::parse(&String::from_utf8_lossy(&bytes)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
             Err(e) => {
@@ -143,6 +143,10 @@ impl BuildContext {
                 )));
             }
         };
+        // hvdctl's own state (runs, the last build), wherever an app sits in the context: it
+        // changes with every build and deploy, and would otherwise bust `COPY .`'s cache and
+        // change the content tag each time. Never part of an image, whatever the file says.
+        patterns.push(format!("**/{}", crate::state::DIR));
         let matcher = Matcher::for_build(&patterns, &dockerfile)
             .map_err(|e| Error::input(format!("{}: {e}", ignore_path.display())))?;
         Ok(BuildContext {
@@ -163,8 +167,9 @@ impl BuildContext {
         &self.dockerfile
     }
 
-    /// The `.dockerignore` patterns as written (cleaned), without the exceptions that keep
-    /// the Dockerfile and `.dockerignore` in the tar context: what BuildKit excludes.
+    /// The `.dockerignore` patterns as written (cleaned) and hvdctl's state directory, without
+    /// the exceptions that keep the Dockerfile and `.dockerignore` in the tar context: what
+    /// BuildKit excludes.
     pub fn ignore_patterns(&self) -> &[String] {
         &self.patterns
     }

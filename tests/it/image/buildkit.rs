@@ -106,6 +106,29 @@ async fn cache_mounts_persist_and_a_script_edit_reuses_every_step_before_copy() 
     assert!(copy.starts_with("DONE"), "{copy}: {}", third.stderr);
 }
 
+/// An app without a `.dockerignore` that copies its whole directory: what `hvdctl build`
+/// records in `.hvdctl/` between two builds does not make `COPY .` run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_all_is_cached_across_builds_despite_hvdctls_own_records() {
+    let Some((_, host)) = docker_with(&busybox_image()).await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    app(dir, &format!("FROM {}\nCOPY . /app/\n", busybox_image()));
+    let first = build(dir, &host, &["--tag", "all"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(dir.join(".hvdctl").is_dir(), "the build is recorded");
+    let second = build(dir, &host, &["--tag", "all"]);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert_eq!(
+        step_state(&second.stderr, "COPY . /app/").as_deref(),
+        Some("CACHED"),
+        "{}",
+        second.stderr
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_third_step_is_named_with_its_last_lines() {
     let Some((_, host)) = docker_with(&busybox_image()).await else {

@@ -391,3 +391,43 @@ async fn sends_the_same_files_as_docker_build() {
         util::remove_image(&svc, &image).await;
     }
 }
+
+/// hvdctl's state directory (`.hvdctl/`, written by every build and deploy) is never in a
+/// context, at the root or where an app sits deeper, even against a `.dockerignore`
+/// exception; changing it changes neither the files sent nor the content tag.
+#[test]
+fn hvdctl_state_is_never_sent() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    util::write_tree(
+        root,
+        &[
+            ("Dockerfile", "FROM scratch\nCOPY . /app\n"),
+            (".dockerignore", "!.hvdctl\n"),
+            ("train.py", "print(1)\n"),
+            (".hvdctl/image.json", "{\"image\": \"a\"}"),
+            ("apps/mnist/hvdctl.yaml", "name: mnist\n"),
+            ("apps/mnist/.hvdctl/runs/r1.json", "{}"),
+            ("notes/hvdctl.txt", "kept"),
+        ],
+    );
+    let ctx = BuildContext::open(root, "Dockerfile").unwrap();
+    let paths: Vec<String> = ctx.entries().unwrap().into_iter().map(|e| e.path).collect();
+    assert_eq!(
+        paths,
+        [
+            ".dockerignore",
+            "Dockerfile",
+            "apps",
+            "apps/mnist",
+            "apps/mnist/hvdctl.yaml",
+            "notes",
+            "notes/hvdctl.txt",
+            "train.py"
+        ]
+    );
+    let before = ctx.content_hash().unwrap();
+    util::write_tree(root, &[(".hvdctl/image.json", "{\"image\": \"b\"}")]);
+    let ctx = BuildContext::open(root, "Dockerfile").unwrap();
+    assert_eq!(ctx.content_hash().unwrap(), before);
+}
