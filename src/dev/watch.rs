@@ -9,9 +9,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// hvdctl's own directory in an app: never synced.
-const STATE_DIR: &str = crate::state::DIR;
-
 /// File names whose change needs a new image: the app's Dockerfile (by its path) and these.
 fn needs_rebuild(rel: &str, dockerfile: &str) -> bool {
     let name = rel.rsplit('/').next().unwrap_or(rel);
@@ -30,13 +27,13 @@ pub enum Batch {
     Redeploy { why: String, rebuild: bool },
 }
 
-/// Classifies changed paths (relative, `/`-separated): those `.dockerignore` excludes (the
-/// image would not hold them) and hvdctl's own are dropped; `None` when nothing is left.
+/// Classifies changed paths (relative, `/`-separated): those the context excludes (the image
+/// would not hold them: `.dockerignore`'s and hvdctl's own `.hvdctl/`) are dropped; `None`
+/// when nothing is left.
 /// `app_file`: where hvdctl.yaml is, relative to the context, if it is inside it.
 pub fn classify(changed: &[String], ctx: &BuildContext, app_file: Option<&str>) -> Option<Batch> {
     let kept: Vec<String> = changed
         .iter()
-        .filter(|p| *p != STATE_DIR && !p.starts_with(&format!("{STATE_DIR}/")))
         .filter(|p| !ctx.matcher().is_excluded(p))
         .cloned()
         .collect();
@@ -172,7 +169,13 @@ mod tests {
         let (_d, c) = ctx("*.log\ndata/\n");
         assert_eq!(
             classify(
-                &v(&["train.py", "x.log", "data/a", ".hvdctl/runs.json"]),
+                &v(&[
+                    "train.py",
+                    "x.log",
+                    "data/a",
+                    ".hvdctl/runs.json",
+                    "apps/m/.hvdctl/runs.json",
+                ]),
                 &c,
                 Some("hvdctl.yaml")
             ),
