@@ -661,31 +661,28 @@ fn an_ssh_agent_is_lent_read_only_to_its_steps() {
         ),
     );
     let socket = agent.socket.to_str().unwrap().to_string();
-    let mut c = hvdctl_in(&dir);
-    c.env("DOCKER_HOST", &host)
-        .env("SSH_AUTH_SOCK", &socket)
-        .args(["build", "--progress", "plain", "--tag", "ssh", "--no-cache"])
-        .args(["--ssh", "default", "--ssh", &format!("git={socket}")]);
-    let out = run(c);
+    let build_with = |ssh: &[&str]| {
+        let mut c = hvdctl_in(&dir);
+        c.env("DOCKER_HOST", &host)
+            .env("SSH_AUTH_SOCK", &socket)
+            .args(["build", "--progress", "plain", "--tag", "ssh", "--no-cache"])
+            .args(ssh);
+        run(c)
+    };
+    // The output of the step whose name holds `step` has a line holding `what`.
+    let step_says = |out: &Out, step: &str, what: &str| {
+        let lines = step_lines(&out.stderr, step);
+        assert!(
+            lines.iter().any(|l| l.contains(what)),
+            "{step}: {lines:?}\n{}",
+            out.stderr
+        );
+    };
+    let out = build_with(&["--ssh", "default", "--ssh", &format!("git={socket}")]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let listed = step_lines(&out.stderr, "ssh-add -l");
-    assert!(
-        listed.iter().any(|l| l.contains(&fingerprint)),
-        "{listed:?}\n{}",
-        out.stderr
-    );
-    let signed = step_lines(&out.stderr, "ssh-keygen -Y sign");
-    assert!(
-        signed.iter().any(|l| l.contains("BEGIN SSH SIGNATURE")),
-        "{signed:?}\n{}",
-        out.stderr
-    );
-    let removed = step_lines(&out.stderr, "ssh-add -D");
-    assert!(
-        removed.iter().any(|l| l.contains("remove: exit 1")),
-        "{removed:?}\n{}",
-        out.stderr
-    );
+    step_says(&out, "ssh-add -l", &fingerprint);
+    step_says(&out, "ssh-keygen -Y sign", "BEGIN SSH SIGNATURE");
+    step_says(&out, "ssh-add -D", "remove: exit 1");
     // The agent still holds the key.
     let (code, after) = agent.add(&["-l"]);
     assert_eq!(code, 0, "{after}");
@@ -698,11 +695,7 @@ fn an_ssh_agent_is_lent_read_only_to_its_steps() {
         format!("FROM {base}\nRUN --mount=type=ssh,id=deploy,required ssh-add -l\n"),
     )
     .unwrap();
-    let mut c = hvdctl_in(&dir);
-    c.env("DOCKER_HOST", &host)
-        .args(["build", "--progress", "plain", "--tag", "ssh", "--no-cache"])
-        .args(["--ssh", &format!("default={socket}")]);
-    let out = run(c);
+    let out = build_with(&["--ssh", "default"]);
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(
         out.stderr.contains("unset ssh forward key deploy"),
@@ -716,17 +709,9 @@ fn an_ssh_agent_is_lent_read_only_to_its_steps() {
         format!("{yaml}build:\n  ssh: [\"deploy={socket}\"]\n"),
     )
     .unwrap();
-    let mut c = hvdctl_in(&dir);
-    c.env("DOCKER_HOST", &host)
-        .args(["build", "--progress", "plain", "--tag", "ssh", "--no-cache"])
-        .args(["--ssh", &format!("default={socket}")]);
-    let out = run(c);
+    let out = build_with(&["--ssh", "default"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let listed = step_lines(&out.stderr, "ssh-add -l");
-    assert!(
-        listed.iter().any(|l| l.contains(&fingerprint)),
-        "{listed:?}"
-    );
+    step_says(&out, "ssh-add -l", &fingerprint);
     std::fs::write(dir.join("hvdctl.yaml"), yaml).unwrap();
 
     // Refused before anything is built: a key file, no agent at all, the classic builder.
