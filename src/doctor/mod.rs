@@ -280,9 +280,25 @@ pub async fn preflight(
             None => None,
         }
     };
-    let (nodes, quotas, manifest) =
-        futures::join!(kube::nodes(c), kube::quotas(c, namespace), manifest);
+    let (nodes, quotas, manifest, queue) = futures::join!(
+        kube::nodes(c),
+        kube::quotas(c, namespace),
+        manifest,
+        kube::queue(c, namespace, app)
+    );
     let mut refusals = Vec::new();
+    // A queue system that is not installed, or a queue that does not exist: the run would
+    // wait for ever.
+    match queue {
+        Some(q) if q.status == Status::Fail => refusals.push(match &q.hint {
+            Some(h) => format!("{} ({h})", q.message),
+            None => q.message,
+        }),
+        Some(q) if q.status == Status::Warn => {
+            ui.note(format!("warning: cannot check the queue: {}", q.message));
+        }
+        _ => {}
+    }
     match nodes {
         Ok(nodes) if !nodes.is_empty() => {
             let (fit, msg) = fit::nodes_for_worker(&nodes, app);

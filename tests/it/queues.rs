@@ -340,6 +340,60 @@ fn an_unknown_local_queue_fails_a_native_run_within_five_seconds() {
     an_unknown_local_queue_fails("native");
 }
 
+/// deploy's checks refuse a queue the run would wait in for ever — an unknown LocalQueue,
+/// Volcano or Kueue not installed — naming it, before anything is created or recorded;
+/// `--skip-checks` deploys anyway (the tests above).
+#[test]
+fn deploy_refuses_a_queue_that_would_never_admit_the_run() {
+    let refused = |e: &Cluster, dir: &std::path::Path, set: &str, says: &str| {
+        for backend in ["mpijob", "native", "trainjob"] {
+            let mut c = e.hv(dir);
+            c.args([
+                "deploy",
+                "--no-push",
+                "--backend",
+                backend,
+                "--run-id",
+                "r1",
+            ])
+            .args(["--set", set]);
+            let o = run(c);
+            assert_eq!(o.code, 1, "{backend} {set}: {}", o.stderr);
+            assert!(
+                o.stderr.contains(&format!(
+                    "refusing to deploy to namespace default (nothing was created): {says}"
+                )),
+                "{backend} {set}: {}",
+                o.stderr
+            );
+            assert!(e.ours("hvdctl.io/run=r1").is_empty(), "{backend} {set}");
+            assert!(
+                !std::fs::read_to_string(dir.join(".hvdctl/runs.json"))
+                    .unwrap_or_default()
+                    .contains("\"r1\""),
+                "{backend} {set}: recorded"
+            );
+        }
+    };
+    let e = kueue_cluster(KubeletMode::Synthetic, "cpu=8");
+    let dir = init_app(&e.root, "qr", "mpi-hello");
+    refused(
+        &e,
+        &dir,
+        "queue=team-x",
+        "LocalQueue team-x (named in queue) does not exist in namespace default",
+    );
+    refused(
+        &e,
+        &dir,
+        "scheduling.volcano={}",
+        "scheduling.volcano: Volcano is not installed",
+    );
+    let e = volcano_cluster();
+    let dir = init_app(&e.root, "qr", "mpi-hello");
+    refused(&e, &dir, "queue=team-a", "queue: Kueue is not installed");
+}
+
 /// doctor: Kueue's kinds served, the LocalQueue there and pointing at a ClusterQueue; an
 /// unknown LocalQueue fails naming it; Volcano's kinds missing fail.
 #[test]
