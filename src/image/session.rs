@@ -3,12 +3,13 @@
 //!
 //! `POST /session` with `Upgrade: h2c` turns the connection around: the daemon becomes an
 //! HTTP/2 gRPC client of hvdctl on it, calling the methods hvdctl names in
-//! `X-Docker-Expose-Session-Grpc-Method`. Three are served, by hand:
+//! `X-Docker-Expose-Session-Grpc-Method`. They are served by hand:
 //! `grpc.health.v1.Health/Check` (BuildKit checks the session is alive),
 //! `moby.buildkit.secrets.v1.Secrets/GetSecret` (the file's bytes for an id; one-field
 //! messages), `moby.filesync.v1.FileSync/DiffCopy` (the context, a bidirectional stream:
-//! see [`super::filesync`]) and, with `--ssh`, `moby.sshforward.v1.SSH`'s two methods. The build names the session with `session=<id>`. The session's
-//! shared key is a digest of the context directory's absolute path, as the Docker CLI's is:
+//! see [`super::filesync`]) and, with `--ssh`, `moby.sshforward.v1.SSH`'s `CheckAgent` and
+//! `ForwardAgent` (see [`super::sshforward`]). The build names the session with
+//! `session=<id>`. The session's shared key is a digest of the context directory's absolute path, as the Docker CLI's is:
 //! the daemon keeps its copy of a context under it, and the next build of the same directory
 //! only transfers what changed. Secret files are read before the build starts (a missing one
 //! is exit 2) and never printed.
