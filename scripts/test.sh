@@ -23,20 +23,29 @@ for ((i = 0; i < ${HVDCTL_TEST_LOAD:-0}; i++)); do
 done
 [[ ${#burners[@]} == 0 ]] || echo "test.sh: ${#burners[@]} CPU burner(s) running beside the tests" >&2
 
-cargo fmt --all --check
-cargo clippy --workspace --all-targets --quiet -- -D warnings
+# A failure never hides the rest: every step and every test runs, the failures are listed
+# together at the end, and the script still exits non-zero.
+failures=()
+step() {
+    local name=$1
+    shift
+    "$@" || failures+=("$name (exit $?)")
+}
+step "cargo fmt --check" cargo fmt --all --check
+step "cargo clippy" cargo clippy --workspace --all-targets --quiet -- -D warnings
 # Optional checks that could not run here list themselves in the tests' tmp dir.
 skipped="${CARGO_TARGET_DIR:-target}/tmp/skipped.txt"
 rm -f "$skipped"
 # Every test's wall time: libtest's --report-time is behind -Z on a stable toolchain, so a
 # runner lets only the test binaries accept it (nothing is compiled differently). Doc tests
-# run apart: rustdoc runs them itself.
+# run apart: rustdoc runs them itself. --no-fail-fast: cargo goes on to the next test binary
+# after one fails.
 out="${CARGO_TARGET_DIR:-target}/tmp/test-output.txt"
 mkdir -p "$(dirname "$out")"
 host=$(rustc -vV | sed -n 's/^host: //p' | tr 'a-z.-' 'A-Z__')
-env "CARGO_TARGET_${host}_RUNNER=env RUSTC_BOOTSTRAP=1" \
-    cargo test --workspace --lib --bins --tests -- -Z unstable-options --report-time 2>&1 | tee "$out"
-cargo test --workspace --doc
+step "cargo test" env "CARGO_TARGET_${host}_RUNNER=env RUSTC_BOOTSTRAP=1" \
+    bash -c 'set -o pipefail; cargo test --workspace --no-fail-fast --lib --bins --tests -- -Z unstable-options --report-time 2>&1 | tee "$1"' _ "$out"
+step "cargo test --doc" cargo test --workspace --no-fail-fast --doc
 echo "test.sh: the slowest 10 tests:" >&2
 # (sed reads all of sort's output: `head` would close the pipe early, and pipefail would
 # take sort's SIGPIPE for a failure.)
@@ -47,5 +56,11 @@ if [[ -s $skipped ]]; then
 else
     echo "test.sh: no test skipped" >&2
 fi
-scripts/validate-manifests.sh
+step "validate-manifests" scripts/validate-manifests.sh
+if ((${#failures[@]})); then
+    echo "test.sh: FAILED: ${failures[*]}" >&2
+    # Each failed test with the binary it is in (cargo's "Running" line before it).
+    awk '/^ +Running /{bin = $2} /^test .* \.\.\. FAILED/{sub(/ \.\.\. FAILED.*/, ""); sub(/^test /, ""); print "  " $0 "   [" bin "]"}' "$out" >&2
+    exit 1
+fi
 echo "test.sh: all tests passed"

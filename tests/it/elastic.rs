@@ -177,6 +177,18 @@ fn status(on: On, dir: &Path, id: &str) -> Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
+/// `status` until `done` holds of it, for at most `secs` seconds: the last one seen.
+fn status_until(on: On, dir: &Path, id: &str, secs: u64, done: impl Fn(&Value) -> bool) -> Value {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let s = status(on, dir, id);
+        if done(&s) || Instant::now() >= end {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 fn undeploy(on: On, dir: &Path, id: &str) {
     let o = on.hv(dir).args(["undeploy", id]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -521,14 +533,21 @@ fn worker_pod_deleted_between_epochs(backend: &str) -> Option<Deleted> {
         std::thread::sleep(Duration::from_millis(200));
     }
     let replaced = uid(&cluster.fc).is_some();
-    std::thread::sleep(Duration::from_secs(2));
-    let during = status(on, &dir, &id);
+    // The MPI Operator's new worker-2 still has to start on the Docker kubelet: `status`
+    // counts it once it runs (or the run moved on, which the assertions then show).
+    let during = status_until(on, &dir, &id, 60, |s| {
+        backend != "mpijob" || s["workers"] == 3 || s["state"] != "Running"
+    });
     let (code, out) = logs.end(300);
     eprintln!(
         "elastic {backend} pod deleted, 3 -> 2 ranks, 4 epochs: {:.1?}",
         started.elapsed()
     );
-    let after = status(on, &dir, &id);
+    // The operator deletes the workers when the launcher succeeded (cleanPodPolicy Running);
+    // a deleted pod runs until its container stopped, and `logs -f` ended before that.
+    let after = status_until(on, &dir, &id, 60, |s| {
+        backend != "mpijob" || s["state"] != "Succeeded" || s["workers"] == 0
+    });
     undeploy(on, &dir, &id);
     Some(Deleted {
         code,

@@ -519,10 +519,13 @@ fn an_interrupted_deploy_leaves_nothing_running() {
     let image = image(&docker);
     let (_tmp, dir) = new_app("hello");
     let mut interrupted = 0;
-    for (n, delay_ms) in [200u64, 500, 900, 1400].into_iter().enumerate() {
+    // Interrupted at a point of the deploy however slow the machine: once its network exists
+    // (k = 0), or its k-th container — the Ctrl-C handler listens from the network on
+    // (src/local/deploy.rs: `create` runs under `select!` with `ctrl_c`).
+    for (n, k) in [0usize, 1, 2, 3].into_iter().enumerate() {
         let id = run_id(&format!("i{n}"))[..5].to_string();
         let job = format!("hello-{id}");
-        let child = hvdctl_process()
+        let mut child = hvdctl_process()
             .current_dir(&dir)
             .args([
                 "deploy",
@@ -539,7 +542,23 @@ fn an_interrupted_deploy_leaves_nothing_running() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(delay_ms));
+        let end = std::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            let (containers, networks, _) = leftovers(&docker, &job, &id);
+            let reached = if k == 0 {
+                networks > 0
+            } else {
+                containers >= k
+            };
+            if reached || child.try_wait().unwrap().is_some() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "k={k}: no network and {containers} containers after 120 s"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
         let _ = std::process::Command::new("kill")
             .args(["-INT", &child.id().to_string()])
             .status();
@@ -550,15 +569,11 @@ fn an_interrupted_deploy_leaves_nothing_running() {
         // Interrupted (130), or — when the signal came after the end — deployed (0).
         assert!(
             code == Some(130) || code == Some(0),
-            "delay {delay_ms}: {code:?} {stderr}"
+            "k={k}: {code:?} {stderr}"
         );
         if code == Some(130) {
             interrupted += 1;
-            assert_eq!(
-                leftovers(&docker, &job, &id),
-                (0, 0, 0),
-                "delay {delay_ms}: {stderr}"
-            );
+            assert_eq!(leftovers(&docker, &job, &id), (0, 0, 0), "k={k}: {stderr}");
             let runs = std::fs::read_to_string(dir.join(".hvdctl/runs.json")).unwrap_or_default();
             assert!(
                 !runs.contains(&format!("\"{id}\"")),
@@ -569,8 +584,8 @@ fn an_interrupted_deploy_leaves_nothing_running() {
         }
     }
     assert!(
-        interrupted >= 2,
-        "only {interrupted} of 4 deploys were interrupted mid-way"
+        interrupted > 0,
+        "no deploy was interrupted mid-way: the test did not test anything"
     );
 }
 
@@ -1065,7 +1080,10 @@ fn mpich_runs_with_its_hostfile_form_on_the_docker_kubelet() {
             .output()
             .unwrap();
         let out = String::from_utf8_lossy(&l.stdout).to_string();
-        if out.contains("mpich sum") || t0.elapsed() > Duration::from_secs(90) {
+        // Every rank's line and the sum (each rank's output comes through its own proxy).
+        let whole = out.contains("mpich sum")
+            && (0..3).all(|r| out.contains(&format!("mpich rank {r} of 3")));
+        if whole || t0.elapsed() > Duration::from_secs(90) {
             break out;
         }
         std::thread::sleep(Duration::from_millis(500));

@@ -74,8 +74,9 @@ fn ranked(out: &str) -> Vec<Option<(u32, &str)>> {
 }
 
 /// mpi-hello (Open MPI) on the local backend, 2 workers × 2 slots, every rank first writing
-/// three lines in two pieces 0.2 s apart (so Open MPI relays the pieces apart, glued to other
-/// ranks' pieces), then hello.py: every line is shown whole, with the rank of its tag.
+/// three lines in two pieces, every rank's first piece written before any rank's second
+/// (MPI barriers: so Open MPI relays the pieces apart, glued to other ranks' pieces, however
+/// the ranks' starts fall), then hello.py: every line is shown whole, with the rank of its tag.
 #[test]
 fn open_mpi_ranks_on_the_local_backend_are_tagged_filtered_and_in_json() {
     let Some(docker) = docker() else { return };
@@ -88,11 +89,16 @@ fn open_mpi_ranks_on_the_local_backend_are_tagged_filtered_and_in_json() {
   - -c
   - |
     import os, runpy, sys, time
+    from mpi4py import MPI
     r = os.environ["OMPI_COMM_WORLD_RANK"]
     for i in range(3):
+        MPI.COMM_WORLD.Barrier()
         sys.stdout.write("piece %s.%d " % (r, i))
+        sys.stdout.flush()
+        MPI.COMM_WORLD.Barrier()
         time.sleep(0.2)
         sys.stdout.write("whole\n")
+        sys.stdout.flush()
     runpy.run_path("/app/hello.py", run_name="__main__")
 "#;
     let yaml = yaml.replace("command: [python3, /app/hello.py]\n", pieces);
@@ -255,7 +261,11 @@ fn mpich_ranks_through_kubernetes_pods_are_tagged_and_filtered() {
     let t0 = Instant::now();
     let all = loop {
         let l = logs(&["--role", "launcher"]);
-        if l.stdout.contains("mpich sum") || t0.elapsed() > Duration::from_secs(90) {
+        // Every rank's line and the sum: each rank's output comes through its own Hydra
+        // proxy, so rank 2's line may reach the launcher after rank 0's sum.
+        let whole = l.stdout.contains("mpich sum")
+            && (0..3).all(|r| l.stdout.contains(&format!("mpich rank {r} of 3")));
+        if whole || t0.elapsed() > Duration::from_secs(90) {
             break l;
         }
         std::thread::sleep(Duration::from_millis(500));

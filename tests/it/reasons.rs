@@ -298,8 +298,18 @@ fn no_node_that_fits_is_the_schedulers_message() {
             o.stderr
         );
         assert!(took < WITHIN, "{backend}: {took:?}");
-        let v = status_json(&e, &dir, id);
-        let r = pod_reason(&v, &format!("demo-{id}-worker-0"));
+        // `--wait` may have ended on worker-1's reason; the scheduler writes worker-0's in a
+        // write of its own.
+        let w0 = format!("demo-{id}-worker-0");
+        let v = status_until(&e, &dir, id, |v| {
+            v["pods"].as_array().unwrap().iter().any(|p| {
+                p["name"] == w0.as_str()
+                    && p["reason"]
+                        .as_str()
+                        .is_some_and(|r| r.starts_with("Pending: 0/2 nodes are available"))
+            })
+        });
+        let r = pod_reason(&v, &w0);
         assert!(r.starts_with("Pending: 0/2 nodes are available"), "{r}");
     }
 }

@@ -7,6 +7,7 @@
 use crate::util::*;
 use fake_cluster::{KubeletMode, Options};
 use serde_json::Value;
+use std::time::Duration;
 
 fn trainer_cluster(kubelet: KubeletMode) -> Cluster {
     Cluster::start(Options {
@@ -104,8 +105,17 @@ fn synthetic_runs_share_the_apps_runtime_until_the_last_is_undeployed() {
     let v = json(&o.stdout);
     assert_eq!(v["state"], "Succeeded", "{v}");
     assert_eq!(v["backend"], "trainjob");
-    // JobSet deletes the Jobs still active once it is finished: the nodes go, the
-    // launcher's pod stays.
+    // JobSet deletes the Jobs still active once it is finished: the nodes go (their pods
+    // with the garbage collector's next pass, after Complete was written), the launcher's
+    // pod stays.
+    let end = std::time::Instant::now() + Duration::from_secs(60);
+    let mut v = v;
+    while v["pods"].as_array().unwrap().len() > 1 && std::time::Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(200));
+        let mut c = e.hv(&dir);
+        c.args(["status", "a1", "-o", "json"]);
+        v = json(&run(c).stdout);
+    }
     let pods = v["pods"].as_array().unwrap();
     assert_eq!(pods.len(), 1, "{v}");
     assert_eq!(pods[0]["role"], "launcher", "{v}");

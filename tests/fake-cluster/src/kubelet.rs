@@ -243,8 +243,17 @@ pub struct PodRt {
     pub ip: String,
     pub backoff: i64,
     pub deleted: AtomicBool,
-    /// Per container: last instance index and state tag events were emitted for.
-    emitted: Mutex<Vec<(Option<u64>, u8)>>,
+    /// Per container: what its events have told so far.
+    emitted: Mutex<Vec<Emitted>>,
+}
+
+/// What one container's events have told: how many instances started, how many back-offs,
+/// whether the failed pull.
+#[derive(Debug, Clone, Copy, Default)]
+struct Emitted {
+    started: u64,
+    backoffs: u64,
+    pull_failed: bool,
 }
 
 impl PodRt {
@@ -444,7 +453,7 @@ impl Kubelet {
             uid: uid.clone(),
             ns: ns.clone(),
             name: name.clone(),
-            emitted: Mutex::new(vec![(None, 0); containers.len()]),
+            emitted: Mutex::new(vec![Emitted::default(); containers.len()]),
             containers,
             policy,
             scheduled_at: now,
@@ -634,48 +643,19 @@ impl Kubelet {
         })
     }
 
+    /// The kubelet's events for what happened to the containers since the last pass. The real
+    /// kubelet records them as it acts (`Pulled`, `Created`, `Started` when it starts an
+    /// instance, `BackOff` while a restart waits), so every instance and every back-off gets
+    /// its events even when a pass comes late and an instance started and ended between two
+    /// passes: what a pass did not see is caught up, in order.
     fn emit_events(&self, store: &Store, rt: &PodRt, pod: &Value, now: i64) {
         let mut emitted = rt.emitted.lock().unwrap_or_else(|p| p.into_inner());
         for (ci, c) in rt.containers.iter().enumerate() {
             let st = rt.state(ci, now);
-            let tag = match st {
-                CState::Creating if c.pull_fail && now >= rt.start_at => 4,
-                CState::Creating => 0,
-                CState::Running { .. } => 1,
-                CState::BackOff { .. } => 2,
-                CState::Terminated { .. } => 3,
-            };
-            let cur = (st.instance(), tag);
-            if emitted[ci] == cur {
-                continue;
-            }
-            let was = emitted[ci];
-            emitted[ci] = cur;
-            match st {
-                CState::Running { k, .. } if was.0 != Some(k) || was.1 != 1 => {
-                    store.record_event(
-                        pod,
-                        "Normal",
-                        "Pulled",
-                        &format!("Container image \"{}\" already present on machine", c.image),
-                        "kubelet",
-                    );
-                    store.record_event(
-                        pod,
-                        "Normal",
-                        "Created",
-                        &format!("Created container {}", c.name),
-                        "kubelet",
-                    );
-                    store.record_event(
-                        pod,
-                        "Normal",
-                        "Started",
-                        &format!("Started container {}", c.name),
-                        "kubelet",
-                    );
-                }
-                CState::Creating if tag == 4 => {
+            let e = &mut emitted[ci];
+            if let CState::Creating = st {
+                if c.pull_fail && now >= rt.start_at && !e.pull_failed {
+                    e.pull_failed = true;
                     store.record_event(
                         pod,
                         "Warning",
@@ -685,7 +665,15 @@ impl Kubelet {
                     );
                     store.record_event(pod, "Warning", "Failed", "Error: ErrImagePull", "kubelet");
                 }
-                CState::BackOff { .. } => {
+                continue;
+            }
+            // Instances 0..=k have started; back-offs after instances 0..k have been waited
+            // (and after k too while it waits for k+1).
+            let k = st.instance().unwrap_or(0);
+            let backoffs = k + u64::from(matches!(st, CState::BackOff { .. }));
+            while e.started <= k || e.backoffs < backoffs {
+                if e.backoffs < e.started && e.backoffs < backoffs {
+                    e.backoffs += 1;
                     store.record_event(
                         pod,
                         "Warning",
@@ -696,8 +684,19 @@ impl Kubelet {
                         ),
                         "kubelet",
                     );
+                    continue;
                 }
-                _ => {}
+                e.started += 1;
+                for (reason, msg) in [
+                    (
+                        "Pulled",
+                        format!("Container image \"{}\" already present on machine", c.image),
+                    ),
+                    ("Created", format!("Created container {}", c.name)),
+                    ("Started", format!("Started container {}", c.name)),
+                ] {
+                    store.record_event(pod, "Normal", reason, &msg, "kubelet");
+                }
             }
         }
     }

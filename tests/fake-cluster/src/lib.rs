@@ -465,6 +465,45 @@ impl FakeCluster {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+
+    /// Waits until some version of the object written after resourceVersion `since` (take it
+    /// with [`resource_version`](Self::resource_version) before the action) satisfies `cond`,
+    /// and returns that version. Every write counts, not only the ones a poll happens to see:
+    /// a phase that lasted a few milliseconds between two polls is still found. It is only as
+    /// strong as the writes: a state the controller never wrote (a kubelet pass that went from
+    /// Pending straight to Succeeded) is not found, and `Err` carries the versions seen.
+    pub fn wait_seen(
+        &self,
+        resource: &str,
+        ns: &str,
+        name: &str,
+        since: u64,
+        timeout: Duration,
+        cond: impl Fn(&Value) -> bool,
+    ) -> Result<Value, Vec<Value>> {
+        let Some(id) = self.lookup(resource) else {
+            return Err(Vec::new());
+        };
+        let end = std::time::Instant::now() + timeout;
+        loop {
+            let versions: Vec<Value> = match self.inner.store.events_after(since, id, Some(ns)) {
+                Ok(evs) => evs
+                    .iter()
+                    .filter(|e| util::name_of(&e.obj) == name)
+                    .map(|e| (*e.obj).clone())
+                    .collect(),
+                // The history was compacted: only the current version is left to look at.
+                Err(_) => self.get(resource, ns, name).into_iter().collect(),
+            };
+            if let Some(v) = versions.iter().find(|v| cond(v)) {
+                return Ok(v.clone());
+            }
+            if std::time::Instant::now() >= end {
+                return Err(versions);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 impl Drop for FakeCluster {

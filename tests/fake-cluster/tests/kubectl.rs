@@ -707,16 +707,31 @@ spec:
         // Env: values with $(VAR) expansion, fieldRefs.
         let env = exec(&k, "spec", "main", "echo $POD $NS $IP");
         assert_eq!(env.trim(), format!("spec default {ip}"));
-        let logs = k.ok(&["logs", "spec", "-c", "main"]);
+        // Ready says the containers started, not that their first command ran: wait for
+        // the line, then it is the only one.
+        let logs = wait_until("main's greeting", Duration::from_secs(60), || {
+            let l = k.ok(&["logs", "spec", "-c", "main"]);
+            (!l.is_empty()).then_some(l)
+        });
         assert_eq!(logs.trim(), "hello spec");
         // One network namespace: the sidecar's server answers on localhost; the emptyDir
         // is shared.
-        let got = exec(
-            &k,
-            "spec",
-            "main",
-            "wget -q -O - http://127.0.0.1:8080/note",
-        );
+        // (the sidecar writes the note, then starts its server: wait until it answers)
+        let got = wait_until("the sidecar's server", Duration::from_secs(60), || {
+            let o = k.run(&[
+                "exec",
+                "spec",
+                "-c",
+                "main",
+                "--",
+                "sh",
+                "-c",
+                "wget -q -O - http://127.0.0.1:8080/note",
+            ]);
+            o.status
+                .success()
+                .then(|| String::from_utf8_lossy(&o.stdout).into_owned())
+        });
         assert_eq!(got.trim(), "from-sidecar");
         assert_eq!(exec(&k, "spec", "main", "hostname -i").trim(), ip);
         // emptyDir medium Memory: a tmpfs of the size limit, shared.
@@ -731,7 +746,7 @@ spec:
             "-p",
             r#"{"data":{"b":"BETA2"}}"#,
         ]);
-        wait_until("configmap update visible", Duration::from_secs(30), || {
+        wait_until("configmap update visible", Duration::from_secs(90), || {
             (exec(&k, "spec", "main", "cat /etc/cfg/b") == "BETA2").then_some(())
         });
         eprintln!(
@@ -879,6 +894,7 @@ spec:
 "#,
             bb = busybox()
         );
+        let since = fc.resource_version();
         k.ok(&["apply", "-f", &k.write("pods.yaml", &yaml)]);
         let done = fc
             .wait_for("pods", "default", "flaky", Duration::from_secs(120), |p| {
@@ -929,14 +945,21 @@ spec:
         let t = &p["status"]["containerStatuses"][0]["state"]["terminated"];
         assert_eq!(t["reason"], "OOMKilled", "{t:#}");
         assert_eq!(t["exitCode"], 137);
-        // Image pull policy.
+        // Image pull policy. ErrImagePull lasts until the next pass turns it into
+        // ImagePullBackOff: every status written counts, not only the one a poll catches.
         let waiting = |name: &str, reason: &str| {
-            fc.wait_for("pods", "default", name, Duration::from_secs(120), |p| {
-                p.and_then(|p| p.pointer("/status/containerStatuses/0/state/waiting/reason"))
-                    == Some(&json!(reason))
-            })
-            .unwrap_or_else(|p| panic!("{name} never {reason}: {p:#?}"))
-            .unwrap()
+            fc.wait_seen(
+                "pods",
+                "default",
+                name,
+                since,
+                Duration::from_secs(120),
+                |p| {
+                    p.pointer("/status/containerStatuses/0/state/waiting/reason")
+                        == Some(&json!(reason))
+                },
+            )
+            .unwrap_or_else(|seen| panic!("{name} never {reason}; written: {seen:#?}"))
         };
         let p = waiting("never", "ErrImageNeverPull");
         assert_eq!(
@@ -1012,13 +1035,14 @@ spec:
         let took = t.elapsed();
         assert!(child.status.success());
         assert!(
-            took >= Duration::from_millis(1900) && took < Duration::from_secs(6),
+            // (the upper bound only tells "killed after its 2 s" from a hang: generous)
+            took >= Duration::from_millis(1900) && took < Duration::from_secs(25),
             "{took:?}"
         );
-        // TERM handled: gone at once.
+        // TERM handled: gone at once, long before its 30 s grace period.
         let t = Instant::now();
         k.ok(&["delete", "pod", "polite"]);
-        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+        assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
         // A claim outlives its pods: a second pod reads what the first wrote.
         fc.wait_for("pods", "default", "writer", Duration::from_secs(120), |p| {
             p.and_then(|p| p.pointer("/status/phase")) == Some(&json!("Succeeded"))

@@ -47,11 +47,14 @@ fn restarting() -> Plan {
     }
 }
 
-/// The launcher writes a little slower so the job ends after the last worker line.
+/// The launcher writes slower so the job ends after the last worker line: 53 s against a
+/// late restarting worker's 2 × 20 s + 1.5 s back-off, started a few seconds after it. (As
+/// in a real run, where mpirun ends after its ranks: `logs -f` stops following when the job
+/// has ended.)
 fn launcher(exit: i32) -> Plan {
     Plan {
         lines: LINES,
-        rate: RATE * 9 / 10,
+        rate: RATE * 3 / 4,
         exit,
         restarts: 0,
     }
@@ -74,8 +77,9 @@ fn native_run_that_succeeds_every_line_once_exit_0() {
     let env = start(faults());
     let (app, run) = ("mnist", "ok1");
     let mut expected = Expected::new();
+    // Suspended until the late workers exist: the launcher's 53 s count from then.
     env.fc
-        .create(launcher_job(app, run, launcher(0), false))
+        .create(launcher_job(app, run, launcher(0), true))
         .unwrap();
     // 11 workers now, worker-1 and worker-2's sidecar restart once.
     for i in 0..11 {
@@ -120,6 +124,11 @@ fn native_run_that_succeeds_every_line_once_exit_0() {
             .create(worker_pod(app, run, i, &[("worker", worker())]))
             .unwrap();
     }
+    env.fc
+        .mutate("jobs", "default", &format!("{app}-{run}-launcher"), |j| {
+            j["spec"]["suspend"] = serde_json::json!(false)
+        })
+        .expect("the launcher Job");
     let mut ours = ours;
     let (code, took) = ours.wait(Duration::from_secs(180));
     let launcher_pod = env.fc.list(

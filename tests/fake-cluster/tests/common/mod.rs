@@ -250,14 +250,46 @@ pub fn post(fc: &FakeCluster, path: &str, body: &Value) -> Resp {
     )
 }
 
-pub fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+/// What a wait's probe answers: the value waited for, or (`Err`) what it saw instead.
+pub trait Probe<T> {
+    fn seen(self) -> Result<T, String>;
+}
+
+impl<T> Probe<T> for Option<T> {
+    fn seen(self) -> Result<T, String> {
+        self.ok_or_else(|| "not yet".to_string())
+    }
+}
+
+impl<T, E: std::fmt::Debug> Probe<T> for Result<T, E> {
+    fn seen(self) -> Result<T, String> {
+        self.map_err(|e| format!("{e:?}"))
+    }
+}
+
+/// Probes until it answers or `timeout` passes; a timeout says what it waited for and what
+/// the last probe saw (a probe returning `Result` tells it).
+pub fn wait_until<T, P: Probe<T>>(what: &str, timeout: Duration, mut f: impl FnMut() -> P) -> T {
     let end = Instant::now() + timeout;
     loop {
-        if let Some(v) = f() {
-            return v;
+        match f().seen() {
+            Ok(v) => return v,
+            Err(last) => assert!(
+                Instant::now() < end,
+                "timed out after {timeout:?} waiting for {what}; last seen: {last}"
+            ),
         }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The pod's phase is `want`, or `Err` with the phase it has.
+pub fn phase_is(fc: &FakeCluster, name: &str, want: &str) -> Result<(), Option<String>> {
+    let p = phase(fc, name);
+    if p.as_deref() == Some(want) {
+        Ok(())
+    } else {
+        Err(p)
     }
 }
 
