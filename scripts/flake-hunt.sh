@@ -66,8 +66,10 @@ for line in sys.stdin:
         continue
     if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
         t = m["target"]
-        pkg = m["package_id"].split("#", 1)[-1].split("@", 1)[0].rsplit("/", 1)[-1]
-        print(f"{pkg}:{t[\"kind\"][0]}:{t[\"name\"]}\t{m[\"executable\"]}")
+        # path+file:///…/fake-cluster#0.1.0, or …/dir#name@0.1.0 when name and directory differ
+        url, _, frag = m["package_id"].partition("#")
+        pkg = frag.split("@", 1)[0] if "@" in frag else url.rstrip("/").rsplit("/", 1)[-1]
+        print(pkg + ":" + t["kind"][0] + ":" + t["name"] + "\t" + m["executable"])
 ' <"$work/build.json")
 
 # The plan: (label, executable, filter) per run.
