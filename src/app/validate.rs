@@ -1,6 +1,7 @@
 //! Value checks on a typed [`App`]: names, counts, quantities, policies, volumes. Each problem
 //! carries the path of the offending key so the loader can say `file:line:col`.
 
+use super::apirules;
 use super::spec::{App, Launcher, TaintEffect, TolerationOperator};
 use crate::yaml::{Path, Seg};
 use regex::Regex;
@@ -356,6 +357,7 @@ pub fn check(app: &App) -> Vec<Problem> {
         ("launcher", &app.resources.launcher),
         ("worker", &app.resources.worker),
     ] {
+        let named_and_sized = c.problems.len();
         for (kind, map) in [("requests", &spec.requests), ("limits", &spec.limits)] {
             for (res, q) in map {
                 let path = Path(vec![
@@ -376,21 +378,27 @@ pub fn check(app: &App) -> Vec<Problem> {
                             "`{q}` is not a Kubernetes quantity (e.g. `500m`, `2`, `4Gi`, `1.5G`)"
                         ),
                     );
-                } else if let (Some(req), Some(lim)) = (
-                    spec.requests.get(res).and_then(|r| quantity_value(r)),
-                    spec.limits.get(res).and_then(|l| quantity_value(l)),
-                ) && kind == "limits"
-                    && req > lim
-                {
-                    c.at_path(
-                        path,
-                        format!(
-                            "the limit `{q}` is below the request `{}`",
-                            spec.requests[res]
-                        ),
-                    );
                 }
             }
+        }
+        // What the API server refuses of the pair (a request above its limit, hugepages or an
+        // extended resource requested unlike its limit, a fraction of an extended resource,
+        // hugepages without cpu or memory): at the key it is about, once every name and
+        // quantity is right.
+        let pairs = if c.problems.len() == named_and_sized {
+            apirules::resource_requirements(&spec.requests, &spec.limits)
+        } else {
+            Vec::new()
+        };
+        for r in pairs {
+            let mut segs = vec![Seg::Key("resources".into()), Seg::Key(role.into())];
+            if let Some((list, name)) = r.key {
+                segs.extend([Seg::Key(list.into()), Seg::Key(name)]);
+            }
+            c.at_path(
+                Path(segs),
+                format!("the API server would refuse it: {}", r.message),
+            );
         }
         if role == "worker"
             && app.gpus_per_worker > 0
@@ -426,6 +434,14 @@ pub fn check(app: &App) -> Vec<Problem> {
             && let Some(prob) = key_problem(k)
         {
             c.at_path(p("key"), prob);
+        }
+        if op == TolerationOperator::Equal
+            && let Some(why) = t.value.as_deref().and_then(apirules::toleration_value)
+        {
+            c.at_path(
+                p("value"),
+                format!("is not a label value, which the API server requires: {why}"),
+            );
         }
         if t.toleration_seconds.is_some() && t.effect != Some(TaintEffect::NoExecute) {
             c.at_path(p("tolerationSeconds"), "only applies with effect NoExecute");
@@ -665,6 +681,18 @@ pub fn check(app: &App) -> Vec<Problem> {
         if st.access_modes.is_empty() {
             c.at_path(p("accessModes"), "must name at least one access mode");
         }
+        let modes: Vec<&str> = st.access_modes.iter().map(|m| m.as_str()).collect();
+        for (field, why) in apirules::claim(&st.size, &modes) {
+            let at = if field == "accessModes" {
+                "accessModes"
+            } else {
+                "size"
+            };
+            c.at_path(
+                p(at),
+                format!("the API server would refuse the claim: {why}"),
+            );
+        }
         if !st.mount_path.starts_with('/') {
             c.at_path(
                 p("mountPath"),
@@ -718,6 +746,15 @@ pub fn check(app: &App) -> Vec<Problem> {
         }
     }
     c.string_map("annotations", &app.annotations, false);
+    if let Some(total) = apirules::annotations_too_long(&app.annotations) {
+        c.at(
+            &["annotations"],
+            format!(
+                "{total} bytes together: the API server takes at most {} bytes of annotations on a pod (metadata.annotations: Too long)",
+                apirules::ANNOTATIONS_MAX_BYTES
+            ),
+        );
+    }
     for (i, s) in app.image_pull_secrets.iter().enumerate() {
         if !is_dns1123_subdomain(s) {
             c.at_path(

@@ -13,6 +13,7 @@
 //! The `local` backend is not a Kubernetes backend: it is the Docker engine's (see
 //! `crate::local`), and [`Backend::Local`] names it.
 
+pub mod admission;
 pub mod elastic;
 pub mod mpijob;
 pub mod native;
@@ -483,5 +484,6 @@ pub fn objects(run: &Run, app_dir: &Path, ssh: Option<&SshKeys>) -> Result<Vec<O
         }
     }
     objs.sort_by_key(manifests::apply_order);
+    admission::check(&name, &objs)?;
     Ok(objs)
 }

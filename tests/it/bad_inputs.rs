@@ -235,7 +235,20 @@ fn bad_inputs_each_give_their_error() {
         dry("bad namespace", with("namespace: Bad NS\n"), &[], 2, "not a valid namespace name"),
         dry("bad cpu quantity", with("resources:\n  worker:\n    limits: {cpu: lots}\n"), &[], 2, "not a Kubernetes quantity"),
         dry("bad memory quantity", with("resources:\n  worker:\n    requests: {memory: 4GB}\n"), &[], 2, "`4GB` is not a Kubernetes quantity"),
-        dry("request above limit", with("resources:\n  worker:\n    requests: {cpu: '4'}\n    limits: {cpu: '2'}\n"), &[], 2, "below the request"),
+        dry("request above limit", with("resources:\n  worker:\n    requests: {cpu: '4'}\n    limits: {cpu: '2'}\n"), &[], 2, "resources.worker.requests.cpu: the API server would refuse it: Invalid value: \"4\": must be less than or equal to cpu limit of 2"),
+        // --- what the API server refuses and a schema check passes (pkg/apis/core/validation) ---
+        dry("hugepages without cpu or memory", with("resources:\n  worker:\n    limits: {hugepages-2Mi: 4Mi}\n"), &[], 2, "hvdctl.yaml:7:11: resources.worker: the API server would refuse it: Forbidden: HugePages require cpu or memory"),
+        dry("hugepages request unlike its limit", with("resources:\n  worker:\n    requests: {hugepages-2Mi: 2Mi, memory: 1Gi}\n    limits: {hugepages-2Mi: 4Mi}\n"), &[], 2, "resources.worker.requests.hugepages-2Mi: the API server would refuse it: Invalid value: \"2Mi\": must be equal to hugepages-2Mi limit of 4Mi"),
+        dry("extended resource request unlike its limit", with("resources:\n  worker:\n    requests: {example.com/foo: 2}\n    limits: {example.com/foo: 1}\n"), &[], 2, "must be equal to example.com/foo limit of 1"),
+        dry("extended resource requested without a limit", with("resources:\n  worker:\n    requests: {example.com/fpga: 1}\n"), &[], 2, "Limit must be set for non overcommitable resources"),
+        dry("half an extended resource", with("resources:\n  worker:\n    limits: {example.com/foo: 0.5}\n"), &[], 2, "the API server would refuse it: Invalid value: \"0.5\": must be an integer"),
+        dry("toleration value that is not a label value", with("tolerations: [{key: k, value: not a label}]\n"), &[], 2, "tolerations[0].value: is not a label value, which the API server requires"),
+        dry("claim of size 0", with("storage: [{name: data, size: 0, mountPath: /data}]\n"), &[], 2, "storage[0].size: the API server would refuse the claim: Invalid value: \"0\": must be greater than zero"),
+        dry("ReadWriteOncePod beside another access mode", with("storage: [{name: data, size: 1Gi, mountPath: /data, accessModes: [ReadWriteOncePod, ReadWriteOnce]}]\n"), &[], 2, "storage[0].accessModes: the API server would refuse the claim: Forbidden: may not use ReadWriteOncePod with other access modes"),
+        dry("annotations over 256 KiB together", BASE, &["--set", &format!("annotations.a={}", "x".repeat(100_000)), "--set", &format!("annotations.b={}", "x".repeat(100_000)), "--set", &format!("annotations.c={}", "x".repeat(100_000))], 2, "annotations: 300003 bytes together: the API server takes at most 262144 bytes"),
+        dry("a template making two objects of one kind and name", BASE, &[], 2, "k8s/mpijob.yaml.hbs: the rendered objects cannot be applied as they are:")
+            .also("ConfigMap extra: the template makes two objects of this kind and name")
+            .file("k8s/mpijob.yaml.hbs", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\ndata: {a: '1'}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: extra}\ndata: {a: '2'}\n"),
         // --- resource names -------------------------------------------------------------------
         dry("resource cpuu", with("resources:\n  worker:\n    requests:\n      cpuu: 250m\n"), &[], 2, "hvdctl.yaml:8:13: resources.worker.requests.cpuu: `cpuu` is not a resource name")
             .also("did you mean `cpu`?"),
@@ -245,7 +258,7 @@ fn bad_inputs_each_give_their_error() {
         dry("resource typo by --set", BASE, &["--set", "resources.launcher.limits.cpuu=1"], 2, "--set resources.launcher.limits.cpuu=1: resources.launcher.limits.cpuu: `cpuu` is not a resource name"),
         dry("resource in the kubernetes.io domain", with("resources:\n  worker:\n    limits: {kubernetes.io/gpu: 1}\n"), &[], 2, "is not a resource name: an extended resource is named by its vendor's domain"),
         dry("hugepages without a size", with("resources:\n  worker:\n    limits: {hugepages-big: 1}\n"), &[], 2, "a hugepages resource is `hugepages-<size>`"),
-        dry("every kind of resource name", with("resources:\n  worker:\n    requests: {cpu: 1, memory: 1Gi, ephemeral-storage: 1Gi, hugepages-2Mi: 4Mi, example.com/fpga: 1}\n    limits: {nvidia.com/gpu: 1}\n"), &[], 0, ""),
+        dry("every kind of resource name", with("resources:\n  worker:\n    requests: {cpu: 1, memory: 1Gi, ephemeral-storage: 1Gi}\n    limits: {nvidia.com/gpu: 1, hugepages-2Mi: 4Mi, example.com/fpga: 1}\n"), &[], 0, ""),
         // --- policies, sets -------------------------------------------------------------------
         dry("clean pod policy", with("runPolicy: {cleanPodPolicy: Sometimes}\n"), &[], 2, "Running, All, None"),
         dry("mpi implementation", with("mpi: {implementation: LAM}\n"), &[], 2, "OpenMPI, Intel, MPICH"),

@@ -167,3 +167,87 @@ proptest! {
         composite(&v)?;
     }
 }
+
+/// A fake API server for the property below, started once; it applies the real one's rules
+/// beyond the schema (resource pairs, tolerations, claims, annotation size).
+fn api_server() -> &'static fake_cluster::FakeCluster {
+    static FC: std::sync::OnceLock<fake_cluster::FakeCluster> = std::sync::OnceLock::new();
+    FC.get_or_init(|| {
+        fake_cluster::FakeCluster::start(fake_cluster::Options {
+            mpi_operator: true,
+            trainer: true,
+            ..Default::default()
+        })
+        .expect("start fake cluster")
+    })
+}
+
+/// An app with these worker resources, one toleration value and one claim.
+fn app_with(res: &[(bool, &str, &str)], toleration: &str, size: &str, modes: &[&str]) -> String {
+    let map = |req: bool| {
+        res.iter()
+            .filter(|(r, _, _)| *r == req)
+            .map(|(_, n, q)| format!("{n}: '{q}'"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "name: demo\nimage: example.com/demo\ncommand: [python3, /app/train.py]\nworkers: 2\n\
+         resources:\n  worker:\n    requests: {{{}}}\n    limits: {{{}}}\n\
+         tolerations: [{{key: k, value: {}}}]\n\
+         storage: [{{name: data, size: '{size}', mountPath: /data, accessModes: [{}]}}]\n",
+        map(true),
+        map(false),
+        quote(toleration),
+        modes.join(", ")
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    /// Whatever hvdctl accepts, the API server accepts: every object a valid app renders, on
+    /// every Kubernetes backend, is created by a fake API server that applies the real one's
+    /// rules (a refusal by hvdctl — in the app or over the rendered objects — is fine).
+    #[test]
+    fn what_hvdctl_accepts_the_api_server_accepts(
+        res in proptest::collection::vec((
+            any::<bool>(),
+            prop_oneof![Just("cpu"), Just("memory"), Just("hugepages-2Mi"), Just("example.com/foo"), Just("nvidia.com/gpu")],
+            prop_oneof![Just("0"), Just("1"), Just("2"), Just("0.5"), Just("500m"), Just("1000m"), Just("2Mi"), Just("4Mi"), Just("1Gi")],
+        ), 0..5),
+        toleration in prop_oneof![Just(String::new()), "[a-z0-9]{1,8}", "[ -~]{0,8}"],
+        size in prop_oneof![Just("0"), Just("1Gi"), Just("500m"), Just("10Gi")],
+        modes in prop_oneof![
+            Just(vec!["ReadWriteOnce"]),
+            Just(vec!["ReadWriteOncePod"]),
+            Just(vec!["ReadWriteOncePod", "ReadWriteMany"]),
+        ],
+    ) {
+        static CASE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let text = app_with(&res, &toleration, size, &modes);
+        let Ok(app) = from_text(&text, "hvdctl.yaml", &[]) else { return Ok(()) };
+        for kb in hvdctl::backend::BUILTIN {
+            let n = CASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let run = Run {
+                app: &app,
+                backend: Backend::Kubernetes(*kb),
+                run_id: format!("p{n}"),
+                namespace: "default".into(),
+                image: "example.com/demo:1".into(),
+            };
+            let Ok(objs) = objects(&run, std::path::Path::new("/nonexistent-app-dir"), None) else {
+                continue;
+            };
+            for o in &objs {
+                let mut v = o.to_value();
+                // Claims and runtimes are shared by an app's runs: one per case here.
+                if matches!(o.kind(), "PersistentVolumeClaim" | "TrainingRuntime") {
+                    v["metadata"]["name"] = Value::String(format!("{}-{n}", o.name()));
+                }
+                if let Err(e) = api_server().create(v) {
+                    prop_assert!(false, "{} {}: {}\nfrom:\n{text}", o.kind(), o.name(), e.message);
+                }
+            }
+        }
+    }
+}

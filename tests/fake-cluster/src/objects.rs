@@ -61,9 +61,7 @@ pub fn validate(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
                     name,
                     "metadata.labels",
                     "FieldValueInvalid",
-                    &format!(
-                        "Invalid value: {v:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
-                    ),
+                    &format!("Invalid value: {v:?}: {}", util::LABEL_VALUE_MSG),
                 ));
             }
             let key_name = k.rsplit('/').next().unwrap_or_default();
@@ -78,8 +76,15 @@ pub fn validate(def: &ResourceDef, obj: &Value) -> ApiResult<()> {
             }
         }
     }
+    annotations_size(
+        def,
+        name,
+        obj.pointer("/metadata/annotations"),
+        "metadata.annotations",
+    )?;
     match def.plural {
         "pods" => validate_pod_spec(def, name, obj.get("spec"), "spec")?,
+        "persistentvolumeclaims" => validate_claim_spec(def, name, obj.get("spec"))?,
         "jobs" => {
             validate_pod_spec(
                 def,
@@ -189,6 +194,35 @@ pub fn validate_pod_spec(
             }
         }
     }
+    for (i, c) in containers.iter().enumerate() {
+        validate_resources(
+            def,
+            name,
+            c.get("resources"),
+            &format!("{path}.containers[{i}].resources"),
+        )?;
+    }
+    for (i, t) in spec
+        .and_then(|s| s.get("tolerations"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        // validateTolerations: an Equal toleration's value is a label value (reported at its
+        // `operator`, as the apiserver does).
+        let op = s(t, "/operator").unwrap_or("");
+        let value = s(t, "/value").unwrap_or("");
+        if matches!(op, "" | "Equal") && !util::is_label_value(value) {
+            return Err(ApiError::invalid(
+                def,
+                name,
+                &format!("{path}.tolerations[{i}].operator"),
+                "FieldValueInvalid",
+                &format!("Invalid value: {value:?}: {}", util::LABEL_VALUE_MSG),
+            ));
+        }
+    }
     if let Some(rp) = spec
         .and_then(|s| s.get("restartPolicy"))
         .and_then(Value::as_str)
@@ -202,6 +236,188 @@ pub fn validate_pod_spec(
             &format!(
                 "Unsupported value: {rp:?}: supported values: \"Always\", \"OnFailure\", \"Never\""
             ),
+        ));
+    }
+    Ok(())
+}
+
+/// A quantity's value in thousandths (the apiserver's `MilliValue`), rounded down; `None`
+/// when it does not parse (the schema check has its own word for that).
+fn milli(q: &Value) -> Option<i128> {
+    let text = match q {
+        Value::String(s) => s.trim().to_string(),
+        Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    let end = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+'))
+        .unwrap_or(text.len());
+    let (num, suffix) = text.split_at(end);
+    let num = num.trim_start_matches('+');
+    let (whole, frac) = num.split_once('.').unwrap_or((num, ""));
+    if whole.is_empty() && frac.is_empty() {
+        return None;
+    }
+    let digits: i128 = format!("{whole}{frac}").parse().ok()?;
+    let (mut top, mut bottom) = (1000i128, 10i128.checked_pow(frac.len() as u32)?);
+    match suffix {
+        "" => {}
+        "m" => bottom *= 1000,
+        "k" | "M" | "G" | "T" | "P" | "E" => {
+            let k = "kMGTPE".find(suffix)? as u32 + 1;
+            top *= 10i128.pow(3 * k)
+        }
+        "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => {
+            let k = "KMGTPE".find(&suffix[..1])? as u32 + 1;
+            top *= 1024i128.pow(k)
+        }
+        e if e.starts_with(['e', 'E']) => {
+            let x: i32 = e[1..].parse().ok()?;
+            if x >= 0 {
+                top *= 10i128.checked_pow(x as u32)?
+            } else {
+                bottom *= 10i128.checked_pow((-x) as u32)?
+            }
+        }
+        _ => return None,
+    }
+    Some(digits.checked_mul(top)? / bottom)
+}
+
+fn text(q: &Value) -> String {
+    match q {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `ValidateResourceRequirements` (pkg/apis/core/validation/validation.go): extended resources
+/// in whole units; hugepages and extended resources requested exactly at their limit (they
+/// cannot be overcommitted), a request without a limit refused; no request above its limit;
+/// hugepages only beside cpu or memory.
+fn validate_resources(
+    def: &ResourceDef,
+    name: &str,
+    r: Option<&Value>,
+    path: &str,
+) -> ApiResult<()> {
+    let empty = serde_json::Map::new();
+    let list = |k: &str| {
+        r.and_then(|r| r.get(k))
+            .and_then(Value::as_object)
+            .unwrap_or(&empty)
+    };
+    let (limits, requests) = (list("limits"), list("requests"));
+    let extended = |n: &str| n.contains('/') && !n.contains("kubernetes.io/");
+    let hugepages = |n: &str| n.starts_with("hugepages-");
+    for (l, map) in [("limits", limits), ("requests", requests)] {
+        for (n, q) in map {
+            if extended(n) && milli(q).is_some_and(|m| m % 1000 != 0) {
+                return Err(ApiError::invalid(
+                    def,
+                    name,
+                    &format!("{path}.{l}[{n}]"),
+                    "FieldValueInvalid",
+                    &format!("Invalid value: \"{}\": must be an integer", text(q)),
+                ));
+            }
+        }
+    }
+    for (n, q) in requests {
+        let overcommit = !extended(n) && !hugepages(n);
+        match limits.get(n) {
+            Some(l) if milli(q).is_some() && milli(l).is_some() => {
+                let (mq, ml) = (milli(q), milli(l));
+                let detail = if !overcommit && mq != ml {
+                    "must be equal to"
+                } else if mq > ml {
+                    "must be less than or equal to"
+                } else {
+                    continue;
+                };
+                return Err(ApiError::invalid(
+                    def,
+                    name,
+                    &format!("{path}.requests"),
+                    "FieldValueInvalid",
+                    &format!(
+                        "Invalid value: \"{}\": {detail} {n} limit of {}",
+                        text(q),
+                        text(l)
+                    ),
+                ));
+            }
+            None if !overcommit => {
+                return Err(ApiError::invalid(
+                    def,
+                    name,
+                    &format!("{path}.limits"),
+                    "FieldValueRequired",
+                    "Required value: Limit must be set for non overcommitable resources",
+                ));
+            }
+            _ => {}
+        }
+    }
+    let any = |p: &dyn Fn(&str) -> bool| limits.keys().chain(requests.keys()).any(|k| p(k));
+    if any(&|k| hugepages(k)) && !any(&|k| k == "cpu" || k == "memory") {
+        return Err(ApiError::invalid(
+            def,
+            name,
+            path,
+            "FieldValueForbidden",
+            "Forbidden: HugePages require cpu or memory",
+        ));
+    }
+    Ok(())
+}
+
+/// apimachinery's `ValidateAnnotationsSize`: 256 KiB of keys and values together.
+fn annotations_size(def: &ResourceDef, name: &str, a: Option<&Value>, path: &str) -> ApiResult<()> {
+    const MAX: usize = 256 * 1024;
+    let total: usize = a
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+        .sum();
+    if total > MAX {
+        return Err(ApiError::invalid(
+            def,
+            name,
+            path,
+            "FieldValueTooLong",
+            &format!("Too long: must have at most {MAX} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// `ValidatePersistentVolumeClaimSpec`: a positive storage request; ReadWriteOncePod alone.
+fn validate_claim_spec(def: &ResourceDef, name: &str, spec: Option<&Value>) -> ApiResult<()> {
+    if let Some(q) = spec.and_then(|s| s.pointer("/resources/requests/storage"))
+        && milli(q).is_some_and(|m| m <= 0)
+    {
+        return Err(ApiError::invalid(
+            def,
+            name,
+            "spec.resources.requests[storage]",
+            "FieldValueInvalid",
+            &format!("Invalid value: \"{}\": must be greater than zero", text(q)),
+        ));
+    }
+    let modes: Vec<&str> = spec
+        .and_then(|s| s.get("accessModes"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if modes.contains(&"ReadWriteOncePod") && modes.iter().any(|m| *m != "ReadWriteOncePod") {
+        return Err(ApiError::invalid(
+            def,
+            name,
+            "spec.accessModes",
+            "FieldValueForbidden",
+            "Forbidden: may not use ReadWriteOncePod with other access modes",
         ));
     }
     Ok(())

@@ -138,6 +138,9 @@ pub fn is_dns_subdomain(s: &str) -> bool {
 }
 
 /// Label values: at most 63 characters, alphanumerics and `-_.`, alphanumeric at both ends.
+/// What apimachinery's `IsValidLabelValue` says of a bad one.
+pub const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+
 pub fn is_label_value(s: &str) -> bool {
     s.is_empty()
         || (s.len() <= 63

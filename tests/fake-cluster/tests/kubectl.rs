@@ -1472,3 +1472,117 @@ spec:
         k.ok(&["delete", "pod", "gpu", "small", "second"]);
     }
 }
+
+/// What a strict schema check passes and the real apiserver refuses
+/// (pkg/apis/core/validation/validation.go, apimachinery's ValidateAnnotationsSize): 422
+/// Invalid with the apiserver's field path and wording, for pods, pod templates and claims,
+/// and through kubectl as a user sees it.
+#[test]
+fn apiserver_rules_a_schema_passes() {
+    let fc = start(true);
+    let pod = |res: serde_json::Value, extra: serde_json::Value| {
+        let mut p = serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "i", "resources": res}]}});
+        if let Some(m) = extra.as_object() {
+            for (k, v) in m {
+                p["spec"][k] = v.clone();
+            }
+        }
+        p
+    };
+    let refused = |obj: serde_json::Value| -> String {
+        let e = fc.create(obj).expect_err("refused");
+        assert_eq!(e.code, 422, "{e:?}");
+        e.message.clone()
+    };
+    let none = serde_json::json!({});
+    for (res, extra, want) in [
+        (
+            serde_json::json!({"limits": {"hugepages-2Mi": "4Mi"}}),
+            none.clone(),
+            "Pod \"p\" is invalid: spec.containers[0].resources: Forbidden: HugePages require cpu or memory",
+        ),
+        (
+            serde_json::json!({"requests": {"hugepages-2Mi": "2Mi", "memory": "1Gi"}, "limits": {"hugepages-2Mi": "4Mi"}}),
+            none.clone(),
+            "Pod \"p\" is invalid: spec.containers[0].resources.requests: Invalid value: \"2Mi\": must be equal to hugepages-2Mi limit of 4Mi",
+        ),
+        (
+            serde_json::json!({"requests": {"example.com/foo": "2"}, "limits": {"example.com/foo": "1"}}),
+            none.clone(),
+            "Pod \"p\" is invalid: spec.containers[0].resources.requests: Invalid value: \"2\": must be equal to example.com/foo limit of 1",
+        ),
+        (
+            serde_json::json!({"requests": {"example.com/fpga": "1"}}),
+            none.clone(),
+            "Pod \"p\" is invalid: spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources",
+        ),
+        (
+            serde_json::json!({"limits": {"example.com/foo": "0.5"}}),
+            none.clone(),
+            "Pod \"p\" is invalid: spec.containers[0].resources.limits[example.com/foo]: Invalid value: \"0.5\": must be an integer",
+        ),
+        (
+            serde_json::json!({"requests": {"cpu": "4"}, "limits": {"cpu": "2"}}),
+            none.clone(),
+            "Pod \"p\" is invalid: spec.containers[0].resources.requests: Invalid value: \"4\": must be less than or equal to cpu limit of 2",
+        ),
+        (
+            none.clone(),
+            serde_json::json!({"tolerations": [{"key": "k", "value": "not a label"}]}),
+            "Pod \"p\" is invalid: spec.tolerations[0].operator: Invalid value: \"not a label\": a valid label must be an empty string",
+        ),
+    ] {
+        let m = refused(pod(res, extra));
+        assert!(m.starts_with(want), "{m}\nwanted: {want}");
+    }
+    // What fits: equal extended request and limit written two ways, hugepages beside memory.
+    fc.create(pod(
+        serde_json::json!({"requests": {"example.com/foo": "1000m"}, "limits": {"example.com/foo": "1", "hugepages-2Mi": "4Mi", "memory": "1Gi"}}),
+        none.clone(),
+    ))
+    .expect("valid");
+    // A Job's pod template, an MPIJob's worker template.
+    let mut job = serde_json::json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i", "resources": {"limits": {"example.com/foo": "0.5"}}}]}}}});
+    assert!(refused(job.clone()).contains("spec.template.spec.containers[0].resources.limits[example.com/foo]: Invalid value: \"0.5\": must be an integer"));
+    job["spec"]["template"]["spec"]["containers"][0]["resources"] = serde_json::json!({});
+    job["metadata"]["annotations"] = serde_json::json!({"a": "x".repeat(256 * 1024)});
+    assert_eq!(
+        refused(job),
+        "Job \"j\" is invalid: metadata.annotations: Too long: must have at most 262144 bytes"
+    );
+    let mj = serde_json::json!({"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "m"},
+        "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": {"spec": {"containers": [{"name": "l", "image": "i"}]}}},
+            "Worker": {"replicas": 1, "template": {"spec": {"containers": [{"name": "w", "image": "i", "resources": {"limits": {"hugepages-1Gi": "1Gi"}}}]}}}}}});
+    assert!(refused(mj).contains("spec.mpiReplicaSpecs[Worker].template.spec.containers[0].resources: Forbidden: HugePages require cpu or memory"));
+    // Claims.
+    let claim = |size: &str, modes: serde_json::Value| {
+        serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "c"},
+            "spec": {"accessModes": modes, "resources": {"requests": {"storage": size}}}})
+    };
+    assert_eq!(
+        refused(claim("0", serde_json::json!(["ReadWriteOnce"]))),
+        "PersistentVolumeClaim \"c\" is invalid: spec.resources.requests[storage]: Invalid value: \"0\": must be greater than zero"
+    );
+    assert_eq!(
+        refused(claim(
+            "1Gi",
+            serde_json::json!(["ReadWriteOncePod", "ReadWriteMany"])
+        )),
+        "PersistentVolumeClaim \"c\" is invalid: spec.accessModes: Forbidden: may not use ReadWriteOncePod with other access modes"
+    );
+    // Through kubectl: the same words, exit 1.
+    let Some(k) = Kubectl::new(&fc) else { return };
+    let file = k.write(
+        "bad.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: q}\nspec:\n  containers:\n  - {name: c, image: i, resources: {limits: {hugepages-2Mi: 4Mi}}}\n",
+    );
+    let o = k.run(&["apply", "--server-side", "-f", &file]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("Pod \"q\" is invalid: spec.containers[0].resources: Forbidden: HugePages require cpu or memory"),
+        "{err}"
+    );
+}
