@@ -161,7 +161,7 @@ where
             {
                 crate::outln!();
             }
-            crate::out!("{text}");
+            crate::out!("{}", crate::text::for_terminal(&text));
             last = text;
         }
         if finished || !(a.watch || a.wait) {

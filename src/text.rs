@@ -3,6 +3,17 @@
 
 use crate::error::{Error, Result};
 use serde::Serialize;
+use std::borrow::Cow;
+
+/// The one redaction of addresses: every URL hvdctl prints or logs (an API server, a Docker
+/// host, a registry) has its userinfo (`user:password@`) shown as `***`.
+pub use docker_endpoint::redact::userinfo as redact_url;
+
+/// Text for a terminal line: the userinfo of every URL in it masked ([`redact_url`]).
+/// Errors, notes and warnings pass through it where they are printed.
+pub fn for_terminal(text: &str) -> Cow<'_, str> {
+    redact_url(text)
+}
 
 /// The closest known name to `got`, if it is close enough to be a likely typo.
 pub fn did_you_mean<'a>(got: &str, known: &[&'a str]) -> Option<&'a str> {
@@ -77,6 +88,15 @@ pub fn normalize_time(t: &str) -> Option<String> {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn text_for_a_terminal_has_no_password() {
+        assert_eq!(
+            for_terminal("cannot reach https://u:PASSWORD@h:6443 (x)"),
+            "cannot reach https://***@h:6443 (x)"
+        );
+        assert!(matches!(for_terminal("plain"), Cow::Borrowed(_)));
+    }
 
     #[test]
     fn plurals_of_what_undeploy_removes() {

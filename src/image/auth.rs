@@ -167,8 +167,12 @@ impl fmt::Debug for Credentials {
 impl fmt::Display for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.username {
-            Some(u) => write!(f, "{u}@{}", self.server),
-            None => write!(f, "identity token for {}", self.server),
+            Some(u) => write!(f, "{u}@{}", crate::text::redact_url(&self.server)),
+            None => write!(
+                f,
+                "identity token for {}",
+                crate::text::redact_url(&self.server)
+            ),
         }
     }
 }
@@ -402,11 +406,12 @@ impl DockerConfig {
     }
 
     fn ask_helper(&self, helper: &str, server: &str) -> Result<Option<Credentials>> {
+        let shown = crate::text::redact_url(server);
         let program = format!("docker-credential-{helper}");
         let resolved = find_program(&program, self.helper_path.as_ref());
         let Some(resolved) = resolved else {
             return Err(Error::failure(format!(
-                "the Docker config names the credential helper {helper:?} for {server}, but {program} is not on PATH"
+                "the Docker config names the credential helper {helper:?} for {shown}, but {program} is not on PATH"
             ))
             .hint(format!("install {program}, or remove \"{helper}\" from credsStore/credHelpers in your Docker config")));
         };
@@ -436,7 +441,7 @@ impl DockerConfig {
                 return Ok(None);
             }
             return Err(Error::failure(format!(
-                "credential helper {program} failed for {server} ({}): {}",
+                "credential helper {program} failed for {shown} ({}): {}",
                 out.status,
                 said.trim()
             )));
@@ -450,7 +455,7 @@ impl DockerConfig {
         }
         let answer: HelperAnswer = serde_json::from_str(stdout.trim()).map_err(|_| {
             // Not echoing the output: it may hold the secret.
-            Error::failure(format!("credential helper {program} gave an answer that is not the expected JSON for {server}"))
+            Error::failure(format!("credential helper {program} gave an answer that is not the expected JSON for {shown}"))
         })?;
         if answer.secret.is_empty() && answer.username.is_empty() {
             return Ok(None);

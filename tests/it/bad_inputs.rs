@@ -5,6 +5,7 @@
 
 use crate::util::*;
 use std::path::Path;
+use std::time::Duration;
 
 const BASE: &str =
     "name: demo\nimage: example.com/demo\ncommand: [python3, /app/train.py]\nworkers: 2\n";
@@ -174,6 +175,11 @@ fn bad_inputs_each_give_their_error() {
     let root = tmp.path();
     std::fs::write(root.join("kubeconfig"), KUBECONFIG).unwrap();
     std::fs::write(root.join("a-file"), "x").unwrap();
+    std::fs::write(
+        root.join("kubeconfig-password"),
+        KUBECONFIG.replace("https://127.0.0.1:1", "https://user:PASSWORD@127.0.0.1:1"),
+    )
+    .unwrap();
     let kc = ("KUBECONFIG", "{root}/kubeconfig");
     let nfs = with("volumes:\n- {name: d, mountPath: /d, nfs: {server: s, path: /p}}\n");
     let vol = |path: &str| {
@@ -349,6 +355,13 @@ fn bad_inputs_each_give_their_error() {
             .env(kc.0, kc.1).also("did you mean `real`?"),
         dry("--dry-run with a context and no kubeconfig", BASE, &["--context", "nope"], 2, "context `nope` (--context) cannot be used: no kubeconfig: KUBECONFIG is not set"),
         dry("--dry-run with a known context", BASE, &["--context", "real"], 0, "").env(kc.0, kc.1),
+        // --- secrets in addresses: never printed ---------------------------------------------------
+        cmd("DOCKER_HOST with a password over tcp", Some(BASE.as_bytes()), &["-C", "{dir}", "build"], 2, "DOCKER_HOST=tcp://***@127.0.0.1:1: a user or password in a tcp:// address is not supported")
+            .env("DOCKER_HOST", "tcp://user:PASSWORD@127.0.0.1:1").never("PASSWORD").file("Dockerfile", "FROM scratch\n"),
+        cmd("DOCKER_HOST with a password over ssh", Some(BASE.as_bytes()), &["-C", "{dir}", "build"], 2, "DOCKER_HOST=ssh://***@build.example: a password in an ssh:// address is not supported")
+            .env("DOCKER_HOST", "ssh://user:PASSWORD@build.example").never("PASSWORD").file("Dockerfile", "FROM scratch\n"),
+        cmd("kubeconfig server with a password, unreachable", Some(BASE.as_bytes()), &["-C", "{dir}", "deploy", "--dry-run=server"], 1, "https://***@127.0.0.1:1")
+            .env("KUBECONFIG", "{root}/kubeconfig-password").never("PASSWORD"),
         // --- other commands -------------------------------------------------------------------------
         cmd("-C a directory that is not there", None, &["-C", "{root}/nonexistent", "deploy", "--dry-run"], 2, "-C {root}/nonexistent: no such directory"),
         cmd("-C a file", None, &["-C", "{root}/a-file", "status"], 2, "-C {root}/a-file: not a directory"),
@@ -729,3 +742,75 @@ fn broken_user_templates_are_input_errors() {
         check(&run(c), case, needle);
     }
 }
+
+/// A password in an address — the kubeconfig's `server` (`https://user:PASSWORD@host`), a
+/// `DOCKER_HOST` — is never printed: every command that talks to the cluster, with `-v`'s
+/// request log, its errors, `doctor`'s report and `--dry-run=server`, on stdout and stderr.
+#[test]
+fn no_command_prints_a_password_from_an_address() {
+    const PASSWORD: &str = "PASSWORD";
+    let e = Cluster::synthetic(true);
+    let dir = init_app(&e.root, "pw", "mpi-hello");
+    let text = std::fs::read_to_string(&e.kubeconfig).unwrap();
+    let (_, after) = text.split_once("server: http").unwrap();
+    let url = format!("http{}", after.lines().next().unwrap());
+    let with_pw = url.replacen("://", &format!("://user:{PASSWORD}@"), 1);
+    let kc = e.root.join("kubeconfig-pw");
+    std::fs::write(&kc, text.replace(&url, &with_pw)).unwrap();
+    // The same server, unreachable (a closed port): its errors name it.
+    let dead = e.root.join("kubeconfig-dead");
+    std::fs::write(
+        &dead,
+        text.replace(&url, &format!("https://user:{PASSWORD}@127.0.0.1:1")),
+    )
+    .unwrap();
+    let id = run_id("p");
+    let cases: Vec<(&Path, Vec<&str>)> = vec![
+        (&kc, vec!["deploy", "--dry-run=server", "-v"]),
+        (&kc, vec!["deploy", "--run-id", &id, "-v", "--skip-checks"]),
+        (&kc, vec!["status", &id, "-v"]),
+        (&kc, vec!["status", "--all", "-o", "json"]),
+        (&kc, vec!["events", &id, "-v"]),
+        (&kc, vec!["runs", "-v"]),
+        (&kc, vec!["doctor", "-v"]),
+        (&kc, vec!["doctor", "-o", "json"]),
+        (&kc, vec!["version"]),
+        (&kc, vec!["logs", &id, "-v"]),
+        (&kc, vec!["undeploy", &id, "-v"]),
+        (&dead, vec!["status", "-v"]),
+        (&dead, vec!["deploy", "--dry-run=server", "-v"]),
+        (&dead, vec!["doctor"]),
+        (&dead, vec!["runs"]),
+        (&dead, vec!["version"]),
+    ];
+    let mut said = Vec::new();
+    let mut masked = 0;
+    for (kubeconfig, args) in &cases {
+        let mut c = hvdctl();
+        c.current_dir(&dir)
+            .env("KUBECONFIG", kubeconfig)
+            .env("DOCKER_HOST", format!("tcp://user:{PASSWORD}@127.0.0.1:1"))
+            .args(args);
+        let o = run_for(c, Duration::from_secs(120));
+        let all = format!("{}{}", o.stdout, o.stderr);
+        if all.contains(PASSWORD) {
+            said.push(format!(
+                "hvdctl {} (exit {}):\n{all}",
+                args.join(" "),
+                o.code
+            ));
+        }
+        if all.contains("***@") {
+            masked += 1;
+        }
+        assert!(!all.contains("panicked"), "{args:?}: {all}");
+    }
+    assert!(
+        said.is_empty(),
+        "the password was printed:\n{}",
+        said.join("\n")
+    );
+    // The address itself is still shown where it helps (masked).
+    assert!(masked >= 3, "{masked} commands showed a masked address");
+}
+
