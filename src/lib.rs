@@ -16,6 +16,7 @@ pub mod dev;
 pub mod doctor;
 pub mod engine;
 pub mod error;
+pub mod files;
 pub mod fit;
 pub mod image;
 pub mod kinds;

@@ -235,7 +235,11 @@ async fn git(dir: &Path) -> Result<(Option<String>, Option<String>), (String, St
                 h.update(target.as_os_str().as_encoded_bytes());
                 continue;
             }
-            let mut f = std::fs::File::open(&path).map_err(unreadable)?;
+            // A FIFO or a device among the untracked files is refused, never waited on.
+            let mut f = crate::files::open(&path).map_err(|r| match r {
+                crate::files::Refused::Io(e) => unreadable(e),
+                r => r.error(&path, crate::files::CATALOG_FILE).message,
+            })?;
             std::io::copy(&mut f, &mut h).map_err(unreadable)?;
         }
         Ok(format!("sha256:{:x}", h.finalize()))

@@ -45,42 +45,23 @@ pub fn load(dir: &FsPath, sets: &[String]) -> Result<Loaded> {
 
 /// The largest app file read. A real one is a few KiB; anything near this is not an app file
 /// (or is an attempt to make the reader spend memory), refused before it is parsed.
-pub const MAX_APP_FILE: u64 = 128 << 10;
+pub const MAX_APP_FILE: u64 = crate::files::APP_FILE.max;
 
-/// The bytes of the app file, refused when missing, not a file, or larger than
-/// [`MAX_APP_FILE`] (read no further than that).
+/// The bytes of the app file, refused when missing, not a regular file, or larger than
+/// [`MAX_APP_FILE`] (read no further than that), through [`crate::files`].
 fn read_app_file(dir: &FsPath, file: &FsPath) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let missing = || {
-        Error::input(format!("no {APP_FILE} in {}", display_dir(dir)))
-            .hint("run `hvdctl init` to create an app, or pass -C DIR to point at one")
-    };
     if !dir.as_os_str().is_empty() && !dir.is_dir() {
         return Err(missing_dir(dir));
     }
-    let f = match std::fs::File::open(file) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing()),
-        Err(e) => return Err(Error::input(format!("cannot read {}: {e}", file.display()))),
-    };
-    if f.metadata().is_ok_and(|m| m.is_dir()) {
-        return Err(Error::input(format!(
-            "{} is a directory, not the app file",
-            file.display()
-        )));
+    match crate::files::read(file, crate::files::APP_FILE) {
+        Ok(bytes) => Ok(bytes),
+        Err(crate::files::Refused::Missing) => Err(Error::input(format!(
+            "no {APP_FILE} in {}",
+            display_dir(dir)
+        ))
+        .hint("run `hvdctl init` to create an app, or pass -C DIR to point at one")),
+        Err(r) => Err(r.error(file, crate::files::APP_FILE)),
     }
-    let mut bytes = Vec::new();
-    f.take(MAX_APP_FILE + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Error::input(format!("cannot read {}: {e}", file.display())))?;
-    if bytes.len() as u64 > MAX_APP_FILE {
-        return Err(Error::input(format!(
-            "{}: larger than {} KiB; an app file is a few KiB of YAML, so this one is not read",
-            file.display(),
-            MAX_APP_FILE >> 10
-        )));
-    }
-    Ok(bytes)
 }
 
 /// The error for an app directory (`-C`) that is not there.

@@ -63,6 +63,7 @@ pub async fn connect(
             format!("pick one with --context: {}", known.join(", "))
         }));
     }
+    kubeconfig::check_named_files(&kc, &context)?;
     let options = kubeconfig::options(Some(context.clone()));
     let config = Config::from_custom_kubeconfig(kc, &options)
         .await

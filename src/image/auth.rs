@@ -266,15 +266,16 @@ impl DockerConfig {
     /// Loads `dir/config.json`; a missing file gives an empty config.
     pub fn load_from(dir: &Path) -> Result<DockerConfig> {
         let path = dir.join("config.json");
-        let text = match std::fs::read_to_string(&path) {
+        let kind = crate::files::DOCKER_CONFIG;
+        let text = match crate::files::read_text(&path, kind) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(crate::files::Refused::Missing) => {
                 return Ok(DockerConfig {
                     path: None,
                     ..Default::default()
                 });
             }
-            Err(e) => return Err(Error::failure(format!("reading {}: {e}", path.display()))),
+            Err(r) => return Err(r.error(&path, kind)),
         };
         DockerConfig::parse(&text, Some(path))
     }

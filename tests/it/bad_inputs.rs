@@ -30,6 +30,19 @@ struct Case {
     also: Option<String>,
     /// Nowhere in stdout or stderr.
     never: Option<String>,
+    /// Files of the row's directory that are not data: FIFOs, symbolic links, sparse files.
+    specials: Vec<(String, Special)>,
+}
+
+/// A file no reader should wait on or read whole.
+#[derive(Clone)]
+enum Special {
+    /// A named pipe nobody writes to: an open for reading that blocks never returns.
+    Fifo,
+    /// A symbolic link to this target (e.g. `/dev/zero`, endless).
+    Link(String),
+    /// A sparse file of this many bytes (a GiB costs no disk).
+    Sized(u64),
 }
 
 impl Case {
@@ -49,6 +62,25 @@ impl Case {
         self.files.push((path.into(), data.into()));
         self
     }
+    /// `path` as a FIFO (replacing a file of that name given before).
+    fn fifo(mut self, path: &str) -> Case {
+        self.files.retain(|(p, _)| p != path);
+        self.specials.push((path.into(), Special::Fifo));
+        self
+    }
+    /// `path` as a symbolic link to `target` (replacing a file of that name given before).
+    fn link(mut self, path: &str, target: &str) -> Case {
+        self.files.retain(|(p, _)| p != path);
+        self.specials
+            .push((path.into(), Special::Link(target.into())));
+        self
+    }
+    /// `path` as a sparse file of `len` bytes (replacing a file of that name given before).
+    fn sized(mut self, path: &str, len: u64) -> Case {
+        self.files.retain(|(p, _)| p != path);
+        self.specials.push((path.into(), Special::Sized(len)));
+        self
+    }
 }
 
 /// A row running `hvdctl ARGS` with `hvdctl.yaml` holding `yaml` (none when `None`).
@@ -64,6 +96,7 @@ fn cmd(name: &str, yaml: Option<&[u8]>, args: &[&str], code: i32, first: &str) -
         first: first.into(),
         also: None,
         never: None,
+        specials: Vec::new(),
     }
 }
 
@@ -89,6 +122,18 @@ fn run_cases(root: &Path, cases: &[Case]) -> Vec<String> {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, data).unwrap();
         }
+        for (path, special) in &c.specials {
+            let p = dir.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            match special {
+                Special::Fifo => {
+                    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+                    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+                }
+                Special::Link(target) => std::os::unix::fs::symlink(target, &p).unwrap(),
+                Special::Sized(len) => std::fs::File::create(&p).unwrap().set_len(*len).unwrap(),
+            }
+        }
     }
     let before = tree(root);
     let mut failures = Vec::new();
@@ -104,7 +149,8 @@ fn run_cases(root: &Path, cases: &[Case]) -> Vec<String> {
             command.env(k, fill(v));
         }
         command.args(c.args.iter().map(|a| fill(a)));
-        let o = run(command);
+        // A row is a second's work: one that hangs (a FIFO read) is killed and fails.
+        let o = run_for(command, Duration::from_secs(60));
         let mut wrong = Vec::new();
         let first = o.stderr.lines().next().unwrap_or_default();
         if o.code != c.code {
@@ -355,6 +401,33 @@ fn bad_inputs_each_give_their_error() {
             .env(kc.0, kc.1).also("did you mean `real`?"),
         dry("--dry-run with a context and no kubeconfig", BASE, &["--context", "nope"], 2, "context `nope` (--context) cannot be used: no kubeconfig: KUBECONFIG is not set"),
         dry("--dry-run with a known context", BASE, &["--context", "real"], 0, "").env(kc.0, kc.1),
+        // --- files that are not files, or too large: refused at once, never waited on ---------
+        cmd("hvdctl.yaml is a FIFO", None, &["-C", "{dir}", "deploy", "--dry-run"], 2, "{dir}/hvdctl.yaml is a FIFO (named pipe), not a regular file: the app file is read only from a file")
+            .fifo("hvdctl.yaml"),
+        cmd("hvdctl.yaml is /dev/zero", None, &["-C", "{dir}", "deploy", "--dry-run"], 2, "{dir}/hvdctl.yaml is a character device, not a regular file")
+            .link("hvdctl.yaml", "/dev/zero"),
+        dry("template is a FIFO", BASE, &[], 2, "{dir}/k8s/mpijob.yaml.hbs is a FIFO (named pipe), not a regular file: a manifest template is read only from a file")
+            .fifo("k8s/mpijob.yaml.hbs"),
+        dry("template is /dev/zero", BASE, &["--backend", "native"], 2, "{dir}/k8s/native.yaml.hbs is a character device, not a regular file")
+            .link("k8s/native.yaml.hbs", "/dev/zero"),
+        dry("template of 1 GiB", BASE, &[], 2, "{dir}/k8s/mpijob.yaml.hbs: larger than 1 MiB; a manifest template is a few KiB, so this one is not read")
+            .sized("k8s/mpijob.yaml.hbs", 1 << 30),
+        cmd("--kubeconfig is a FIFO", Some(BASE.as_bytes()), &["-C", "{dir}", "status", "--kubeconfig", "{dir}/kc"], 2, "{dir}/kc is a FIFO (named pipe), not a regular file: a kubeconfig is read only from a file")
+            .fifo("kc"),
+        cmd("KUBECONFIG is a FIFO", Some(BASE.as_bytes()), &["-C", "{dir}", "status"], 2, "{dir}/kc is a FIFO (named pipe), not a regular file")
+            .env("KUBECONFIG", "{dir}/kc").fifo("kc"),
+        cmd("KUBECONFIG is /dev/zero", Some(BASE.as_bytes()), &["-C", "{dir}", "deploy", "--dry-run"], 2, "{dir}/kc is a character device, not a regular file")
+            .env("KUBECONFIG", "{dir}/kc").link("kc", "/dev/zero"),
+        cmd("KUBECONFIG of 1 GiB", Some(BASE.as_bytes()), &["-C", "{dir}", "status"], 2, "{dir}/kc: larger than 16 MiB; a kubeconfig is a few KiB per cluster")
+            .env("KUBECONFIG", "{dir}/kc").sized("kc", 1 << 30),
+        dry(".hvdctl/image.json is a FIFO", BASE, &[], 2, "{dir}/.hvdctl/image.json is a FIFO (named pipe), not a regular file")
+            .fifo(".hvdctl/image.json"),
+        dry(".hvdctl/image.json is /dev/zero", BASE, &[], 2, "{dir}/.hvdctl/image.json is a character device, not a regular file")
+            .link(".hvdctl/image.json", "/dev/zero"),
+        dry(".hvdctl/image.json of 1 GiB", BASE, &[], 2, "{dir}/.hvdctl/image.json: larger than 4 MiB")
+            .sized(".hvdctl/image.json", 1 << 30),
+        cmd("init: a template's template.yaml is a FIFO", None, &["init", "{root}/n7", "--template", "t", "--template-dir", "{dir}/cat", "--no-input"], 2, "{dir}/cat/t/template.yaml is a FIFO (named pipe), not a regular file")
+            .fifo("cat/t/template.yaml"),
         // --- secrets in addresses: never printed ---------------------------------------------------
         cmd("DOCKER_HOST with a password over tcp", Some(BASE.as_bytes()), &["-C", "{dir}", "build"], 2, "DOCKER_HOST=tcp://***@127.0.0.1:1: a user or password in a tcp:// address is not supported")
             .env("DOCKER_HOST", "tcp://user:PASSWORD@127.0.0.1:1").never("PASSWORD").file("Dockerfile", "FROM scratch\n"),
