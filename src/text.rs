@@ -9,10 +9,32 @@ use std::borrow::Cow;
 /// host, a registry) has its userinfo (`user:password@`) shown as `***`.
 pub use docker_endpoint::redact::userinfo as redact_url;
 
-/// Text for a terminal line: the userinfo of every URL in it masked ([`redact_url`]).
-/// Errors, notes and warnings pass through it where they are printed.
+/// Text for a terminal line: URLs' userinfo masked ([`redact_url`]) and every control
+/// character but the line break and the tab shown escaped (`\x1b`, `\r`, `\u{9b}`), so text
+/// from a user, a file or a server can neither clear the screen, move the cursor nor hide a
+/// line. Errors, notes and warnings pass through it where they are printed.
 pub fn for_terminal(text: &str) -> Cow<'_, str> {
-    redact_url(text)
+    let text = redact_url(text);
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push('\n'),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push('\t'),
+            c if c.is_control() && (c as u32) < 0x80 => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// The closest known name to `got`, if it is close enough to be a likely typo.
@@ -90,11 +112,17 @@ mod tests {
     use std::collections::BTreeMap;
 
     #[test]
-    fn text_for_a_terminal_has_no_password() {
+    fn text_for_a_terminal_has_no_password_and_no_raw_control() {
         assert_eq!(
             for_terminal("cannot reach https://u:PASSWORD@h:6443 (x)"),
             "cannot reach https://***@h:6443 (x)"
         );
+        assert_eq!(
+            for_terminal("name: `\u{1b}[2J\u{1b}[H`\r\u{7}\u{0}\u{9b}x"),
+            "name: `\\x1b[2J\\x1b[H`\\r\\x07\\x00\\u{9b}x"
+        );
+        // Line breaks and tabs are the message's own.
+        assert_eq!(for_terminal("a\n  hint:\tb"), "a\n  hint:\tb");
         assert!(matches!(for_terminal("plain"), Cow::Borrowed(_)));
     }
 

@@ -750,6 +750,34 @@ pub fn check(app: &App) -> Vec<Problem> {
             );
         }
     }
+    // A NUL cannot be in an argv or an environment: the container would never start.
+    let nul = "contains a NUL character (`\\0`): no process can be given it (argv and environment strings end at a NUL)";
+    for (field, items) in [("command", &app.command), ("args", &app.args)] {
+        for (i, v) in items.iter().enumerate() {
+            if v.contains('\0') {
+                c.at_path(Path(vec![Seg::Key(field.into()), Seg::Index(i)]), nul);
+            }
+        }
+    }
+    for (i, v) in app.mpi.extra_args.iter().enumerate() {
+        if v.contains('\0') {
+            c.at_path(
+                Path(vec![
+                    Seg::Key("mpi".into()),
+                    Seg::Key("extraArgs".into()),
+                    Seg::Index(i),
+                ]),
+                nul,
+            );
+        }
+    }
+    for (field, map) in [("env", &app.env), ("parameters", &app.parameters)] {
+        for (k, v) in map {
+            if v.contains('\0') || k.contains('\0') {
+                c.at_path(Path(vec![Seg::Key(field.into()), Seg::Key(k.clone())]), nul);
+            }
+        }
+    }
     for k in app.parameters.keys() {
         let path = Path(vec![Seg::Key("parameters".into()), Seg::Key(k.clone())]);
         if !PARAM_NAME.is_match(k) {

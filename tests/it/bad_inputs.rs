@@ -428,6 +428,20 @@ fn bad_inputs_each_give_their_error() {
             .sized(".hvdctl/image.json", 1 << 30),
         cmd("init: a template's template.yaml is a FIFO", None, &["init", "{root}/n7", "--template", "t", "--template-dir", "{dir}/cat", "--no-input"], 2, "{dir}/cat/t/template.yaml is a FIFO (named pipe), not a regular file")
             .fifo("cat/t/template.yaml"),
+        // --- bytes no terminal should get: shown escaped; NUL refused where it goes -----------
+        dry("escape in the name", BASE.replace("name: demo", "name: \"\\e[2J\\e[H\""), &[], 2, "hvdctl.yaml:1:7: name: `\\x1b[2J\\x1b[H` is not a valid app name")
+            .never("\x1b"),
+        dry("escape in an unknown key", with("\"\\e[2J\": 1\n"), &[], 2, "unknown key `\\x1b[2J`")
+            .never("\x1b"),
+        dry("escape by --set", BASE, &["--set", "name=\x1b[2J\r"], 2, "--set name=\\x1b[2J\\r: name: `\\x1b[2J\\r`")
+            .never("\x1b"),
+        dry("C1 control in an env name", with("env: {\"A\\u009bB\": x}\n"), &[], 2, "`A\\u{9b}B` is not a valid environment variable name")
+            .never("\u{9b}"),
+        dry("NUL in an env value", with("env: {A: \"a\\0b\"}\n"), &[], 2, "hvdctl.yaml:5:10: env.A: contains a NUL character"),
+        dry("NUL in a parameter", with("parameters: {lr: \"0.1\\0\"}\n"), &[], 2, "hvdctl.yaml:5:18: parameters.lr: contains a NUL character"),
+        dry("NUL in args", with("args: [--epochs, \"3\\0\"]\n"), &[], 2, "hvdctl.yaml:5:18: args[1]: contains a NUL character"),
+        dry("NUL in command", BASE.replace("/app/train.py]", "\"/app/train\\0.py\"]"), &[], 2, "hvdctl.yaml:3:20: command[1]: contains a NUL character"),
+        dry("NUL in mpi.extraArgs", with("mpi: {extraArgs: [\"-x\\0\"]}\n"), &[], 2, "mpi.extraArgs[0]: contains a NUL character"),
         // --- secrets in addresses: never printed ---------------------------------------------------
         cmd("DOCKER_HOST with a password over tcp", Some(BASE.as_bytes()), &["-C", "{dir}", "build"], 2, "DOCKER_HOST=tcp://***@127.0.0.1:1: a user or password in a tcp:// address is not supported")
             .env("DOCKER_HOST", "tcp://user:PASSWORD@127.0.0.1:1").never("PASSWORD").file("Dockerfile", "FROM scratch\n"),
