@@ -26,6 +26,7 @@ pub mod local;
 pub mod logs;
 pub mod options;
 pub mod phases;
+pub mod program;
 pub mod provenance;
 pub mod reason;
 pub mod remote;

@@ -37,6 +37,18 @@ pub fn for_terminal(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// The first `chars` characters of an identifier (a digest's hex, an image ID, a commit) for
+/// people, never cutting a character in two: an ID from an annotation or a daemon's answer
+/// may hold anything, and slicing bytes at a fixed length would panic on a multi-byte one.
+/// A `sha256:` in front is dropped.
+pub fn short_id(id: &str, chars: usize) -> &str {
+    let id = id.strip_prefix("sha256:").unwrap_or(id);
+    match id.char_indices().nth(chars) {
+        Some((end, _)) => &id[..end],
+        None => id,
+    }
+}
+
 /// The closest known name to `got`, if it is close enough to be a likely typo.
 pub fn did_you_mean<'a>(got: &str, known: &[&'a str]) -> Option<&'a str> {
     let lower = got.to_ascii_lowercase();
@@ -124,6 +136,17 @@ mod tests {
         // Line breaks and tabs are the message's own.
         assert_eq!(for_terminal("a\n  hint:\tb"), "a\n  hint:\tb");
         assert!(matches!(for_terminal("plain"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn short_ids_never_cut_a_character() {
+        assert_eq!(short_id("sha256:0123456789abcdef", 12), "0123456789ab");
+        assert_eq!(short_id("abc", 12), "abc");
+        assert_eq!(short_id("0123456é9abcdef", 7), "0123456");
+        assert_eq!(short_id("012345é", 7), "012345é");
+        assert_eq!(short_id("ééééééééééééé", 12), "éééééééééééé");
+        assert_eq!(short_id("sha256:🦀🦀🦀", 2), "🦀🦀");
+        assert_eq!(short_id("", 7), "");
     }
 
     #[test]

@@ -21,9 +21,8 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fmt;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE};
@@ -416,21 +415,21 @@ impl DockerConfig {
             ))
             .hint(format!("install {program}, or remove \"{helper}\" from credsStore/credHelpers in your Docker config")));
         };
-        let mut child = Command::new(&resolved)
-            .arg("get")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| Error::failure(format!("running {program}: {e}")))?;
-        if let Some(mut stdin) = child.stdin.take() {
-            // A helper that exits without reading gives a broken pipe here: its exit status
-            // below tells the story.
-            let _ = stdin.write_all(server.as_bytes());
-        }
-        let out = child
-            .wait_with_output()
-            .map_err(|e| Error::failure(format!("running {program}: {e}")))?;
+        let timeout = crate::program::HELPER_TIMEOUT;
+        let out = crate::program::output(
+            Command::new(&resolved).arg("get"),
+            Some(server.as_bytes()),
+            timeout,
+        )
+        .map_err(|e| {
+            let err = Error::failure(format!("credential helper {program} for {shown}: {e}"));
+            match e {
+                crate::program::Failed::TimedOut(_) => err.hint(format!(
+                    "run `echo {shown} | {program} get` to see what it waits for (an unlocked keychain, a login)"
+                )),
+                _ => err,
+            }
+        })?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
             let said = format!(
