@@ -318,6 +318,14 @@ fn bad_inputs_each_give_their_error() {
         dry("volume at sshAuthMountPath", format!("{}mpi: {{sshAuthMountPath: /keys}}\n", vol("/keys")), &[], 2, "clashes with hvdctl's own mount at /keys"),
         dry("volume by --set at /etc/mpi", BASE, &["--set", "volumes[0].name=d", "--set", "volumes[0].mountPath=/etc/mpi", "--set", "volumes[0].pvc.claimName=c"], 2, "--set volumes[0].mountPath=/etc/mpi: volumes[0].mountPath: `/etc/mpi` clashes"),
         dry("volume beside hvdctl's paths", vol("/etc/mpi-data"), &[], 0, ""),
+        dry("volume at /etc/mpi through ..", vol("/data/../etc/mpi"), &[], 2, "volumes[0].mountPath: `/data/../etc/mpi` clashes with hvdctl's own mount at /etc/mpi"),
+        dry("volume at //etc/mpi", vol("//etc/mpi"), &[], 2, "volumes[0].mountPath: `//etc/mpi` clashes with hvdctl's own mount at /etc/mpi"),
+        dry("volume at /etc/./mpi", vol("/etc/./mpi"), &[], 2, "volumes[0].mountPath: `/etc/./mpi` clashes with hvdctl's own mount at /etc/mpi"),
+        dry("storage under /etc/hvdctl through ..", with("storage: [{name: data, size: 1Gi, mountPath: /x/../etc/hvdctl/y}]\n"), &[], 2, "storage[0].mountPath: `/x/../etc/hvdctl/y` clashes with hvdctl's own mount at /etc/hvdctl"),
+        dry("sshAuthMountPath at /etc/mpi", with("mpi: {sshAuthMountPath: /etc/mpi}\n"), &[], 2, "mpi.sshAuthMountPath: `/etc/mpi` clashes with hvdctl's own mount at /etc/mpi"),
+        dry("sshAuthMountPath at /etc/mpi through ..", with("mpi: {sshAuthMountPath: /root/../etc/mpi}\n"), &[], 2, "mpi.sshAuthMountPath: `/root/../etc/mpi` clashes with hvdctl's own mount at /etc/mpi"),
+        dry("two volumes at one path, written apart", with("volumes:\n- {name: a, mountPath: /d, emptyDir: {}}\n- {name: b, mountPath: /x/../d/, emptyDir: {}}\n"), &[], 2, "volumes[1].mountPath: `/x/../d/` is mounted by another volume"),
+        dry("hostPath with ..", with("volumes:\n- {name: d, mountPath: /d, hostPath: {path: /srv/../etc}}\n"), &[], 2, "volumes[0].hostPath.path: `/srv/../etc` must not contain `..`"),
         dry("set past end of a list", format!("{}\n", vol("/d").trim_end()), &["--set", "volumes[5].readOnly=true"], 2, "--set volumes[5].readOnly=true: `volumes[5]` is past the end of the list (1 items; use [1] to append)")
             .never("invalid type: null"),
         dry("set past end of no list", BASE, &["--set", "volumes[5].readOnly=true"], 2, "--set volumes[5].readOnly=true: `volumes[5]` is past the end of the list (0 items")
@@ -369,6 +377,10 @@ fn bad_inputs_each_give_their_error() {
         dry("env HVDCTL_DISCOVERY_RECHECK, the user's to tune", with("env: {HVDCTL_DISCOVERY_RECHECK: '5'}\n"), &[], 0, ""),
         dry("parameter named into HVDCTL_", with("parameters: {hvdctl-run: x}\n"), &[], 2, "its environment variable `HVDCTL_RUN` is reserved"),
         dry("parameter clashes with env", with("env: {EPOCHS: '1'}\nparameters: {epochs: 2}\n"), &[], 2, "also set in env"),
+        dry("two parameters, one variable", with("parameters: {a.b: 1, a-b: 2}\n"), &[], 2, "hvdctl.yaml:5:19: parameters[\"a.b\"]: its environment variable `A_B` is also the one of parameters.a-b; keep one"),
+        dry("two parameters, one variable by case", with("parameters: {lr: 1, LR: 2}\n"), &[], 2, "parameters.lr: its environment variable `LR` is also the one of parameters.LR"),
+        dry("env TENSORBOARD_LOG_DIR with tensorboard", with("env: {TENSORBOARD_LOG_DIR: /x}\ntensorboard: {logDir: /tb}\n"), &[], 2, "env.TENSORBOARD_LOG_DIR: `TENSORBOARD_LOG_DIR` is also set by `tensorboard.logDir`"),
+        dry("parameter TENSORBOARD_LOG_DIR with tensorboard", with("parameters: {tensorboard_log_dir: /x}\ntensorboard: {logDir: /tb}\n"), &[], 2, "parameters.tensorboard_log_dir: its environment variable `TENSORBOARD_LOG_DIR` is also set by `tensorboard.logDir`"),
         dry("reserved label", with("labels: {hvdctl.io/run: mine}\n"), &[], 2, "cannot be overridden"),
         dry("wrong type for map", with("env: [a, b]\n"), &[], 2, "expected a mapping"),
         // --- elastic, tensorboard, command, security ------------------------------------------
