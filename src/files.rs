@@ -121,6 +121,14 @@ impl Refused {
             Refused::Io(e) => Error::failure(format!("cannot read {p}: {e}")),
         }
     }
+
+    /// [`Refused::error`] where the file is the user's own input (the app file, a kubeconfig):
+    /// one that cannot be read either is bad input too (exit 2), as it always was.
+    pub fn input_error(&self, path: &Path, kind: Kind) -> Error {
+        let mut e = self.error(path, kind);
+        e.kind = crate::error::Kind::Input;
+        e
+    }
 }
 
 /// What a file type is, for people; `None` for a regular file.

@@ -107,7 +107,7 @@ const FIX: &str = "fix the file, or point --kubeconfig / KUBECONFIG at another o
 /// byte order mark decoded, relative file names made absolute against the file's directory.
 fn read(path: &Path) -> Result<Kubeconfig> {
     let bytes = crate::files::read(path, crate::files::KUBECONFIG)
-        .map_err(|r| r.error(path, crate::files::KUBECONFIG).hint(FIX))?;
+        .map_err(|r| r.input_error(path, crate::files::KUBECONFIG).hint(FIX))?;
     let text = decode(bytes).map_err(|why| {
         Error::input(format!(
             "kubeconfig {}: cannot read it: {why}",

@@ -60,7 +60,7 @@ fn read_app_file(dir: &FsPath, file: &FsPath) -> Result<Vec<u8>> {
             display_dir(dir)
         ))
         .hint("run `hvdctl init` to create an app, or pass -C DIR to point at one")),
-        Err(r) => Err(r.error(file, crate::files::APP_FILE)),
+        Err(r) => Err(r.input_error(file, crate::files::APP_FILE)),
     }
 }
 

@@ -445,10 +445,7 @@ pub fn manifest_template(app_dir: &Path, backend: Backend) -> Result<(String, St
             format!("(built-in) {rel}"),
             kb.builtin_template().into_owned(),
         )),
-        Err(crate::files::Refused::Io(e)) => {
-            Err(e).input_with(|| format!("cannot read {}", path.display()))
-        }
-        Err(r) => Err(r.error(&path, crate::files::TEMPLATE)),
+        Err(r) => Err(r.input_error(&path, crate::files::TEMPLATE)),
     }
 }
 
