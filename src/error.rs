@@ -106,11 +106,14 @@ impl Error {
     }
 }
 
+/// An error as people see it: the message and the hint through
+/// [`crate::text::for_terminal`] (no URL's userinfo, no raw control character from the
+/// user's text or a server's answer).
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)?;
+        f.write_str(&crate::text::for_terminal(&self.message))?;
         if let Some(h) = &self.hint {
-            write!(f, "\n  hint: {h}")?;
+            write!(f, "\n  hint: {}", crate::text::for_terminal(h))?;
         }
         Ok(())
     }

@@ -99,17 +99,131 @@ fn load_files(g: &Global) -> Result<Loaded> {
     }
 }
 
-/// One kubeconfig file; errors say which file and, for YAML, where in it.
+const FIX: &str = "fix the file, or point --kubeconfig / KUBECONFIG at another one";
+
+/// One kubeconfig file; errors say which file and, for YAML, where in it. The bytes are read
+/// through [`crate::files`] (a regular file, at most 16 MiB, never a hang on a FIFO) and
+/// handed to kube as text, with what `Kubeconfig::read_from` does besides: a UTF-16 or UTF-8
+/// byte order mark decoded, relative file names made absolute against the file's directory.
 fn read(path: &Path) -> Result<Kubeconfig> {
-    Kubeconfig::read_from(path).map_err(|e| {
+    let bytes = crate::files::read(path, crate::files::KUBECONFIG)
+        .map_err(|r| r.input_error(path, crate::files::KUBECONFIG).hint(FIX))?;
+    let text = decode(bytes).map_err(|why| {
+        Error::input(format!(
+            "kubeconfig {}: cannot read it: {why}",
+            path.display()
+        ))
+        .hint(FIX)
+    })?;
+    let mut kc = Kubeconfig::from_yaml(&text).map_err(|e| {
         let why = match &e {
-            KubeconfigError::ReadConfig(io, _) => format!("cannot read it: {io}"),
             KubeconfigError::Parse(p) => format!("not a valid kubeconfig: {p}"),
             other => other.to_string(),
         };
-        Error::input(format!("kubeconfig {}: {why}", path.display()))
-            .hint("fix the file, or point --kubeconfig / KUBECONFIG at another one")
-    })
+        Error::input(format!("kubeconfig {}: {why}", path.display())).hint(FIX)
+    })?;
+    if let Some(dir) = path.parent() {
+        absolute_names(&mut kc, dir);
+    }
+    Ok(kc)
+}
+
+/// A kubeconfig's bytes as text, as kube reads them: UTF-16 (LE or BE) after its byte order
+/// mark, else UTF-8 (a byte order mark dropped).
+fn decode(bytes: Vec<u8>) -> std::result::Result<String, &'static str> {
+    let utf16 = |b: &[u8], from: fn([u8; 2]) -> u16| {
+        let units: Vec<u16> = b
+            .chunks(2)
+            .map(|c| from([c[0], c.get(1).copied().unwrap_or(0)]))
+            .collect();
+        String::from_utf16(&units).map_err(|_| "not valid UTF-16")
+    };
+    match bytes.as_slice() {
+        [0xFF, 0xFE, rest @ ..] => utf16(rest, u16::from_le_bytes),
+        [0xFE, 0xFF, rest @ ..] => utf16(rest, u16::from_be_bytes),
+        [0xEF, 0xBB, 0xBF, rest @ ..] => String::from_utf8(rest.to_vec()).map_err(|_| "not UTF-8"),
+        _ => String::from_utf8(bytes).map_err(|_| "not UTF-8"),
+    }
+}
+
+/// The files a kubeconfig names, relative to its own directory, made absolute (as kube's
+/// `Kubeconfig::read_from` and client-go do; an exec command only when it holds a `/`).
+fn absolute_names(kc: &mut Kubeconfig, dir: &Path) {
+    let abs = |name: &mut Option<String>| {
+        if let Some(n) = name.as_deref()
+            && Path::new(n).is_relative()
+            && let Some(a) = dir.join(n).to_str()
+        {
+            *name = Some(a.to_string());
+        }
+    };
+    for c in kc.clusters.iter_mut().filter_map(|n| n.cluster.as_mut()) {
+        abs(&mut c.certificate_authority);
+    }
+    for a in kc
+        .auth_infos
+        .iter_mut()
+        .filter_map(|n| n.auth_info.as_mut())
+    {
+        abs(&mut a.client_certificate);
+        abs(&mut a.client_key);
+        abs(&mut a.token_file);
+        if let Some(exec) = a.exec.as_mut()
+            && exec
+                .command
+                .as_deref()
+                .is_some_and(|c| c.contains(std::path::MAIN_SEPARATOR))
+        {
+            abs(&mut exec.command);
+        }
+    }
+}
+
+/// The files context `context` of `kc` names (its cluster's CA, its user's client
+/// certificate, key and token file), checked through [`crate::files`] before kube reads
+/// them: each must be a regular file of at most 1 MiB, else bad input naming it.
+pub fn check_named_files(kc: &Kubeconfig, context: &str) -> Result<()> {
+    let Some(ctx) = kc
+        .contexts
+        .iter()
+        .find(|c| c.name == context)
+        .and_then(|c| c.context.as_ref())
+    else {
+        return Ok(());
+    };
+    let cluster = kc
+        .clusters
+        .iter()
+        .find(|c| c.name == ctx.cluster)
+        .and_then(|c| c.cluster.as_ref());
+    let user = ctx.user.as_deref().and_then(|u| {
+        kc.auth_infos
+            .iter()
+            .find(|a| a.name == u)
+            .and_then(|a| a.auth_info.as_ref())
+    });
+    let names = [
+        (
+            "certificate-authority",
+            cluster.and_then(|c| c.certificate_authority.as_deref()),
+        ),
+        (
+            "client-certificate",
+            user.and_then(|u| u.client_certificate.as_deref()),
+        ),
+        ("client-key", user.and_then(|u| u.client_key.as_deref())),
+        ("tokenFile", user.and_then(|u| u.token_file.as_deref())),
+    ];
+    for (key, name) in names {
+        let Some(name) = name else { continue };
+        let kind = crate::files::KUBECONFIG_FILE;
+        crate::files::read(Path::new(name), kind).map_err(|r| {
+            r.error(Path::new(name), kind)
+                .context(format!("kubeconfig context `{context}`: {key}"))
+                .hint(FIX)
+        })?;
+    }
+    Ok(())
 }
 
 impl Loaded {
@@ -166,6 +280,43 @@ pub fn options(context: Option<String>) -> KubeConfigOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kubeconfig_is_read_as_kube_reads_it_and_its_files_are_checked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("config");
+        let text = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://h', certificate-authority: ca.pem}\nusers:\n- name: u\n  user: {client-key: /abs/key.pem, exec: {command: ./bin/get-token, apiVersion: client.authentication.k8s.io/v1}}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\n";
+        // UTF-16 with its byte order mark, as kube reads it.
+        let mut utf16 = vec![0xFF, 0xFE];
+        utf16.extend(text.encode_utf16().flat_map(|u| u.to_le_bytes()));
+        std::fs::write(&p, utf16).unwrap();
+        let kc = read(&p).unwrap();
+        let ca = kc.clusters[0]
+            .cluster
+            .as_ref()
+            .unwrap()
+            .certificate_authority
+            .clone();
+        assert_eq!(ca.as_deref(), tmp.path().join("ca.pem").to_str());
+        let user = kc.auth_infos[0].auth_info.as_ref().unwrap();
+        assert_eq!(user.client_key.as_deref(), Some("/abs/key.pem"));
+        let exec = user.exec.as_ref().unwrap().command.clone().unwrap();
+        assert_eq!(exec, tmp.path().join("./bin/get-token").to_str().unwrap());
+        // The CA it names is a FIFO: refused at once, naming the key and the file.
+        let ca = tmp.path().join("ca.pem");
+        let c = std::ffi::CString::new(ca.as_os_str().as_encoded_bytes()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = check_named_files(&kc, "x").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            e.message
+                .starts_with("kubeconfig context `x`: certificate-authority: ")
+                && e.message
+                    .contains("ca.pem is a FIFO (named pipe), not a regular file"),
+            "{}",
+            e.message
+        );
+    }
 
     #[test]
     fn a_context_flag_must_name_a_context() {

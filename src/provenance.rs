@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Stdio;
 use tokio::process::Command;
 
 pub const ANN_IMAGE: &str = "hvdctl.io/image";
@@ -172,13 +171,11 @@ fn repository(image: &str) -> &str {
 /// command or a file read that fails is an error (the commit, and why): never "clean".
 async fn git(dir: &Path) -> Result<(Option<String>, Option<String>), (String, String)> {
     let run = |args: &'static [&'static str]| async move {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .await;
+        let out = crate::program::output_async(
+            Command::new("git").arg("-C").arg(dir).args(args),
+            crate::program::GIT_TIMEOUT,
+        )
+        .await;
         match out {
             Ok(o) if o.status.success() => Ok(o.stdout),
             Ok(o) => Err(format!(
@@ -187,6 +184,7 @@ async fn git(dir: &Path) -> Result<(Option<String>, Option<String>), (String, St
                 o.status,
                 String::from_utf8_lossy(&o.stderr).trim()
             )),
+            Err(e @ crate::program::Failed::TimedOut(_)) => Err(format!("`git {}`: {e}", args[0])),
             Err(e) => Err(format!("cannot run git: {e}")),
         }
     };
@@ -235,7 +233,11 @@ async fn git(dir: &Path) -> Result<(Option<String>, Option<String>), (String, St
                 h.update(target.as_os_str().as_encoded_bytes());
                 continue;
             }
-            let mut f = std::fs::File::open(&path).map_err(unreadable)?;
+            // A FIFO or a device among the untracked files is refused, never waited on.
+            let mut f = crate::files::open(&path).map_err(|r| match r {
+                crate::files::Refused::Io(e) => unreadable(e),
+                r => r.error(&path, crate::files::CATALOG_FILE).message,
+            })?;
             std::io::copy(&mut f, &mut h).map_err(unreadable)?;
         }
         Ok(format!("sha256:{:x}", h.finalize()))

@@ -161,7 +161,7 @@ where
             {
                 crate::outln!();
             }
-            crate::out!("{text}");
+            crate::out!("{}", crate::text::for_terminal(&text));
             last = text;
         }
         if finished || !(a.watch || a.wait) {
@@ -182,8 +182,8 @@ fn age(ts: &str) -> String {
 /// `sha256:0123456789ab` of a digest (the first 12 hex digits).
 pub fn short_digest(d: &str) -> String {
     match d.split_once(':') {
-        Some((alg, hex)) => format!("{alg}:{}", &hex[..hex.len().min(12)]),
-        None => d.chars().take(12).collect(),
+        Some((alg, hex)) => format!("{alg}:{}", crate::text::short_id(hex, 12)),
+        None => crate::text::short_id(d, 12).to_string(),
     }
 }
 

@@ -62,13 +62,13 @@ fn path(dir: &Path, file: &str) -> PathBuf {
 }
 
 pub(crate) fn read<T: for<'de> Deserialize<'de>>(p: &Path) -> Result<Option<T>> {
-    match std::fs::read(p) {
-        Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
-            Error::input(format!("{}: {e}", p.display()))
-                .hint(format!("delete {} to start afresh", p.display()))
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::failure(format!("cannot read {}: {e}", p.display()))),
+    let afresh = || format!("delete {} to start afresh", p.display());
+    match crate::files::read(p, crate::files::STATE) {
+        Ok(b) => serde_json::from_slice(&b)
+            .map(Some)
+            .map_err(|e| Error::input(format!("{}: {e}", p.display())).hint(afresh())),
+        Err(crate::files::Refused::Missing) => Ok(None),
+        Err(r) => Err(r.error(p, crate::files::STATE).hint(afresh())),
     }
 }
 

@@ -3,6 +3,51 @@
 
 use crate::error::{Error, Result};
 use serde::Serialize;
+use std::borrow::Cow;
+
+/// The one redaction of addresses: every URL hvdctl prints or logs (an API server, a Docker
+/// host, a registry) has its userinfo (`user:password@`) shown as `***`.
+pub use docker_endpoint::redact::userinfo as redact_url;
+
+/// Text for a terminal line: URLs' userinfo masked ([`redact_url`]) and every control
+/// character but the line break and the tab shown escaped (`\x1b`, `\r`, `\u{9b}`), so text
+/// from a user, a file or a server can neither clear the screen, move the cursor nor hide a
+/// line. Errors, notes and warnings pass through it where they are printed.
+pub fn for_terminal(text: &str) -> Cow<'_, str> {
+    let text = redact_url(text);
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push('\n'),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push('\t'),
+            c if c.is_control() && (c as u32) < 0x80 => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The first `chars` characters of an identifier (a digest's hex, an image ID, a commit) for
+/// people, never cutting a character in two: an ID from an annotation or a daemon's answer
+/// may hold anything, and slicing bytes at a fixed length would panic on a multi-byte one.
+/// A `sha256:` in front is dropped.
+pub fn short_id(id: &str, chars: usize) -> &str {
+    let id = id.strip_prefix("sha256:").unwrap_or(id);
+    match id.char_indices().nth(chars) {
+        Some((end, _)) => &id[..end],
+        None => id,
+    }
+}
 
 /// The closest known name to `got`, if it is close enough to be a likely typo.
 pub fn did_you_mean<'a>(got: &str, known: &[&'a str]) -> Option<&'a str> {
@@ -77,6 +122,32 @@ pub fn normalize_time(t: &str) -> Option<String> {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn text_for_a_terminal_has_no_password_and_no_raw_control() {
+        assert_eq!(
+            for_terminal("cannot reach https://u:PASSWORD@h:6443 (x)"),
+            "cannot reach https://***@h:6443 (x)"
+        );
+        assert_eq!(
+            for_terminal("name: `\u{1b}[2J\u{1b}[H`\r\u{7}\u{0}\u{9b}x"),
+            "name: `\\x1b[2J\\x1b[H`\\r\\x07\\x00\\u{9b}x"
+        );
+        // Line breaks and tabs are the message's own.
+        assert_eq!(for_terminal("a\n  hint:\tb"), "a\n  hint:\tb");
+        assert!(matches!(for_terminal("plain"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn short_ids_never_cut_a_character() {
+        assert_eq!(short_id("sha256:0123456789abcdef", 12), "0123456789ab");
+        assert_eq!(short_id("abc", 12), "abc");
+        assert_eq!(short_id("0123456é9abcdef", 7), "0123456");
+        assert_eq!(short_id("012345é", 7), "012345é");
+        assert_eq!(short_id("ééééééééééééé", 12), "éééééééééééé");
+        assert_eq!(short_id("sha256:🦀🦀🦀", 2), "🦀🦀");
+        assert_eq!(short_id("", 7), "");
+    }
 
     #[test]
     fn plurals_of_what_undeploy_removes() {

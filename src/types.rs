@@ -227,6 +227,10 @@ impl Removed {
     }
 }
 
+/// The variable that tells the training script (and `hvdctl tensorboard`, which reads it
+/// in rank 0's container) where TensorBoard's event files go: `tensorboard.logDir`.
+pub const TENSORBOARD_LOG_DIR: &str = "TENSORBOARD_LOG_DIR";
+
 #[cfg(test)]
 mod tests {
     use super::*;

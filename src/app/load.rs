@@ -7,7 +7,7 @@ use super::validate;
 use crate::error::{Error, Result};
 use crate::yaml::{self, Marked, Origin, Path, Seg};
 use serde_json::Value;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path as FsPath, PathBuf};
 
 /// The app file's name inside an app directory.
@@ -45,42 +45,23 @@ pub fn load(dir: &FsPath, sets: &[String]) -> Result<Loaded> {
 
 /// The largest app file read. A real one is a few KiB; anything near this is not an app file
 /// (or is an attempt to make the reader spend memory), refused before it is parsed.
-pub const MAX_APP_FILE: u64 = 128 << 10;
+pub const MAX_APP_FILE: u64 = crate::files::APP_FILE.max;
 
-/// The bytes of the app file, refused when missing, not a file, or larger than
-/// [`MAX_APP_FILE`] (read no further than that).
+/// The bytes of the app file, refused when missing, not a regular file, or larger than
+/// [`MAX_APP_FILE`] (read no further than that), through [`crate::files`].
 fn read_app_file(dir: &FsPath, file: &FsPath) -> Result<Vec<u8>> {
-    use std::io::Read;
-    let missing = || {
-        Error::input(format!("no {APP_FILE} in {}", display_dir(dir)))
-            .hint("run `hvdctl init` to create an app, or pass -C DIR to point at one")
-    };
     if !dir.as_os_str().is_empty() && !dir.is_dir() {
         return Err(missing_dir(dir));
     }
-    let f = match std::fs::File::open(file) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(missing()),
-        Err(e) => return Err(Error::input(format!("cannot read {}: {e}", file.display()))),
-    };
-    if f.metadata().is_ok_and(|m| m.is_dir()) {
-        return Err(Error::input(format!(
-            "{} is a directory, not the app file",
-            file.display()
-        )));
+    match crate::files::read(file, crate::files::APP_FILE) {
+        Ok(bytes) => Ok(bytes),
+        Err(crate::files::Refused::Missing) => Err(Error::input(format!(
+            "no {APP_FILE} in {}",
+            display_dir(dir)
+        ))
+        .hint("run `hvdctl init` to create an app, or pass -C DIR to point at one")),
+        Err(r) => Err(r.input_error(file, crate::files::APP_FILE)),
     }
-    let mut bytes = Vec::new();
-    f.take(MAX_APP_FILE + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Error::input(format!("cannot read {}: {e}", file.display())))?;
-    if bytes.len() as u64 > MAX_APP_FILE {
-        return Err(Error::input(format!(
-            "{}: larger than {} KiB; an app file is a few KiB of YAML, so this one is not read",
-            file.display(),
-            MAX_APP_FILE >> 10
-        )));
-    }
-    Ok(bytes)
 }
 
 /// The error for an app directory (`-C`) that is not there.
@@ -175,10 +156,16 @@ impl Found {
 /// One error holding every problem: a single one keeps its hint apart, several are listed one
 /// per line, each followed by its own hint. `sets` (the flags as given) orders flag problems.
 fn combine(mut found: Vec<Found>, sets: &[String]) -> Error {
+    // Each flag's place looked up once (10,000 flags: no scan of the list per problem).
+    let mut order: HashMap<&str, usize> = HashMap::with_capacity(sets.len());
+    for (i, s) in sets.iter().enumerate() {
+        order.entry(s.as_str()).or_insert(i);
+    }
     found.sort_by_key(|f| match &f.place {
         Place::File(line, col) => (0, *line, *col),
-        Place::Flag(flag) => (1, sets.iter().position(|s| s == flag).unwrap_or(0), 0),
+        Place::Flag(flag) => (1, order.get(flag.as_str()).copied().unwrap_or(0), 0),
     });
+    found.truncate(MAX_PROBLEMS);
     if found.len() == 1 {
         let f = found.remove(0);
         let e = Error::input(f.message);
@@ -236,11 +223,11 @@ fn check_text(
         return Err(combine(found, sets));
     }
     for f in flags {
-        // A flag that cannot be applied leaves the document as it was: the nodes it made on
-        // the way would otherwise be reported as problems of the file.
-        let before = marked.clone();
+        // A flag that cannot be applied leaves the document as it was (it is checked before
+        // anything is written): the nodes it made on the way would otherwise be reported as
+        // problems of the file. Each flag costs the length of its path and the size of what
+        // it replaces, never the document's size: 10,000 flags are linear.
         if let Err(message) = apply_set(&mut marked, f) {
-            marked = before;
             found.push(Found::flag(&f.flag, message));
         }
     }
@@ -310,10 +297,46 @@ fn locate(marked: &Marked, file: &str, path: &Path, key: bool) -> (String, Place
     }
 }
 
-/// Writes a `--set` value (as text) at its path, creating mappings on the way. Every node the
-/// flag creates is attributed to it, so problems found below it name the flag.
-fn apply_set(marked: &mut Marked, f: &SetFlag) -> std::result::Result<(), String> {
+/// Whether `--set` flag `f` can be written: the same walk as [`apply_set`], reading only.
+fn check_set(value: &Value, f: &SetFlag) -> std::result::Result<(), String> {
     let err = |m: String| format!("--set {}: {m}", f.flag);
+    // `None`: a node the flag would create (null until then).
+    let mut node = Some(value);
+    let mut walked = Path::default();
+    for seg in &f.path.0 {
+        walked = walked.child(seg.clone());
+        node = match (seg, node) {
+            (Seg::Key(k), Some(Value::Object(map))) => map.get(k),
+            (Seg::Key(_), None | Some(Value::Null)) => None,
+            (Seg::Index(i), Some(Value::Array(items))) => {
+                let len = items.len();
+                if *i > len {
+                    return Err(err(format!(
+                        "`{walked}` is past the end of the list ({len} items; use [{len}] to append)"
+                    )));
+                }
+                items.get(*i)
+            }
+            (Seg::Index(i), None | Some(Value::Null)) if *i > 0 => {
+                return Err(err(format!(
+                    "`{walked}` is past the end of the list (0 items; use [0] to append)"
+                )));
+            }
+            (Seg::Index(_), None | Some(Value::Null)) => None,
+            (Seg::Key(_), _) => {
+                return Err(err(format!("`{walked}`: its parent is not a mapping")));
+            }
+            (Seg::Index(_), _) => return Err(err(format!("`{walked}`: its parent is not a list"))),
+        };
+    }
+    Ok(())
+}
+
+/// Writes a `--set` value (as text) at its path, creating mappings on the way. Every node the
+/// flag creates is attributed to it, so problems found below it name the flag. A flag that
+/// cannot be written ([`check_set`]) changes nothing.
+fn apply_set(marked: &mut Marked, f: &SetFlag) -> std::result::Result<(), String> {
+    check_set(&marked.value, f)?;
     let mut node = &mut marked.value;
     let mut walked = Path::default();
     let mut created = Vec::new();
@@ -335,36 +358,22 @@ fn apply_set(marked: &mut Marked, f: &SetFlag) -> std::result::Result<(), String
                     .or_insert(Value::Null)
             }
             (Seg::Index(i), Value::Array(items)) => {
-                let len = items.len();
-                if *i > len {
-                    return Err(err(format!(
-                        "`{walked}` is past the end of the list ({len} items; use [{len}] to append)"
-                    )));
-                }
-                if *i == len {
+                if *i == items.len() {
                     created.push(walked.clone());
                     items.push(Value::Null);
                 }
                 &mut items[*i]
-            }
-            (Seg::Index(i), Value::Null) if *i > 0 => {
-                return Err(err(format!(
-                    "`{walked}` is past the end of the list (0 items; use [0] to append)"
-                )));
             }
             (Seg::Index(_), n @ Value::Null) => {
                 created.push(walked.clone());
                 *n = Value::Array(vec![Value::Null]);
                 &mut n.as_array_mut().expect("just made")[0]
             }
-            (Seg::Key(_), _) => {
-                return Err(err(format!("`{walked}`: its parent is not a mapping")));
-            }
-            (Seg::Index(_), _) => return Err(err(format!("`{walked}`: its parent is not a list"))),
+            _ => unreachable!("check_set refuses this walk"),
         };
     }
-    *node = Value::String(f.value.clone());
-    marked.forget(&f.path);
+    let replaced = std::mem::replace(node, Value::String(f.value.clone()));
+    forget_below(marked, &f.path, &replaced);
     for p in created {
         marked
             .origins
@@ -375,6 +384,28 @@ fn apply_set(marked: &mut Marked, f: &SetFlag) -> std::result::Result<(), String
         .origins
         .insert(f.path.clone(), Origin::Flag(f.flag.clone()));
     Ok(())
+}
+
+/// Drops what was recorded about `path` and every node of `old`, the value that was there:
+/// the cost of what is replaced, not of the document ([`Marked::forget`] looks at every
+/// node).
+fn forget_below(marked: &mut Marked, path: &Path, old: &Value) {
+    marked.origins.remove(path);
+    marked.key_origins.remove(path);
+    marked.plain_text.remove(path);
+    match old {
+        Value::Object(map) => {
+            for (k, v) in map {
+                forget_below(marked, &path.child(Seg::Key(k.clone())), v);
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                forget_below(marked, &path.child(Seg::Index(i)), v);
+            }
+        }
+        _ => {}
+    }
 }
 
 fn node_at<'a>(v: &'a mut Value, path: &Path) -> Option<&'a mut Value> {

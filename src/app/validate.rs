@@ -327,13 +327,25 @@ pub fn check(app: &App) -> Vec<Problem> {
         c.at(&["mpi", "sshdTimeoutSeconds"], "must be at least 1");
     }
 
-    if let Some(p) = &app.mpi.ssh_auth_mount_path
-        && !p.starts_with('/')
-    {
-        c.at(
-            &["mpi", "sshAuthMountPath"],
-            format!("`{p}` must be an absolute path"),
-        );
+    if let Some(p) = &app.mpi.ssh_auth_mount_path {
+        use crate::types::{MPI_DIR, SCRIPTS_DIR};
+        if !p.starts_with('/') {
+            c.at(
+                &["mpi", "sshAuthMountPath"],
+                format!("`{p}` must be an absolute path"),
+            );
+        } else if let Some((own, what)) = [
+            (MPI_DIR, "hostfile and discover_hosts.sh"),
+            (SCRIPTS_DIR, "launcher/worker scripts and ssh keys"),
+        ]
+        .into_iter()
+        .find(|(own, _)| within(p, own))
+        {
+            c.at(
+                &["mpi", "sshAuthMountPath"],
+                format!("`{p}` clashes with hvdctl's own mount at {own} ({what}); mount the keys elsewhere"),
+            );
+        }
     }
 
     let rp = &app.run_policy;
@@ -490,7 +502,7 @@ pub fn check(app: &App) -> Vec<Problem> {
                     v.mount_path
                 ),
             );
-        } else if !mounts.insert(v.mount_path.trim_end_matches('/').to_string()) {
+        } else if !mounts.insert(normalize(&v.mount_path)) {
             c.at_path(
                 p("mountPath"),
                 format!("`{}` is mounted by another volume", v.mount_path),
@@ -546,13 +558,21 @@ pub fn check(app: &App) -> Vec<Problem> {
                 );
             }
         }
-        if let Some(hp) = &v.host_path
-            && !hp.path.starts_with('/')
-        {
-            c.at_path(
-                q("hostPath", "path"),
-                format!("`{}` must be an absolute path", hp.path),
-            );
+        if let Some(hp) = &v.host_path {
+            if !hp.path.starts_with('/') {
+                c.at_path(
+                    q("hostPath", "path"),
+                    format!("`{}` must be an absolute path", hp.path),
+                );
+            } else if has_backstep(&hp.path) {
+                c.at_path(
+                    q("hostPath", "path"),
+                    format!(
+                        "`{}` must not contain `..` (the API server refuses it); name the directory itself",
+                        hp.path
+                    ),
+                );
+            }
         }
         let projected = v
             .secret
@@ -708,7 +728,7 @@ pub fn check(app: &App) -> Vec<Problem> {
                     st.mount_path
                 ),
             );
-        } else if !mounts.insert(st.mount_path.trim_end_matches('/').to_string()) {
+        } else if !mounts.insert(normalize(&st.mount_path)) {
             c.at_path(
                 p("mountPath"),
                 format!("`{}` is mounted by another volume", st.mount_path),
@@ -786,6 +806,68 @@ pub fn check(app: &App) -> Vec<Problem> {
                 format!("`{k}` is reserved: hvdctl sets the {RESERVED_ENV}* variables itself"),
             );
         }
+    }
+    // A NUL cannot be in an argv or an environment: the container would never start.
+    let nul = "contains a NUL character (`\\0`): no process can be given it (argv and environment strings end at a NUL)";
+    for (field, items) in [("command", &app.command), ("args", &app.args)] {
+        for (i, v) in items.iter().enumerate() {
+            if v.contains('\0') {
+                c.at_path(Path(vec![Seg::Key(field.into()), Seg::Index(i)]), nul);
+            }
+        }
+    }
+    for (i, v) in app.mpi.extra_args.iter().enumerate() {
+        if v.contains('\0') {
+            c.at_path(
+                Path(vec![
+                    Seg::Key("mpi".into()),
+                    Seg::Key("extraArgs".into()),
+                    Seg::Index(i),
+                ]),
+                nul,
+            );
+        }
+    }
+    for (field, map) in [("env", &app.env), ("parameters", &app.parameters)] {
+        for (k, v) in map {
+            if v.contains('\0') || k.contains('\0') {
+                c.at_path(Path(vec![Seg::Key(field.into()), Seg::Key(k.clone())]), nul);
+            }
+        }
+    }
+    // Two values that become one variable: the later would drop the earlier without a word.
+    let tensorboard = app
+        .tensorboard
+        .as_ref()
+        .map(|_| crate::types::TENSORBOARD_LOG_DIR);
+    if let Some(v) = tensorboard
+        && app.env.contains_key(v)
+    {
+        c.at_path(
+            Path(vec![Seg::Key("env".into()), Seg::Key(v.into())]),
+            format!(
+                "`{v}` is also set by `tensorboard.logDir`, which gives every rank {v}; keep one"
+            ),
+        );
+    }
+    let mut param_vars: BTreeMap<String, &str> = BTreeMap::new();
+    for k in app.parameters.keys() {
+        let var = param_env_name(k);
+        let path = Path(vec![Seg::Key("parameters".into()), Seg::Key(k.clone())]);
+        if let Some(first) = param_vars.get(&var) {
+            c.at_path(
+                path.clone(),
+                format!("its environment variable `{var}` is also the one of parameters.{first}; keep one"),
+            );
+        } else if tensorboard == Some(var.as_str()) {
+            c.at_path(
+                path.clone(),
+                format!(
+                    "its environment variable `{var}` is also set by `tensorboard.logDir`; keep one"
+                ),
+            );
+        }
+        param_vars.entry(var).or_insert(k.as_str());
     }
     for k in app.parameters.keys() {
         let path = Path(vec![Seg::Key("parameters".into()), Seg::Key(k.clone())]);
@@ -971,11 +1053,35 @@ fn reserved_mounts(app: &App) -> Vec<(String, &'static str)> {
 /// Where `shm` mounts its memory volume.
 pub const SHM_DIR: &str = "/dev/shm";
 
-/// Whether `path` is `dir` or below it (`/etc/mpi/x` is within `/etc/mpi`; `/etc/mpix` is not).
+/// An absolute path as the kernel resolves it, without looking at any file: `//` and `.`
+/// dropped, `..` taking the component before it (none above `/`), no trailing `/`.
+/// `/data/../etc/mpi`, `//etc/mpi` and `/etc/./mpi/` are all `/etc/mpi`. Paths are compared
+/// only in this form.
+pub fn normalize(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for c in path.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// Whether `path` is `dir` or below it (`/etc/mpi/x` is within `/etc/mpi`; `/etc/mpix` is
+/// not), both taken in their [`normalize`]d form.
 fn within(path: &str, dir: &str) -> bool {
-    let p = path.trim_end_matches('/');
-    let d = dir.trim_end_matches('/');
-    p == d || p.strip_prefix(d).is_some_and(|rest| rest.starts_with('/'))
+    let p = normalize(path);
+    let d = normalize(dir);
+    p == d || d == "/" || p.strip_prefix(&d).is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Whether a path has a `..` component (the API server refuses one in `hostPath.path`).
+fn has_backstep(path: &str) -> bool {
+    path.split('/').any(|c| c == "..")
 }
 
 /// Approximate numeric value of a quantity, for request/limit comparison.
@@ -1104,6 +1210,21 @@ mod tests {
         assert!(within("/etc/mpi/x", "/etc/mpi"));
         assert!(!within("/etc/mpix", "/etc/mpi"));
         assert!(!within("/etc", "/etc/mpi"));
+        // Compared as the kernel resolves them, not as text.
+        for p in [
+            "/data/../etc/mpi",
+            "//etc/mpi",
+            "/etc/./mpi",
+            "/etc//mpi/",
+            "/../etc/mpi",
+        ] {
+            assert_eq!(normalize(p), "/etc/mpi", "{p}");
+            assert!(within(p, "/etc/mpi"), "{p}");
+        }
+        assert!(within("/etc/mpi", "/root/../etc/mpi"));
+        assert!(!within("/etc/mpi/../mpix", "/etc/mpi"));
+        assert_eq!(normalize("/"), "/");
+        assert!(has_backstep("/srv/../etc") && !has_backstep("/srv/..x"));
         let root = reserved_mounts(&app(""));
         let paths: Vec<&str> = root.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(paths, ["/etc/mpi", "/etc/hvdctl", "/root/.ssh"]);

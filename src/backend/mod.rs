@@ -440,13 +440,13 @@ pub fn manifest_template(app_dir: &Path, backend: Backend) -> Result<(String, St
     };
     let rel = format!("k8s/{}.yaml.hbs", kb.name());
     let path = app_dir.join(&rel);
-    match std::fs::read_to_string(&path) {
+    match crate::files::read_text(&path, crate::files::TEMPLATE) {
         Ok(text) => Ok((path.display().to_string(), text)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((
+        Err(crate::files::Refused::Missing) => Ok((
             format!("(built-in) {rel}"),
             kb.builtin_template().into_owned(),
         )),
-        Err(e) => Err(e).input_with(|| format!("cannot read {}", path.display())),
+        Err(r) => Err(r.input_error(&path, crate::files::TEMPLATE)),
     }
 }
 

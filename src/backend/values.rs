@@ -34,9 +34,7 @@ pub fn env_pairs(run: &Run) -> BTreeMap<String, String> {
     env
 }
 
-/// The variable that tells the training script (and `hvdctl tensorboard`, which reads it
-/// in rank 0's container) where TensorBoard's event files go: `tensorboard.logDir`.
-pub const TENSORBOARD_LOG_DIR: &str = "TENSORBOARD_LOG_DIR";
+pub use crate::types::TENSORBOARD_LOG_DIR;
 
 /// Whether `mpi.extraArgs` has one of `opts` (spelled exactly, e.g. `-l`).
 fn extra_has(app: &App, opts: &[&str]) -> bool {

@@ -17,7 +17,7 @@ pub struct Cluster {
     pub client: kube::Client,
     /// Kube context name (or "(in-cluster)").
     pub context: String,
-    /// API server URL.
+    /// API server URL as shown to people: its userinfo masked ([`crate::text::redact_url`]).
     pub server: String,
     /// Discovery answers of this command, per group/version: the plurals served (asked once).
     served: Arc<Mutex<HashMap<&'static str, Vec<String>>>>,
@@ -63,15 +63,13 @@ pub async fn connect(
             format!("pick one with --context: {}", known.join(", "))
         }));
     }
+    kubeconfig::check_named_files(&kc, &context)?;
     let options = kubeconfig::options(Some(context.clone()));
     let config = Config::from_custom_kubeconfig(kc, &options)
         .await
         .map_err(|e| Error::input(format!("kubeconfig context `{context}`: {e}")))?;
-    let server = config
-        .cluster_url
-        .to_string()
-        .trim_end_matches('/')
-        .to_string();
+    let server =
+        crate::text::redact_url(config.cluster_url.to_string().trim_end_matches('/')).into_owned();
     let builder = kube::client::ClientBuilder::try_from(config).map_err(|e| {
         Error::failure(format!(
             "cannot set up a client for {server} (context `{context}`): {e}"
@@ -90,7 +88,7 @@ impl Cluster {
         Cluster {
             client,
             context,
-            server,
+            server: crate::text::redact_url(&server).into_owned(),
             served: Default::default(),
         }
     }
@@ -245,10 +243,11 @@ where
         Box::pin(async move {
             let r = fut.await;
             let ms = started.elapsed().as_millis();
-            match &r {
-                Ok(resp) => crate::errln!("{method} {path} {} {ms} ms", resp.status().as_u16()),
-                Err(e) => crate::errln!("{method} {path} failed ({e}) {ms} ms"),
-            }
+            let line = match &r {
+                Ok(resp) => format!("{method} {path} {} {ms} ms", resp.status().as_u16()),
+                Err(e) => format!("{method} {path} failed ({e}) {ms} ms"),
+            };
+            crate::errln!("{}", crate::text::for_terminal(&line));
             r
         })
     }

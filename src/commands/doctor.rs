@@ -41,7 +41,10 @@ pub fn run(g: &Global, ui: &Ui, a: DoctorArgs) -> Result<u8> {
         Ok(doctor::run(&subject, connect).await)
     })?;
     match a.output {
-        ListFormat::Text => crate::out!("{}", doctor::render_text(&checks)),
+        ListFormat::Text => crate::out!(
+            "{}",
+            crate::text::for_terminal(&doctor::render_text(&checks))
+        ),
         ListFormat::Json => crate::out!("{}", crate::text::json(&checks)?),
         ListFormat::Yaml => crate::out!("{}", crate::text::yaml(&checks)?),
     }

@@ -94,12 +94,10 @@ fn print_event(e: &RunEvent) {
     } else {
         e.reason.clone()
     };
-    crate::outln!(
+    // A cluster's words, shown as text: no control character reaches the terminal raw.
+    let line = format!(
         "{:<25} {:<8} {:<20} {:<40} {}",
-        e.time,
-        e.type_,
-        reason,
-        e.object,
-        e.message
+        e.time, e.type_, reason, e.object, e.message
     );
+    crate::outln!("{}", crate::text::for_terminal(&line));
 }

@@ -45,9 +45,9 @@ pub fn run(g: &Global, ui: &Ui, a: RunsArgs) -> Result<u8> {
             };
             if !a.watch {
                 if rows.is_empty() && a.output == ListFormat::Text {
-                    crate::err!("{text}");
+                    crate::err!("{}", crate::text::for_terminal(&text));
                 } else {
-                    crate::out!("{text}");
+                    crate::out!("{}", crate::text::for_terminal(&text));
                 }
                 return Ok(0);
             }
@@ -55,7 +55,7 @@ pub fn run(g: &Global, ui: &Ui, a: RunsArgs) -> Result<u8> {
                 if !last.is_empty() {
                     crate::outln!();
                 }
-                crate::out!("{text}");
+                crate::out!("{}", crate::text::for_terminal(&text));
                 last = text;
             }
             tokio::time::sleep(Duration::from_secs(2)).await;

@@ -17,7 +17,10 @@ pub fn run(g: &Global, ui: &Ui, a: StatusArgs) -> Result<u8> {
             Answer::Live(run) => run,
             Answer::Record(rec) => {
                 // A record does not change: shown once, whatever --watch/--wait say.
-                crate::out!("{}", crate::report::render(&rec.report, a.output)?);
+                crate::out!(
+                    "{}",
+                    crate::text::for_terminal(&crate::report::render(&rec.report, a.output)?)
+                );
                 return Ok(if a.wait {
                     rec.report.state.exit_code()
                 } else {
@@ -46,7 +49,10 @@ async fn list_all(env: &Env<'_>, a: &StatusArgs) -> Result<u8> {
         StatusFormat::Yaml => crate::out!("{}", crate::text::yaml(&reports)?),
         StatusFormat::Text | StatusFormat::Wide => {
             if reports.is_empty() {
-                crate::errln!("No hvdctl runs in {}", looked.join(" or "));
+                crate::errln!(
+                    "No hvdctl runs in {}",
+                    crate::text::for_terminal(&looked.join(" or "))
+                );
                 return Ok(0);
             }
             crate::outln!(

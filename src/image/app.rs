@@ -125,6 +125,5 @@ pub async fn build_app(loaded: &app::Loaded, a: &AppBuild, ui: &Ui) -> Result<St
 }
 
 fn short_id(id: &str) -> &str {
-    let hex = id.strip_prefix("sha256:").unwrap_or(id);
-    &hex[..hex.len().min(12)]
+    crate::text::short_id(id, 12)
 }

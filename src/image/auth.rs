@@ -21,9 +21,8 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fmt;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE};
@@ -167,8 +166,12 @@ impl fmt::Debug for Credentials {
 impl fmt::Display for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.username {
-            Some(u) => write!(f, "{u}@{}", self.server),
-            None => write!(f, "identity token for {}", self.server),
+            Some(u) => write!(f, "{u}@{}", crate::text::redact_url(&self.server)),
+            None => write!(
+                f,
+                "identity token for {}",
+                crate::text::redact_url(&self.server)
+            ),
         }
     }
 }
@@ -262,15 +265,16 @@ impl DockerConfig {
     /// Loads `dir/config.json`; a missing file gives an empty config.
     pub fn load_from(dir: &Path) -> Result<DockerConfig> {
         let path = dir.join("config.json");
-        let text = match std::fs::read_to_string(&path) {
+        let kind = crate::files::DOCKER_CONFIG;
+        let text = match crate::files::read_text(&path, kind) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(crate::files::Refused::Missing) => {
                 return Ok(DockerConfig {
                     path: None,
                     ..Default::default()
                 });
             }
-            Err(e) => return Err(Error::failure(format!("reading {}: {e}", path.display()))),
+            Err(r) => return Err(r.error(&path, kind)),
         };
         DockerConfig::parse(&text, Some(path))
     }
@@ -402,29 +406,30 @@ impl DockerConfig {
     }
 
     fn ask_helper(&self, helper: &str, server: &str) -> Result<Option<Credentials>> {
+        let shown = crate::text::redact_url(server);
         let program = format!("docker-credential-{helper}");
         let resolved = find_program(&program, self.helper_path.as_ref());
         let Some(resolved) = resolved else {
             return Err(Error::failure(format!(
-                "the Docker config names the credential helper {helper:?} for {server}, but {program} is not on PATH"
+                "the Docker config names the credential helper {helper:?} for {shown}, but {program} is not on PATH"
             ))
             .hint(format!("install {program}, or remove \"{helper}\" from credsStore/credHelpers in your Docker config")));
         };
-        let mut child = Command::new(&resolved)
-            .arg("get")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| Error::failure(format!("running {program}: {e}")))?;
-        if let Some(mut stdin) = child.stdin.take() {
-            // A helper that exits without reading gives a broken pipe here: its exit status
-            // below tells the story.
-            let _ = stdin.write_all(server.as_bytes());
-        }
-        let out = child
-            .wait_with_output()
-            .map_err(|e| Error::failure(format!("running {program}: {e}")))?;
+        let timeout = crate::program::HELPER_TIMEOUT;
+        let out = crate::program::output(
+            Command::new(&resolved).arg("get"),
+            Some(server.as_bytes()),
+            timeout,
+        )
+        .map_err(|e| {
+            let err = Error::failure(format!("credential helper {program} for {shown}: {e}"));
+            match e {
+                crate::program::Failed::TimedOut(_) => err.hint(format!(
+                    "run `echo {shown} | {program} get` to see what it waits for (an unlocked keychain, a login)"
+                )),
+                _ => err,
+            }
+        })?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
             let said = format!(
@@ -436,7 +441,7 @@ impl DockerConfig {
                 return Ok(None);
             }
             return Err(Error::failure(format!(
-                "credential helper {program} failed for {server} ({}): {}",
+                "credential helper {program} failed for {shown} ({}): {}",
                 out.status,
                 said.trim()
             )));
@@ -450,7 +455,7 @@ impl DockerConfig {
         }
         let answer: HelperAnswer = serde_json::from_str(stdout.trim()).map_err(|_| {
             // Not echoing the output: it may hold the secret.
-            Error::failure(format!("credential helper {program} gave an answer that is not the expected JSON for {server}"))
+            Error::failure(format!("credential helper {program} gave an answer that is not the expected JSON for {shown}"))
         })?;
         if answer.secret.is_empty() && answer.username.is_empty() {
             return Ok(None);

@@ -370,8 +370,7 @@ pub async fn build(
 }
 
 fn short_id(id: &str) -> &str {
-    let hex = id.strip_prefix("sha256:").unwrap_or(id);
-    &hex[..hex.len().min(12)]
+    crate::text::short_id(id, 12)
 }
 
 fn build_error(reference: &str, message: &str, steps: &mut StepLog) -> Error {

@@ -19,7 +19,7 @@
 //! whatever the size of the context, and nothing is read before the daemon asks for it.
 
 use std::collections::HashMap;
-use std::fs::{self, File, Metadata};
+use std::fs::{self, Metadata};
 use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -133,15 +133,10 @@ impl BuildContext {
             }
         }
         let ignore_path = context_dir.join(".dockerignore");
-        let mut patterns = match fs::read(&ignore_path) {
+        let mut patterns = match crate::files::read(&ignore_path, crate::files::IGNORE_FILE) {
             Ok(bytes) => dockerignore::parse(&String::from_utf8_lossy(&bytes)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => {
-                return Err(Error::failure(format!(
-                    "reading {}: {e}",
-                    ignore_path.display()
-                )));
-            }
+            Err(crate::files::Refused::Missing) => Vec::new(),
+            Err(r) => return Err(r.error(&ignore_path, crate::files::IGNORE_FILE)),
         };
         // hvdctl's own state (runs, the last build), wherever an app sits in the context: it
         // changes with every build and deploy, and would otherwise bust `COPY .`'s cache and
@@ -297,7 +292,7 @@ impl BuildContext {
             hasher.update(&extra);
             if entry.kind == EntryKind::File {
                 hasher.update(entry.size.to_le_bytes());
-                let mut f = File::open(full)
+                let mut f = crate::files::open_io(full)
                     .map_err(|e| Error::failure(format!("reading {}: {e}", full.display())))?;
                 loop {
                     let n = f
@@ -350,7 +345,7 @@ pub(crate) fn entry_for(
             links.insert(key, path.clone());
         }
         // Fail early, like `docker build`, on a file that cannot be read.
-        File::open(full)
+        crate::files::open_io(full)
             .map_err(|e| Error::failure(format!("can't read {}: {e}", full.display())))?;
         size = meta.len();
         EntryKind::File
@@ -390,7 +385,7 @@ pub(crate) fn append_entry<W: Write>(
         EntryKind::File => {
             header.set_entry_type(tar::EntryType::Regular);
             header.set_size(entry.size);
-            let mut file = File::open(full).map_err(fail)?;
+            let mut file = crate::files::open_io(full).map_err(fail)?;
             // `tar` writes the header (and a GNU long-name entry when the path needs one);
             // the content follows here, read in pieces of up to `buf.len()` bytes, where
             // `tar` would copy through an 8 KiB buffer (a 1 GiB context: 4,096 reads

@@ -262,10 +262,62 @@ where
     sender.send_request(req).await
 }
 
-/// A JSON-lines response body, read message by message.
+/// The longest message of a JSON-lines answer read: the daemon's messages (a build step's
+/// output, a BuildKit progress update, a pull's progress) are far shorter; a line that does
+/// not end within this is an error, and memory stays bounded by it.
+pub(crate) const MAX_MESSAGE: usize = 8 << 20;
+
+/// The lines of a byte stream, each at most [`MAX_MESSAGE`] bytes: bytes are pushed as they
+/// come, whole lines taken out; each byte is looked at once.
+#[derive(Default)]
+pub(crate) struct LineBuf {
+    buf: BytesMut,
+    /// How much of `buf` is known to hold no line break.
+    scanned: usize,
+}
+
+impl LineBuf {
+    pub(crate) fn push(&mut self, data: &[u8]) {
+        self.buf.extend_from_slice(data);
+    }
+
+    /// The next whole line (with its `\n`), `None` until one is there; an error when the
+    /// line so far is longer than [`MAX_MESSAGE`].
+    pub(crate) fn line(&mut self) -> Result<Option<BytesMut>> {
+        match memchr::memchr(b'\n', &self.buf[self.scanned..]) {
+            Some(i) => {
+                let end = self.scanned + i + 1;
+                self.scanned = 0;
+                Ok(Some(self.buf.split_to(end)))
+            }
+            None => {
+                self.scanned = self.buf.len();
+                if self.buf.len() > MAX_MESSAGE {
+                    let start =
+                        String::from_utf8_lossy(&self.buf[..self.buf.len().min(200)]).into_owned();
+                    self.buf = BytesMut::new();
+                    self.scanned = 0;
+                    return Err(Error::failure(format!(
+                        "the Docker daemon sent a message longer than {} MiB without a line break (it starts: {start:?}); stopped reading it",
+                        MAX_MESSAGE >> 20
+                    )));
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// What is left after the last line break.
+    pub(crate) fn rest(&mut self) -> BytesMut {
+        self.scanned = 0;
+        self.buf.split()
+    }
+}
+
+/// A JSON-lines response body, read message by message (each at most [`MAX_MESSAGE`]).
 pub(crate) struct JsonLines<T> {
     body: Incoming,
-    buf: BytesMut,
+    lines: LineBuf,
     done: bool,
     _t: std::marker::PhantomData<T>,
 }
@@ -274,7 +326,7 @@ impl<T: DeserializeOwned> JsonLines<T> {
     pub(crate) fn new(body: Incoming) -> JsonLines<T> {
         JsonLines {
             body,
-            buf: BytesMut::new(),
+            lines: LineBuf::default(),
             done: false,
             _t: std::marker::PhantomData,
         }
@@ -283,8 +335,7 @@ impl<T: DeserializeOwned> JsonLines<T> {
     /// The next message, `None` at the end of the body.
     pub(crate) async fn next(&mut self) -> Result<Option<T>> {
         loop {
-            if let Some(pos) = self.buf.iter().position(|b| *b == b'\n') {
-                let line = self.buf.split_to(pos + 1);
+            if let Some(line) = self.lines.line()? {
                 let line = trim_ascii(&line);
                 if line.is_empty() {
                     continue;
@@ -292,7 +343,7 @@ impl<T: DeserializeOwned> JsonLines<T> {
                 return parse_line(line).map(Some);
             }
             if self.done {
-                let rest = self.buf.split();
+                let rest = self.lines.rest();
                 let rest = trim_ascii(&rest);
                 return if rest.is_empty() {
                     Ok(None)
@@ -303,7 +354,7 @@ impl<T: DeserializeOwned> JsonLines<T> {
             match self.body.frame().await {
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
-                        self.buf.extend_from_slice(&data);
+                        self.lines.push(&data);
                     }
                 }
                 Some(Err(e)) => {
@@ -377,5 +428,35 @@ pub(crate) fn describe_bollard(e: &bollard::errors::Error) -> String {
             }
             msg
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_come_whole_and_a_line_without_end_is_bounded() {
+        let mut l = LineBuf::default();
+        l.push(b"{\"a\":1}\n{\"b\"");
+        assert_eq!(&l.line().unwrap().unwrap()[..], b"{\"a\":1}\n");
+        assert!(l.line().unwrap().is_none());
+        l.push(b":2}\n");
+        assert_eq!(&l.line().unwrap().unwrap()[..], b"{\"b\":2}\n");
+        // A message that never ends: an error once past the bound, memory back to nothing.
+        let chunk = vec![b'x'; 1 << 20];
+        let mut failed = None;
+        for _ in 0..=(MAX_MESSAGE >> 20) {
+            l.push(&chunk);
+            if let Err(e) = l.line() {
+                failed = Some(e);
+                break;
+            }
+        }
+        let e = failed.expect("refused past the bound");
+        assert!(e.message.contains("longer than 8 MiB"), "{}", e.message);
+        assert!(l.buf.capacity() < 1 << 20);
+        l.push(b"{}\n");
+        assert_eq!(&l.line().unwrap().unwrap()[..], b"{}\n");
     }
 }

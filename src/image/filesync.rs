@@ -22,7 +22,7 @@
 //! reads block on it (on the blocking pool) while the daemon is slower.
 
 use std::collections::HashMap;
-use std::fs::{self, File, Metadata};
+use std::fs::{self, Metadata};
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -318,7 +318,7 @@ fn send_file(
     t: &Transfer,
 ) -> Result<bool> {
     let fail = |e: std::io::Error| Error::failure(format!("reading {}: {e}", path.display()));
-    let mut f = File::open(path).map_err(fail)?;
+    let mut f = crate::files::open_io(path).map_err(fail)?;
     loop {
         let n = match f.read(buf) {
             Ok(0) => break,
@@ -470,7 +470,7 @@ impl Walker<'_> {
             }
             if meta.is_file() {
                 // Fail early, like `docker build`, on a file that cannot be read.
-                File::open(&full)
+                crate::files::open_io(&full)
                     .map_err(|e| Error::failure(format!("can't read {}: {e}", full.display())))?;
             }
             let stat = Stat {

@@ -100,12 +100,10 @@ impl Attached {
 fn read_secrets(specs: &[SecretSpec]) -> Result<HashMap<String, Zeroizing<Vec<u8>>>> {
     let mut out = HashMap::new();
     for s in specs {
-        let data = std::fs::read(&s.src).map_err(|e| {
-            Error::input(format!(
-                "--secret id={}: reading {}: {e}",
-                s.id,
-                s.src.display()
-            ))
+        let kind = crate::files::BUILD_SECRET;
+        let data = crate::files::read(&s.src, kind).map_err(|r| {
+            let e = r.error(&s.src, kind);
+            Error::input(format!("--secret id={}: {}", s.id, e.message))
         })?;
         out.insert(s.id.clone(), Zeroizing::new(data));
     }

@@ -98,16 +98,19 @@ pub enum GitState {
 /// Asks git about the work tree containing `dir`.
 pub fn git_state(dir: &std::path::Path) -> GitState {
     let git = |args: &[&str]| {
-        Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(args)
-            .env_remove("GIT_DIR")
-            .env_remove("GIT_WORK_TREE")
-            .env_remove("GIT_INDEX_FILE")
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
+        crate::program::output(
+            Command::new("git")
+                .arg("-C")
+                .arg(dir)
+                .args(args)
+                .env_remove("GIT_DIR")
+                .env_remove("GIT_WORK_TREE")
+                .env_remove("GIT_INDEX_FILE"),
+            None,
+            crate::program::GIT_TIMEOUT,
+        )
+        .ok()
+        .filter(|o| o.status.success())
     };
     let Some(head) = git(&["rev-parse", "--short=7", "--verify", "-q", "HEAD"]) else {
         return GitState::NotARepo;

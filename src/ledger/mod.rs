@@ -120,7 +120,7 @@ pub fn table(rows: &[RunRow], with_app: bool) -> String {
         let commit = match (&r.git_commit, &r.git_dirty) {
             (Some(c), d) => format!(
                 "{}{}",
-                &c[..c.len().min(7)],
+                crate::text::short_id(c, 7),
                 match d.as_deref() {
                     Some(crate::provenance::DIRTY_UNKNOWN) => "+?",
                     Some(_) => "+dirty",

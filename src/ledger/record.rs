@@ -126,12 +126,12 @@ pub fn load(app_dir: &Path, run_id: &str) -> Result<Option<Record>> {
     }
     let read_json = |name: &str| -> Result<Option<serde_json::Value>> {
         let p = d.join(name);
-        match std::fs::read(&p) {
+        match crate::files::read(&p, crate::files::STATE) {
             Ok(b) => serde_json::from_slice(&b)
                 .map(Some)
                 .map_err(|e| corrupt(&p, e)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(corrupt(&p, e)),
+            Err(crate::files::Refused::Missing) => Ok(None),
+            Err(r) => Err(corrupt(&p, r.error(&p, crate::files::STATE).message)),
         }
     };
     let status = read_json(STATUS)?.ok_or_else(|| corrupt(&d.join(STATUS), "missing"))?;
@@ -399,7 +399,7 @@ fn cap(dir: &Path, max: u64) -> Result<()> {
 /// led by a marker line stamped like the first line kept.
 fn shrink(path: &Path, keep: f64) -> std::io::Result<()> {
     let lines = || -> std::io::Result<_> {
-        Ok(BufReader::new(MultiGzDecoder::new(std::fs::File::open(path)?)).split(b'\n'))
+        Ok(BufReader::new(MultiGzDecoder::new(crate::files::open_io(path)?)).split(b'\n'))
     };
     let (mut count, mut bytes) = (0u64, 0u64);
     for l in lines()? {
@@ -556,7 +556,9 @@ fn replay(
     opts: &LogOptions,
     out: &mut impl Write,
 ) -> std::io::Result<u64> {
-    let file = match std::fs::File::open(path) {
+    // Opened as every file a user could swap is (a FIFO or a device is refused, no hang).
+    let open = crate::files::open_io;
+    let file = match open(path) {
         Ok(f) => f,
         // A container that never wrote a line has no file.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
@@ -569,7 +571,7 @@ fn replay(
     let lines = |f: std::fs::File| BufReader::new(MultiGzDecoder::new(f)).split(b'\n');
     let skip = match opts.tail {
         Some(n) => {
-            let total = lines(std::fs::File::open(path)?).count() as u64;
+            let total = lines(open(path)?).count() as u64;
             total.saturating_sub(n.max(0) as u64)
         }
         None => 0,

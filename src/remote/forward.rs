@@ -97,7 +97,7 @@ where
                 }
                 Err(e) => crate::errln!(
                     "port-forward: connection from {peer} to port {remote} of {target}: {}",
-                    e.message
+                    crate::text::for_terminal(&e.message)
                 ),
             }
         });

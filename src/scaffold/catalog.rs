@@ -119,7 +119,12 @@ impl Catalog {
             ),
             Catalog::Dir(d) => {
                 let p = d.join(name).join(META_FILE);
-                (std::fs::read_to_string(&p).ok(), p.display().to_string())
+                let text = match crate::files::read_text(&p, crate::files::CATALOG_FILE) {
+                    Ok(t) => Some(t),
+                    Err(crate::files::Refused::Missing) => None,
+                    Err(r) => return Err(r.error(&p, crate::files::CATALOG_FILE)),
+                };
+                (text, p.display().to_string())
             }
         };
         let text = text.ok_or_else(|| self.unknown(name))?;
@@ -199,8 +204,8 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<TemplateFile>) -> Result<()> {
         if ft.is_dir() {
             walk(root, &path, out)?;
         } else if ft.is_file() {
-            let data = std::fs::read(&path)
-                .map_err(|e| Error::input(format!("{}: {e}", path.display())))?;
+            let data = crate::files::read(&path, crate::files::CATALOG_FILE)
+                .map_err(|r| r.error(&path, crate::files::CATALOG_FILE))?;
             #[cfg(unix)]
             let executable = {
                 use std::os::unix::fs::PermissionsExt;

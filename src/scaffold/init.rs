@@ -97,8 +97,8 @@ fn existing(dir: &Path, files: &[TemplateFile], force: bool) -> Result<Vec<Exist
                 };
                 #[cfg(not(unix))]
                 let mode = 0o644;
-                let data = std::fs::read(&at)
-                    .map_err(|e| Error::input(format!("cannot read {}: {e}", at.display())))?;
+                let data = crate::files::read(&at, crate::files::CATALOG_FILE)
+                    .map_err(|r| r.error(&at, crate::files::CATALOG_FILE))?;
                 Original::File { data, mode }
             } else {
                 return Err(Error::input(format!(

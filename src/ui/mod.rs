@@ -68,14 +68,14 @@ impl Ui {
     /// A status line for people, on stderr (suppressed by `-q`).
     pub fn note(&self, msg: impl AsRef<str>) {
         if !self.quiet {
-            crate::errln!("{}", msg.as_ref());
+            crate::errln!("{}", crate::text::for_terminal(msg.as_ref()));
         }
     }
 
     /// Extra detail shown with `-v`.
     pub fn debug(&self, msg: impl AsRef<str>) {
         if self.verbose > 0 {
-            crate::errln!("{}", msg.as_ref());
+            crate::errln!("{}", crate::text::for_terminal(msg.as_ref()));
         }
     }
 
@@ -137,6 +137,6 @@ pub fn confirm(question: &str) -> crate::Result<bool> {
 /// why the command failed).
 pub fn print_reason(reason: Option<&str>) {
     if let Some(r) = reason {
-        crate::errln!("Reason: {r}");
+        crate::errln!("Reason: {}", crate::text::for_terminal(r));
     }
 }

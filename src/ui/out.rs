@@ -12,12 +12,19 @@ pub fn stdout(args: std::fmt::Arguments<'_>) {
     let mut o = io::stdout().lock();
     if let Err(e) = o.write_fmt(args).and_then(|()| o.flush()) {
         if e.kind() == io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
+            exit(0);
         }
         // Any other failure (a full disk behind a redirect): say so once, where possible.
         let _ = writeln!(io::stderr(), "hvdctl: cannot write to stdout: {e}");
-        std::process::exit(1);
+        exit(1);
     }
+}
+
+/// Ends the process at once. `process::exit` runs no destructor, so what must not outlive
+/// hvdctl is undone here first: a terminal in raw mode (`exec -it`) is restored.
+fn exit(code: i32) -> ! {
+    crate::ui::raw::restore();
+    std::process::exit(code)
 }
 
 /// Writes `args` to stderr; a stderr that cannot be written loses the message, nothing else.

@@ -94,11 +94,13 @@ pub struct Out {
 }
 
 /// Runs `c` to its end (killed after 5 minutes: a hang is a failure, not a stuck suite).
-pub fn run(mut c: Command) -> Out {
-    let o = c
-        .timeout(Duration::from_secs(300))
-        .output()
-        .expect("hvdctl runs");
+pub fn run(c: Command) -> Out {
+    run_for(c, Duration::from_secs(300))
+}
+
+/// [`run`], killed after `limit` (a hang then fails the test: exit -1).
+pub fn run_for(mut c: Command, limit: Duration) -> Out {
+    let o = c.timeout(limit).output().expect("hvdctl runs");
     Out {
         code: o.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&o.stdout).into_owned(),

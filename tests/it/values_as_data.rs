@@ -1,6 +1,7 @@
 //! Property: any string set through `--set` or hvdctl.yaml, in any string field that reaches a
 //! manifest, lands verbatim as that field's value and adds nothing else to the object set; and
-//! a value written inside a larger scalar of any style is part of that one scalar.
+//! a value written inside a larger scalar of any style is part of that one scalar. A value
+//! with a NUL, which no container's argv or environment can hold, is refused instead.
 
 use hvdctl::app::load::from_text;
 use hvdctl::app::set;
@@ -74,6 +75,16 @@ fn same_but_value(base: &Value, got: &Value, v: &str, path: &str) -> Result<usiz
 }
 
 fn check(v: &str) -> Result<(), TestCaseError> {
+    if v.contains('\0') {
+        // A NUL can be in no argv or environment: the app is refused where it is written.
+        let e = from_text(&app_text(v), "hvdctl.yaml", &[]).expect_err("a NUL is refused");
+        prop_assert!(
+            e.message.contains("contains a NUL character"),
+            "{}",
+            e.message
+        );
+        return Ok(());
+    }
     for backend in hvdctl::backend::BUILTIN
         .iter()
         .map(|b| Backend::Kubernetes(*b))

@@ -18,6 +18,7 @@
 //! [`Endpoint::bollard`] is a [`bollard::Docker`] whose every connection is such a stream.
 
 mod dial;
+pub mod redact;
 mod resolve;
 
 pub use dial::{Client, Conn};

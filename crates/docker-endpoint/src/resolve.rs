@@ -121,15 +121,20 @@ impl Endpoint {
                 }
                 (None, Some(_)) => {
                     return Err(Error::input(format!(
-                        "DOCKER_HOST={host} with DOCKER_TLS but without DOCKER_TLS_VERIFY: \
-                         hvdctl does not talk TLS to a daemon it cannot verify"
+                        "DOCKER_HOST={} with DOCKER_TLS but without DOCKER_TLS_VERIFY: \
+                         hvdctl does not talk TLS to a daemon it cannot verify",
+                        crate::redact::userinfo(&host)
                     ))
                     .hint("set DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH to the directory holding ca.pem, cert.pem and key.pem"));
                 }
                 (None, None) => None,
             };
             let (host, tls) = parse_host(&host, tls).map_err(|e| Error {
-                message: format!("DOCKER_HOST={host}: {}", e.message),
+                message: format!(
+                    "DOCKER_HOST={}: {}",
+                    crate::redact::userinfo(&host),
+                    e.message
+                ),
                 ..e
             })?;
             return Ok(Endpoint {
@@ -204,7 +209,23 @@ impl Endpoint {
 }
 
 impl fmt::Display for Endpoint {
+    /// The address as a `DOCKER_HOST` value, its userinfo masked ([`crate::redact`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown = self.unmasked();
+        f.write_str(&crate::redact::userinfo(&shown))
+    }
+}
+
+impl Endpoint {
+    /// The address as written, userinfo and all: never for people.
+    fn unmasked(&self) -> String {
+        let mut f = String::new();
+        let _ = self.write_unmasked(&mut f);
+        f
+    }
+
+    fn write_unmasked(&self, f: &mut String) -> fmt::Result {
+        use std::fmt::Write;
         match &self.host {
             Host::Unix(p) => write!(f, "unix://{}", p.display()),
             Host::Tcp(a) => write!(f, "tcp://{a}"),
@@ -330,7 +351,11 @@ fn context(config_dir: &Path, name: &str, from: &'static str) -> Result<Endpoint
     let files = TlsFiles::in_dir(&tls_dir);
     let has_tls = files.ca.is_some() || files.cert.is_some() || files.key.is_some();
     let (host, tls) = parse_host(host, has_tls.then_some(files)).map_err(|e| Error {
-        message: format!("Docker context {name:?}: host {host}: {}", e.message),
+        message: format!(
+            "Docker context {name:?}: host {}: {}",
+            crate::redact::userinfo(host),
+            e.message
+        ),
         ..e
     })?;
     Ok(Endpoint { host, tls, source })
@@ -353,6 +378,12 @@ fn parse_host(s: &str, tls: Option<TlsFiles>) -> Result<(Host, Option<TlsFiles>)
             let addr = rest.trim_end_matches('/');
             if addr.is_empty() {
                 return Err(Error::input("the address is missing"));
+            }
+            if addr.contains('@') {
+                return Err(Error::input(
+                    "a user or password in a tcp:// address is not supported: the Docker API over TCP has no login",
+                )
+                .hint("remove `user:password@`; a daemon on TCP is secured with TLS (DOCKER_TLS_VERIFY=1, DOCKER_CERT_PATH)"));
             }
             if addr.contains('/') {
                 return Err(Error::input(format!(

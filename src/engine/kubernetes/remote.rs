@@ -303,7 +303,10 @@ impl KubeRun {
                 if let Some(error) = pf.take_error(remote) {
                     tokio::spawn(async move {
                         if let Some(e) = error.await {
-                            crate::errln!("port-forward: {what}: {e}");
+                            crate::errln!(
+                                "{}",
+                                crate::text::for_terminal(&format!("port-forward: {what}: {e}"))
+                            );
                         }
                     });
                 }
@@ -363,7 +366,7 @@ fn exit_status(status: Option<Status>, what: &str) -> Result<u8> {
         }
     }
     if let Some(code) = stdio::cannot_run_code(&message) {
-        crate::errln!("{message}");
+        crate::errln!("{}", crate::text::for_terminal(&message));
         return Ok(code);
     }
     Err(Error::failure(format!("{what}: {message}")))
