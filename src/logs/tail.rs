@@ -396,6 +396,9 @@ struct Instance {
     /// what had been printed, at this resume point. With `ended_with_stream`, what is known of
     /// the instance's end when its log goes with its pod before a look can show it ended.
     end_at_stream_end: Option<Resume>,
+    /// The latest answer for this instance was a live follow that `finish` cut short: it was
+    /// read up to the moment no more lines were wanted.
+    followed_until_finish: bool,
 }
 
 impl Instance {
@@ -410,6 +413,7 @@ impl Instance {
             followed_to_end: false,
             ended_with_stream: false,
             end_at_stream_end: None,
+            followed_until_finish: false,
         }
     }
 
@@ -427,6 +431,7 @@ impl Instance {
         if end.refused.is_some() || self.log_gone(end) {
             return;
         }
+        self.followed_until_finish = follow && end.interrupted;
         if follow {
             self.followed_to_end = end.clean && !end.crossed;
         } else if end.new > 0 {
@@ -692,10 +697,12 @@ impl<S: LogSource> Tail<S> {
         if inst.ended_with_stream
             || inst.end_at_stream_end == Some(self.resume)
             || (log_gone_at.is_none() && inst.followed_to_end)
+            || (inst.followed_until_finish && self.finishing())
         {
             // The engine ended the stream as the container ended: the look right after the
             // stream's end showed the instance ended (or its pod gone), or the log ended there
-            // when checked right after the stream's end and nothing came later.
+            // when checked right after the stream's end and nothing came later. Or it was
+            // followed live until no more lines were wanted (what `CatchUp` reads up to).
             inst.drained = true;
             if let Some(p) = inst.partial.take() {
                 self.emit_partial(&p).await;
