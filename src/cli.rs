@@ -15,12 +15,7 @@ use std::path::PathBuf;
     name = "hvdctl",
     version,
     about = "Distributed Horovod (MPI/Gloo) training on Kubernetes and Docker",
-    long_about = "Distributed Horovod (MPI/Gloo) training on Kubernetes and Docker.\n\n\
-        hvdctl init mnist --template horovod   scaffold an app\n\
-        hvdctl build --push                    build and push its image\n\
-        hvdctl deploy                          render manifests and apply them\n\
-        hvdctl status / hvdctl logs -f         watch the run\n\
-        hvdctl undeploy                        remove every trace of it"
+    long_about = long_about("hvdctl")
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -670,6 +665,35 @@ pub struct ExecArgs {
 
 /// Help of a command whose positional arguments are read by hand (`[RUN]` before required
 /// ones, which clap cannot express): their own "Arguments:" section, then clap's options.
+/// The top help's text, its examples typed as `program` (`hvdctl`, or `kubectl hvd`).
+pub fn long_about(program: &str) -> String {
+    let examples = [
+        (
+            format!("{program} init mnist --template horovod"),
+            "scaffold an app",
+        ),
+        (
+            format!("{program} build --push"),
+            "build and push its image",
+        ),
+        (
+            format!("{program} deploy"),
+            "render manifests and apply them",
+        ),
+        (
+            format!("{program} status / {program} logs -f"),
+            "watch the run",
+        ),
+        (format!("{program} undeploy"), "remove every trace of it"),
+    ];
+    let w = examples.iter().map(|(c, _)| c.len()).max().unwrap_or(0) + 3;
+    let mut s = String::from("Distributed Horovod (MPI/Gloo) training on Kubernetes and Docker.\n");
+    for (c, what) in examples {
+        s.push_str(&format!("\n{c:<w$}{what}"));
+    }
+    s
+}
+
 /// `cp`'s usage after the program's name (`hvdctl`, or `kubectl hvd`).
 macro_rules! cp_usage {
     () => {
@@ -890,6 +914,7 @@ pub fn command(invoked: Invoked) -> clap::Command {
     }
     let program = invoked.program();
     as_program(cmd, program)
+        .long_about(long_about(program))
         .bin_name(program)
         .display_name(program)
         .mut_subcommand("cp", |c| {
