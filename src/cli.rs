@@ -15,12 +15,7 @@ use std::path::PathBuf;
     name = "hvdctl",
     version,
     about = "Distributed Horovod (MPI/Gloo) training on Kubernetes and Docker",
-    long_about = "Distributed Horovod (MPI/Gloo) training on Kubernetes and Docker.\n\n\
-        hvdctl init mnist --template horovod   scaffold an app\n\
-        hvdctl build --push                    build and push its image\n\
-        hvdctl deploy                          render manifests and apply them\n\
-        hvdctl status / hvdctl logs -f         watch the run\n\
-        hvdctl undeploy                        remove every trace of it"
+    long_about = long_about("hvdctl")
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -670,6 +665,49 @@ pub struct ExecArgs {
 
 /// Help of a command whose positional arguments are read by hand (`[RUN]` before required
 /// ones, which clap cannot express): their own "Arguments:" section, then clap's options.
+/// The top help's text, its examples typed as `program` (`hvdctl`, or `kubectl hvd`).
+pub fn long_about(program: &str) -> String {
+    let examples = [
+        (
+            format!("{program} init mnist --template horovod"),
+            "scaffold an app",
+        ),
+        (
+            format!("{program} build --push"),
+            "build and push its image",
+        ),
+        (
+            format!("{program} deploy"),
+            "render manifests and apply them",
+        ),
+        (
+            format!("{program} status / {program} logs -f"),
+            "watch the run",
+        ),
+        (format!("{program} undeploy"), "remove every trace of it"),
+    ];
+    let w = examples.iter().map(|(c, _)| c.len()).max().unwrap_or(0) + 3;
+    let mut s = String::from("Distributed Horovod (MPI/Gloo) training on Kubernetes and Docker.\n");
+    for (c, what) in examples {
+        s.push_str(&format!("\n{c:<w$}{what}"));
+    }
+    s
+}
+
+/// `cp`'s usage after the program's name (`hvdctl`, or `kubectl hvd`).
+macro_rules! cp_usage {
+    () => {
+        "cp [OPTIONS] [RUN] SRC DEST"
+    };
+}
+
+/// `port-forward`'s usage after the program's name.
+macro_rules! port_forward_usage {
+    () => {
+        "port-forward [OPTIONS] [RUN] [LOCAL:]REMOTE"
+    };
+}
+
 macro_rules! args_help {
     ($args:literal) => {
         concat!(
@@ -682,7 +720,7 @@ macro_rules! args_help {
 
 #[derive(Debug, Args)]
 #[command(
-    override_usage = "hvdctl cp [OPTIONS] [RUN] SRC DEST",
+    override_usage = concat!("hvdctl ", cp_usage!()),
     help_template = args_help!(
         "  [RUN]  Run id or job name (default: the app's last run)\n  SRC    What to copy: launcher:PATH, worker-I:PATH, or a local path\n  DEST   Where to put it, in the same forms"
     ),
@@ -701,7 +739,7 @@ pub struct CpArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    override_usage = "hvdctl port-forward [OPTIONS] [RUN] [LOCAL:]REMOTE",
+    override_usage = concat!("hvdctl ", port_forward_usage!()),
     help_template = args_help!(
         "  [RUN]            Run id or job name (default: the app's last run)\n  [LOCAL:]REMOTE   The port in the pod/container, and the local one on 127.0.0.1 (none: the same\n                   port; empty, as in `:22`: any free port, printed)"
     ),
@@ -740,6 +778,47 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_plugin_is_known_by_its_file_name() {
+        let of = |a: &str| Invoked::from_argv0(Some(std::ffi::OsStr::new(a)));
+        assert_eq!(of("/home/u/.krew/bin/kubectl-hvd"), Invoked::KubectlPlugin);
+        assert_eq!(of("kubectl-hvd.exe"), Invoked::KubectlPlugin);
+        assert_eq!(
+            of("/usr/local/bin/kubectl_complete-hvd"),
+            Invoked::KubectlCompleter
+        );
+        assert_eq!(of("/usr/local/bin/hvdctl"), Invoked::Hvdctl);
+        assert_eq!(of("kubectl-hvdx"), Invoked::Hvdctl);
+        assert_eq!(Invoked::from_argv0(None), Invoked::Hvdctl);
+    }
+
+    #[test]
+    fn command_lines_in_help_say_the_program() {
+        let p = "kubectl hvd";
+        assert_eq!(
+            say_program(
+                "run `hvdctl logs -f` or hvdctl status\n  hvdctl -n ml runs",
+                p
+            ),
+            "run `kubectl hvd logs -f` or kubectl hvd status\n  kubectl hvd -n ml runs"
+        );
+        // The name elsewhere stays: files, directories, possessives, prose.
+        for keep in [
+            "hvdctl.yaml",
+            ".hvdctl/ records",
+            "hvdctl's labels",
+            "(set by hvdctl)",
+        ] {
+            assert_eq!(say_program(keep, p), keep);
+        }
+        let help = command(Invoked::KubectlPlugin).render_help().to_string();
+        assert!(
+            help.contains("Usage: kubectl hvd [OPTIONS] [COMMAND]"),
+            "{help}"
+        );
+        assert!(!help.contains("hvdctl init"), "{help}");
+    }
+
+    #[test]
     fn whole_numbers_with_a_least() {
         let workers = at_least(1u32);
         assert_eq!(workers("3"), Ok(3));
@@ -775,4 +854,172 @@ mod tests {
         let bare = Cli::try_parse_from(["hvdctl"]).unwrap();
         assert!(bare.command.is_none());
     }
+}
+
+// --- The name hvdctl answers to ----------------------------------------------------------------
+
+/// How hvdctl was invoked, from the file name it was run as (`argv[0]`): kubectl runs a plugin
+/// `kubectl-hvd` found on `PATH` for `kubectl hvd …` (krew installs plugins so), and asks an
+/// executable `kubectl_complete-hvd` for the completions of `kubectl hvd …` (kubectl 1.26+).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Invoked {
+    Hvdctl,
+    /// As `kubectl-hvd`: help, usage and completions say `kubectl hvd`.
+    KubectlPlugin,
+    /// As `kubectl_complete-hvd`: kubectl asks for the completions of `kubectl hvd ARGS…`.
+    KubectlCompleter,
+}
+
+/// The plugin's file name, as kubectl looks it up on `PATH`.
+pub const PLUGIN_FILE: &str = "kubectl-hvd";
+/// The plugin's completion helper's file name, as kubectl looks it up on `PATH`.
+pub const PLUGIN_COMPLETER_FILE: &str = "kubectl_complete-hvd";
+
+impl Invoked {
+    /// From the first argument hvdctl was started with.
+    pub fn from_argv0(argv0: Option<&std::ffi::OsStr>) -> Invoked {
+        let file = argv0
+            .and_then(|a| std::path::Path::new(a).file_name())
+            .and_then(|f| f.to_str())
+            .unwrap_or_default();
+        let file = file.strip_suffix(".exe").unwrap_or(file);
+        match file {
+            PLUGIN_FILE => Invoked::KubectlPlugin,
+            PLUGIN_COMPLETER_FILE => Invoked::KubectlCompleter,
+            _ => Invoked::Hvdctl,
+        }
+    }
+
+    /// How this process was invoked.
+    pub fn now() -> Invoked {
+        Invoked::from_argv0(std::env::args_os().next().as_deref())
+    }
+
+    /// What people type to run hvdctl this way.
+    pub fn program(self) -> &'static str {
+        match self {
+            Invoked::Hvdctl => "hvdctl",
+            Invoked::KubectlPlugin | Invoked::KubectlCompleter => "kubectl hvd",
+        }
+    }
+}
+
+/// The command line's definition, named as hvdctl was invoked: as kubectl's plugin, its usage
+/// lines, help texts and examples say `kubectl hvd` where they say `hvdctl`.
+pub fn command(invoked: Invoked) -> clap::Command {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    if invoked == Invoked::Hvdctl {
+        return cmd;
+    }
+    let program = invoked.program();
+    as_program(cmd, program)
+        .long_about(long_about(program))
+        .bin_name(program)
+        .display_name(program)
+        .mut_subcommand("cp", |c| {
+            c.override_usage(format!("{program} {}", cp_usage!()))
+        })
+        .mut_subcommand("port-forward", |c| {
+            c.override_usage(format!("{program} {}", port_forward_usage!()))
+        })
+}
+
+/// `text` with each `hvdctl ` that starts a command line (`hvdctl logs -f`, `` `hvdctl status` ``)
+/// said as `program`; the name elsewhere (`hvdctl.yaml`, `.hvdctl/`, `hvdctl's`) stays.
+pub fn say_program(text: &str, program: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("hvdctl ") {
+        let starts = rest[..i]
+            .chars()
+            .next_back()
+            .is_none_or(|c| c.is_whitespace() || matches!(c, '`' | '(' | '"' | '\''));
+        let next = rest[i + 7..].chars().next();
+        let command = next.is_some_and(|c| c.is_ascii_lowercase() || c == '-');
+        out.push_str(&rest[..i]);
+        out.push_str(if starts && command { program } else { "hvdctl" });
+        out.push(' ');
+        rest = &rest[i + 7..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Every help text of `cmd`, its arguments and subcommands, through [`say_program`].
+fn as_program(cmd: clap::Command, program: &str) -> clap::Command {
+    let say =
+        |t: Option<&clap::builder::StyledStr>| t.map(|t| say_program(&t.to_string(), program));
+    let about = say(cmd.get_about());
+    let long_about = say(cmd.get_long_about());
+    let before = say(cmd.get_before_help());
+    let before_long = say(cmd.get_before_long_help());
+    let after = say(cmd.get_after_help());
+    let after_long = say(cmd.get_after_long_help());
+    let mut cmd = cmd;
+    if let Some(t) = about {
+        cmd = cmd.about(t);
+    }
+    if let Some(t) = long_about {
+        cmd = cmd.long_about(t);
+    }
+    if let Some(t) = before {
+        cmd = cmd.before_help(t);
+    }
+    if let Some(t) = before_long {
+        cmd = cmd.before_long_help(t);
+    }
+    if let Some(t) = after {
+        cmd = cmd.after_help(t);
+    }
+    if let Some(t) = after_long {
+        cmd = cmd.after_long_help(t);
+    }
+    cmd.mut_args(|a| {
+        let help = a.get_help().map(|t| say_program(&t.to_string(), program));
+        let long = a
+            .get_long_help()
+            .map(|t| say_program(&t.to_string(), program));
+        let a = match help {
+            Some(t) => a.help(t),
+            None => a,
+        };
+        match long {
+            Some(t) => a.long_help(t),
+            None => a,
+        }
+    })
+    .mut_subcommands(|c| as_program(c, program))
+}
+
+/// kubectl's request for the completions of `kubectl hvd ARGS…` (`args`: the words after
+/// `kubectl hvd`, the last one the word being typed, maybe empty), answered as cobra's
+/// `__complete` answers it: one candidate a line (`value<TAB>description`), then the
+/// directive line — `:4` (no file completion) unless a path is being completed (`:0`).
+pub fn complete_for_kubectl(
+    args: Vec<std::ffi::OsString>,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    let mut cmd = command(Invoked::KubectlPlugin);
+    let mut words = vec![std::ffi::OsString::from(PLUGIN_FILE)];
+    words.extend(args);
+    if words.len() == 1 {
+        words.push(std::ffi::OsString::new());
+    }
+    let index = words.len() - 1;
+    let dir = std::env::current_dir().ok();
+    let candidates = clap_complete::engine::complete(&mut cmd, words, index, dir.as_deref())?;
+    let mut paths = false;
+    for c in candidates.iter().filter(|c| !c.is_hide_set()) {
+        let value = c.get_value().to_string_lossy();
+        paths |= value.contains(std::path::MAIN_SEPARATOR);
+        match c.get_help() {
+            Some(h) => {
+                let h = h.to_string();
+                writeln!(out, "{value}\t{}", h.lines().next().unwrap_or_default())?
+            }
+            None => writeln!(out, "{value}")?,
+        }
+    }
+    writeln!(out, ":{}", if paths { 0 } else { 4 })
 }

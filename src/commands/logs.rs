@@ -21,7 +21,7 @@ pub fn run(g: &Global, ui: &Ui, a: LogsArgs) -> Result<u8> {
                 let replayed = rec.print_logs(&opts).await?;
                 if !replayed.not_recorded.is_empty() {
                     ui.note(format!(
-                        "not recorded: {} (deleted before hvdctl saw them)",
+                        "not recorded: {} (deleted before the run was recorded)",
                         replayed.not_recorded.join(", ")
                     ));
                 }

@@ -30,8 +30,7 @@ pub fn run(cli: Cli) -> Result<u8> {
     let ui = Ui::new(g.color, g.no_input, g.quiet, g.verbose);
     let Some(command) = cli.command else {
         // Bare `hvdctl`: the help, as asked for.
-        use clap::CommandFactory;
-        Cli::command()
+        crate::cli::command(crate::cli::Invoked::now())
             .print_help()
             .map_err(|e| crate::Error::failure(format!("cannot print the help: {e}")))?;
         return Ok(0);

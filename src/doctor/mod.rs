@@ -124,9 +124,23 @@ pub fn app_checks(app: &App) -> Vec<Check> {
     vec![gpu, np]
 }
 
+/// Whether the app's pods never pull (`imagePullPolicy: Never`): the nodes' own copy of the
+/// image is used, and its registry has nothing to say.
+fn never_pulls(app: &App) -> bool {
+    app.image_pull_policy == Some(crate::app::spec::PullPolicy::Never)
+}
+
 /// The image in its registry, as a check.
-pub async fn image_check(image: &str) -> Check {
+pub async fn image_check(app: &App, image: &str) -> Check {
     use registry::Manifest;
+    if never_pulls(app) {
+        return Check::ok(
+            "image",
+            format!(
+                "{image}: imagePullPolicy Never, the nodes' own copy is used (its registry is not asked)"
+            ),
+        );
+    }
     match registry::manifest(image).await {
         Manifest::Present => Check::ok("image", format!("{image} is in its registry")),
         Manifest::Missing(m) if host::in_local_daemon(image).await => Check::warn(
@@ -227,7 +241,7 @@ where
     // The registry is asked whether or not the cluster answers.
     let registry = async {
         if s.backend.is_kubernetes() {
-            Some(image_check(&s.image).await)
+            Some(image_check(s.app, &s.image).await)
         } else {
             None
         }
@@ -264,7 +278,8 @@ pub fn render_text(checks: &[Check]) -> String {
 
 /// `deploy`'s checks before anything is created or pushed: a refusal (exit 1, the numbers
 /// named) for a worker no node can hold, a quota without room, an image its registry answers
-/// 404 for (`image`: None when deploy is about to push it); warnings for what cannot be told
+/// 404 for (`image`: None when deploy is about to push it; not asked when the app's
+/// `imagePullPolicy` is `Never`); warnings for what cannot be told
 /// (nodes or quotas not readable, registry unreachable or unauthorised). `--skip-checks`
 /// skips this.
 pub async fn preflight(
@@ -274,6 +289,8 @@ pub async fn preflight(
     image: Option<&str>,
     ui: &Ui,
 ) -> Result<()> {
+    // A pod that never pulls uses the nodes' copy: the registry is not asked.
+    let image = image.filter(|_| !never_pulls(app));
     let manifest = async {
         match image {
             Some(i) => Some(registry::manifest(i).await),

@@ -102,6 +102,8 @@ pub fn view(c: &ContainerInspectResponse) -> View {
         life,
         has_previous: false,
         ended_at: None,
+        deleting: None,
+        owner: None,
     }
 }
 

@@ -2,12 +2,12 @@
 //! with `GET pod` (a pod re-created under the same name is another target: its uid differs) and
 //! read with the pod log API (`timestamps=true`, `sinceTime`, `tailLines`, `previous`).
 
-use super::source::{Failure, LogRequest, LogSource, LogStream, SourceError};
+use super::source::{Failure, LogRequest, LogSource, LogStream, Owner, SourceError};
 use super::tail::{Life, View};
 use super::target::{Engine, Target};
 use crate::cluster::client::{ATTEMPTS, is_transient, retry, status_code};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, LogParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, LogParams};
 
 /// The pods of one namespace.
 #[derive(Clone)]
@@ -68,17 +68,94 @@ impl LogSource for PodSource {
             Err(e) => Err(SourceError {
                 failure: match status_code(&e) {
                     Some(401 | 403) => Failure::Fatal,
-                    Some(404) => Failure::NotFound,
+                    // 400: the container has no log to serve (not started, or its instance
+                    // is gone).
+                    Some(400 | 404) => Failure::NotFound,
                     _ => Failure::Transient,
                 },
                 message: e.to_string(),
             }),
         }
     }
+
+    async fn why_deleted(&self, _t: &Target, seen: &View) -> Option<String> {
+        let owner = seen.owner.as_ref()?;
+        let ns = self.api.namespace()?;
+        let (group, version) = owner
+            .api_version
+            .split_once('/')
+            .unwrap_or(("", owner.api_version.as_str()));
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &owner.kind));
+        let api: Api<DynamicObject> = Api::namespaced_with(self.api.clone().into_client(), ns, &ar);
+        let what = format!("{} {}", owner.kind, owner.name);
+        Some(match api.get_opt(&owner.name).await {
+            Ok(Some(o)) => owner_says(&what, &o.data),
+            Ok(None) => format!("with its owner {what} (gone too)"),
+            Err(_) => format!("(its owner: {what})"),
+        })
+    }
+}
+
+/// Why a pod went, as its owner's status and run policy tell: after it finished (and
+/// whether its `runPolicy.cleanPodPolicy` deletes pods then), or while it had not.
+fn owner_says(what: &str, data: &serde_json::Value) -> String {
+    let conditions = data
+        .pointer("/status/conditions")
+        .and_then(serde_json::Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let ended = conditions.iter().find_map(|c| {
+        let ty = c.get("type")?.as_str()?;
+        (c.get("status")?.as_str()? == "True"
+            && matches!(ty, "Succeeded" | "Failed" | "Complete" | "Completed"))
+        .then_some(ty)
+    });
+    let policy = data
+        .pointer("/spec/runPolicy/cleanPodPolicy")
+        .and_then(serde_json::Value::as_str);
+    match (ended, policy) {
+        (Some(state), Some(p @ ("Running" | "All"))) => format!(
+            "by its owner {what}'s operator once the job had {state} (runPolicy.cleanPodPolicy: {p} deletes {} pods when the job ends)",
+            if p == "All" {
+                "all its"
+            } else {
+                "its still running"
+            }
+        ),
+        (Some(state), _) => format!("after its owner {what} had {state}"),
+        (None, _) => format!("while its owner {what} had not finished"),
+    }
+}
+
+/// When a pod's deletion was asked for: its `deletionTimestamp` less its grace period.
+fn deletion_asked(pod: &Pod) -> Option<jiff::Timestamp> {
+    let at = pod.metadata.deletion_timestamp.as_ref()?.0;
+    let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0);
+    Some(
+        at.checked_sub(jiff::SignedDuration::from_secs(grace))
+            .unwrap_or(at),
+    )
+}
+
+/// A pod's controller, from its owner references.
+fn controller(pod: &Pod) -> Option<Owner> {
+    let r = pod
+        .metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|r| r.controller == Some(true))?;
+    Some(Owner {
+        api_version: r.api_version.clone(),
+        kind: r.kind.clone(),
+        name: r.name.clone(),
+    })
 }
 
 /// What a pod says about one of its containers.
 pub fn view(pod: &Pod, container: &str) -> View {
+    let deleting = deletion_asked(pod);
+    let owner = controller(pod);
     let status = pod.status.as_ref();
     let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
     let pod_done = matches!(phase, "Succeeded" | "Failed");
@@ -99,6 +176,8 @@ pub fn view(pod: &Pod, container: &str) -> View {
             },
             has_previous: false,
             ended_at: None,
+            deleting,
+            owner,
         };
     };
     let restart = u32::try_from(cs.restart_count.max(0)).unwrap_or(u32::MAX);
@@ -155,6 +234,8 @@ pub fn view(pod: &Pod, container: &str) -> View {
         life,
         has_previous,
         ended_at,
+        deleting,
+        owner,
     }
 }
 
@@ -179,7 +260,9 @@ mod tests {
                 restart: 1,
                 life: Life::Dead { for_good: false },
                 has_previous: true,
-                ended_at: None
+                ended_at: None,
+                deleting: None,
+                owner: None,
             }
         );
         let p = pod(
@@ -193,7 +276,9 @@ mod tests {
                 restart: 2,
                 life: Life::Running,
                 has_previous: true,
-                ended_at: None
+                ended_at: None,
+                deleting: None,
+                owner: None,
             }
         );
         let p = pod(
@@ -207,7 +292,9 @@ mod tests {
                 restart: 0,
                 life: Life::Dead { for_good: true },
                 has_previous: false,
-                ended_at: None
+                ended_at: None,
+                deleting: None,
+                owner: None,
             }
         );
         let p = pod(

@@ -84,6 +84,17 @@ pub trait LogSource: Clone + Send + Sync + 'static {
         t: &Target,
         req: &LogRequest,
     ) -> impl Future<Output = Result<LogStream, SourceError>> + Send;
+
+    /// Why the target's pod was deleted, as far as its owner tells (`seen`: the pod as last
+    /// looked at), worded to follow "was deleted": `after its owner MPIJob x had Succeeded …`.
+    /// Asked only when lines were lost with the pod.
+    fn why_deleted(
+        &self,
+        _t: &Target,
+        _seen: &View,
+    ) -> impl Future<Output = Option<String>> + Send {
+        async { None }
+    }
 }
 
 /// What the engine says about a target's container (see [`LogSource::look`]).
@@ -112,4 +123,17 @@ pub struct View {
     /// serve the next instance's log under the same request once it starts (Kubernetes: a
     /// container about to restart). Lines stamped after that second are not this instance's.
     pub ended_at: Option<jiff::Timestamp>,
+    /// When the deletion of the container's pod was asked for (its `deletionTimestamp` less
+    /// the grace period): the pod is going, and its log with it.
+    pub deleting: Option<jiff::Timestamp>,
+    /// The pod's controller (its owner reference marked `controller`).
+    pub owner: Option<Owner>,
+}
+
+/// An object that owns a pod, as its owner reference names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
 }

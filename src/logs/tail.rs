@@ -67,6 +67,11 @@ impl std::fmt::Display for Ts {
     }
 }
 
+/// An instant as people read it in a message: `2026-11-26 11:49:53.205 UTC`.
+pub fn user_time(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%d %H:%M:%S%.3f UTC").to_string()
+}
+
 fn digits(b: &[u8]) -> Option<i64> {
     let mut n: i64 = 0;
     for &c in b {
@@ -329,6 +334,11 @@ struct ReadEnd {
     met_resume: bool,
     /// The timestamp of the first line this read printed.
     first_new: Option<Ts>,
+    /// Some byte came (a log read from the resume point's second brings at least the lines
+    /// printed at it, when it is still there to read).
+    bytes: bool,
+    /// The answer broke off in the middle of a line: the log goes on past what was printed.
+    cut_line: bool,
 }
 
 struct Backoff {
@@ -374,6 +384,21 @@ struct Instance {
     partial: Option<Vec<u8>>,
     /// Rounds in a row that read this ended instance without the resume point moving.
     stalled: u32,
+    /// A line of this instance was printed: the resume point lies in its log.
+    own: bool,
+    /// The latest answer to a follow of this instance ended with a clean end of body, and
+    /// nothing was read after it: the engine ended the stream, as it does when the container
+    /// ends (or a proxy cut it at a line's end).
+    followed_to_end: bool,
+    /// After `followed_to_end`, a look showed the instance ended: the stream ended with it.
+    ended_with_stream: bool,
+    /// Right after a follow's clean end, the log's end was checked ([`confirms_end`]) and was
+    /// what had been printed, at this resume point. With `ended_with_stream`, what is known of
+    /// the instance's end when its log goes with its pod before a look can show it ended.
+    end_at_stream_end: Option<Resume>,
+    /// The latest answer for this instance was a live follow that `finish` cut short: it was
+    /// read up to the moment no more lines were wanted.
+    followed_until_finish: bool,
 }
 
 impl Instance {
@@ -384,7 +409,45 @@ impl Instance {
             clean_end: false,
             partial: None,
             stalled: 0,
+            own: false,
+            followed_to_end: false,
+            ended_with_stream: false,
+            end_at_stream_end: None,
+            followed_until_finish: false,
         }
+    }
+
+    /// Bookkeeping after a request answered for this instance: `follow` says which kind.
+    fn answered(&mut self, end: &ReadEnd, follow: bool) {
+        if end.new > 0 {
+            self.own = true;
+        }
+        if end.new > 0 || end.cut_line {
+            // The log went on after the stream's end: that end was not the log's.
+            self.ended_with_stream = false;
+            self.followed_to_end = false;
+            self.end_at_stream_end = None;
+        }
+        if end.refused.is_some() || self.log_gone(end) {
+            return;
+        }
+        self.followed_until_finish = follow && end.interrupted;
+        if follow {
+            self.followed_to_end = end.clean && !end.crossed;
+        } else if end.new > 0 {
+            self.followed_to_end = false;
+        }
+    }
+
+    /// The answer shows the log is no longer served: a clean but empty answer from the resume
+    /// point's second of a log whose lines were printed up to it (its container removed), or
+    /// a refusal saying it is not there.
+    fn log_gone(&self, end: &ReadEnd) -> bool {
+        (self.own && end.clean && !end.bytes)
+            || end
+                .refused
+                .as_ref()
+                .is_some_and(|e| e.failure == Failure::NotFound)
     }
 }
 
@@ -517,13 +580,20 @@ impl<S: LogSource> Tail<S> {
         let mut inst: Option<Instance> = None;
         // When `finish` turned true: a running container is read up to about then.
         let mut finish_at: Option<jiff::Timestamp> = None;
+        // The container as last seen (what is known of its pod once it is gone).
+        let mut seen: Option<View> = None;
         loop {
             if self.report.closed || self.fatal {
                 return;
             }
             let v = match self.ctx.source.look(&self.target).await {
                 Ok(Some(v)) => v,
-                Ok(None) => return,
+                Ok(None) => {
+                    if let (Some(i), Some(seen)) = (inst.as_mut(), seen.as_ref()) {
+                        self.gone(i, seen, None).await;
+                    }
+                    return;
+                }
                 Err(e) if e.failure == Failure::Transient => {
                     backoff.wait().await;
                     continue;
@@ -536,6 +606,17 @@ impl<S: LogSource> Tail<S> {
             let finishing = self.finishing();
             if finishing && finish_at.is_none() {
                 finish_at = Some(jiff::Timestamp::now());
+            }
+            seen = Some(v.clone());
+            if let Some(i) = inst.as_mut() {
+                let ended = i.k < v.restart || matches!(v.life, Life::Dead { .. });
+                if i.k == v.restart && v.life == Life::Running {
+                    // The stream ended while the container runs: a cut, not its end (or
+                    // the engine has not said yet that it ended).
+                    i.followed_to_end = false;
+                } else if ended && i.followed_to_end {
+                    i.ended_with_stream = true;
+                }
             }
             let inst = match (&mut inst, &v.life) {
                 (Some(i), _) => i,
@@ -588,10 +669,72 @@ impl<S: LogSource> Tail<S> {
                         }
                         _ => None,
                     };
-                    self.drain(inst, previous, until, &mut backoff).await;
+                    let going = v.deleting.is_some();
+                    if self.drain(inst, previous, until, going, &mut backoff).await {
+                        self.gone(inst, &v, Some(jiff::Timestamp::now())).await;
+                        return;
+                    }
                 }
             }
         }
+    }
+
+    /// The pod (or Docker container) of the instance being read is gone, or going with its
+    /// log (`seen`: as last looked at; `log_gone_at`: when its log was found gone while the
+    /// pod was still there). Read to its confirmed end, or to the end of a stream that ended
+    /// with the container: nothing lost. Otherwise the lines after the last one read are
+    /// lost, and the warning says which pod went, when, why as far as its owner tells, and
+    /// the last line read.
+    async fn gone(
+        &mut self,
+        inst: &mut Instance,
+        seen: &View,
+        log_gone_at: Option<jiff::Timestamp>,
+    ) {
+        if inst.drained {
+            return;
+        }
+        if inst.ended_with_stream
+            || inst.end_at_stream_end == Some(self.resume)
+            || (log_gone_at.is_none() && inst.followed_to_end)
+            || (inst.followed_until_finish && self.finishing())
+        {
+            // The engine ended the stream as the container ended: the look right after the
+            // stream's end showed the instance ended (or its pod gone), or the log ended there
+            // when checked right after the stream's end and nothing came later. Or it was
+            // followed live until no more lines were wanted (what `CatchUp` reads up to).
+            inst.drained = true;
+            if let Some(p) = inst.partial.take() {
+                self.emit_partial(&p).await;
+            }
+            return;
+        }
+        let t = &self.target;
+        let docker = t.engine == super::target::Engine::Docker;
+        let what = if docker { "container" } else { "pod" };
+        let verb = if docker { "removed" } else { "deleted" };
+        let when = match seen.deleting {
+            Some(at) => format!(" at {}", user_time(at)),
+            None => format!(
+                " (found gone at {})",
+                user_time(log_gone_at.unwrap_or_else(jiff::Timestamp::now))
+            ),
+        };
+        let why = match self.ctx.source.why_deleted(t, seen).await {
+            Some(w) => format!(" {w}"),
+            None => String::new(),
+        };
+        let lost = match self.resume.last {
+            Some(last) => format!(
+                "lines after {} (the last one read) are missing",
+                user_time(jiff::Timestamp::new(last.secs, last.nanos as i32).unwrap_or_default())
+            ),
+            None => "none of its lines could be read".to_string(),
+        };
+        self.report.warning = Some(format!(
+            "{}: {what} {} was {verb}{when}{why} before the log of container {} was read to its end; {lost}",
+            t.prefix, t.pod, t.container
+        ));
     }
 
     /// `Follow`: one following request; the stream ends when the instance ends, a proxy or
@@ -599,8 +742,15 @@ impl<S: LogSource> Tail<S> {
     async fn follow(&mut self, inst: &mut Instance, backoff: &mut Backoff) {
         let end = self.read(self.params(true, false), None).await;
         inst.clean_end = end.clean;
+        inst.answered(&end, true);
         if end.interrupted || self.settle(&end, backoff, &mut inst.partial).await {
             return;
+        }
+        // The engine ends a follow when the container ends: check the log's end now, while
+        // it is still there (a pod deleted as its container ends may take its log at once).
+        if !inst.log_gone(&end) && self.confirm(false, inst.partial.as_deref()).await == Some(true)
+        {
+            inst.end_at_stream_end = Some(self.resume);
         }
         // A clean end while the container runs: a proxy closed the stream, or the instance
         // just ended. Either way: look again, then reconnect.
@@ -620,6 +770,7 @@ impl<S: LogSource> Tail<S> {
     ) -> bool {
         let end = self.read(self.params(false, false), None).await;
         inst.clean_end = end.clean;
+        inst.answered(&end, false);
         if self.settle(&end, backoff, &mut inst.partial).await {
             return false;
         }
@@ -631,13 +782,17 @@ impl<S: LogSource> Tail<S> {
     /// the end is confirmed ([`confirms_end`]); otherwise, or when that was not the end, the
     /// log is read on from the resume point. `until`: lines stamped after it are a later
     /// instance's (the read stops there and the tail waits for that instance to show).
+    /// `going`: the pod is being deleted. Returns true when then the answer shows its log is
+    /// no longer served ([`Instance::log_gone`]): the instance goes with it, which is not a
+    /// round.
     async fn drain(
         &mut self,
         inst: &mut Instance,
         previous: bool,
         until: Option<Ts>,
+        going: bool,
         backoff: &mut Backoff,
-    ) {
+    ) -> bool {
         if inst.clean_end {
             match self.confirm(previous, inst.partial.as_deref()).await {
                 Some(true) => {
@@ -645,18 +800,22 @@ impl<S: LogSource> Tail<S> {
                     if let Some(p) = inst.partial.take() {
                         self.emit_partial(&p).await;
                     }
-                    return;
+                    return false;
                 }
                 Some(false) => {}
                 None => {
                     backoff.wait().await;
-                    return;
+                    return false;
                 }
             }
         }
         let before = self.resume;
         let end = self.read(self.params(false, previous), until).await;
         inst.clean_end = end.clean && !end.crossed;
+        inst.answered(&end, false);
+        if going && !previous && inst.log_gone(&end) {
+            return true;
+        }
         self.settle(&end, backoff, &mut inst.partial).await;
         if end.crossed {
             self.wait_for_change(backoff).await;
@@ -670,6 +829,7 @@ impl<S: LogSource> Tail<S> {
                 self.rescue(inst, previous).await;
             }
         }
+        false
     }
 
     /// The last resort for an ended instance whose log does not move past the resume point
@@ -685,6 +845,7 @@ impl<S: LogSource> Tail<S> {
             ..LogRequest::default()
         };
         let end = self.read(req, None).await;
+        inst.answered(&end, false);
         inst.drained = true;
         inst.partial = None;
         // A stream that ends cleanly may still have been cut at a line's end: the log's end
@@ -708,8 +869,9 @@ impl<S: LogSource> Tail<S> {
                 None => format!("after {}", at(last)),
             });
         }
-        if !reached_end && end.first_new.is_some() {
-            gaps.push(format!("after {}", at(self.resume.last)));
+        let after_end = format!("after {}", at(self.resume.last));
+        if !reached_end && gaps.last() != Some(&after_end) {
+            gaps.push(after_end);
         }
         self.report.warning = Some(format!(
             "{}: the log of container {} stopped moving from where it was read to ({STALLED} tries); lines {} may be missing ({} read from its last {RESCUE_LINES} lines)",
@@ -852,6 +1014,8 @@ impl<S: LogSource> Tail<S> {
         if !batch.is_empty() {
             self.send(&mut batch).await;
         }
+        end.bytes = got_bytes;
+        end.cut_line = !end.clean && !pending.is_empty();
         end.crossed = pos.crossed;
         end.met_resume = pos.met || self.resume.last.is_none() && pos.first_new.is_none();
         end.first_new = pos.first_new;
@@ -979,6 +1143,8 @@ mod tests {
                 life,
                 has_previous: false,
                 ended_at: None,
+                deleting: None,
+                owner: None,
             }))
         }
 
@@ -1418,6 +1584,8 @@ mod tests {
                     life: Life::Dead { for_good: true },
                     has_previous: true,
                     ended_at: Some("2026-11-22T10:00:02Z".parse().unwrap()),
+                    deleting: None,
+                    owner: None,
                 }
             } else {
                 View {
@@ -1425,6 +1593,8 @@ mod tests {
                     life: Life::Dead { for_good: false },
                     has_previous: false,
                     ended_at: Some(ended),
+                    deleting: None,
+                    owner: None,
                 }
             }))
         }
@@ -1491,12 +1661,181 @@ mod tests {
         assert!(out.len() >= RESCUE_LINES as usize);
     }
 
+    /// How the first follow of [`Going`]'s container is answered.
+    #[derive(Clone, Copy)]
+    enum FirstFollow {
+        /// Every line, then a clean end (the container ended).
+        Whole,
+        /// This many lines, then a clean end (cut while it runs).
+        CleanCut(usize),
+        /// This many lines and half of the next, then an error.
+        BrokenCut(usize),
+    }
+
+    /// How every later request is answered.
+    #[derive(Clone, Copy)]
+    enum Later {
+        /// An empty body: the container and its log were removed, its pod not yet.
+        Empty,
+        /// Refused (its node does not answer).
+        Refused,
+    }
+
+    /// A pod that goes away: its looks are scripted (the last one repeats; `None`: gone), its
+    /// first follow answered as `first`, every later request as `later`.
+    #[derive(Clone)]
+    struct Going(Arc<Mutex<GoingSt>>);
+
+    struct GoingSt {
+        lines: Vec<String>,
+        looks: std::collections::VecDeque<Option<View>>,
+        first: Option<FirstFollow>,
+        later: Later,
+    }
+
+    impl Going {
+        fn new(looks: Vec<Option<View>>, first: FirstFollow, later: Later) -> Going {
+            Going(Arc::new(Mutex::new(GoingSt {
+                lines: numbered(10),
+                looks: looks.into(),
+                first: Some(first),
+                later,
+            })))
+        }
+    }
+
+    impl LogSource for Going {
+        fn engine(&self) -> super::super::target::Engine {
+            super::super::target::Engine::Kubernetes
+        }
+
+        async fn look(&self, _t: &Target) -> Result<Option<View>, SourceError> {
+            let mut m = self.0.lock().unwrap();
+            Ok(if m.looks.len() > 1 {
+                m.looks.pop_front().unwrap()
+            } else {
+                m.looks[0].clone()
+            })
+        }
+
+        async fn open(&self, _t: &Target, req: &LogRequest) -> Result<LogStream, SourceError> {
+            let mut m = self.0.lock().unwrap();
+            let first = if req.follow { m.first.take() } else { None };
+            let lines = m.lines.clone();
+            let mut chunks: Vec<std::io::Result<Vec<u8>>> = Vec::new();
+            let whole = |n: usize| -> Vec<std::io::Result<Vec<u8>>> {
+                lines[..n]
+                    .iter()
+                    .map(|l| Ok(format!("{l}\n").into_bytes()))
+                    .collect()
+            };
+            match (first, m.later) {
+                (Some(FirstFollow::Whole), _) => chunks = whole(lines.len()),
+                (Some(FirstFollow::CleanCut(n)), _) => chunks = whole(n),
+                (Some(FirstFollow::BrokenCut(n)), _) => {
+                    chunks = whole(n);
+                    chunks.push(Ok(lines[n].as_bytes()[..10].to_vec()));
+                    chunks.push(Err(std::io::Error::other("cut")));
+                }
+                (None, Later::Empty) => {}
+                (None, Later::Refused) => {
+                    return Err(SourceError {
+                        failure: Failure::Transient,
+                        message: "500: the node does not answer".into(),
+                    });
+                }
+            }
+            Ok(Box::pin(futures::stream::iter(chunks).into_async_read()))
+        }
+    }
+
+    fn deleting(life: Life) -> Option<View> {
+        Some(View {
+            deleting: Some("2026-11-22T10:00:05Z".parse().unwrap()),
+            ..view(0, life, false)
+        })
+    }
+
+    #[tokio::test]
+    async fn a_pod_deleted_as_its_followed_container_ends_loses_nothing() {
+        // The follow ends with the container; by the next look the container is removed with
+        // its log, the pod marked for deletion: read to its end, no warning.
+        let src = Going::new(
+            vec![
+                Some(view(0, Life::Running, false)),
+                deleting(Life::Dead { for_good: true }),
+            ],
+            FirstFollow::Whole,
+            Later::Empty,
+        );
+        let (rep, out) = tail_all(src, false).await;
+        assert_eq!(out.len(), 10);
+        assert_eq!(rep.warning, None);
+        // Gone at once after the stream's end: the same.
+        let src = Going::new(
+            vec![Some(view(0, Life::Running, false)), None],
+            FirstFollow::Whole,
+            Later::Refused,
+        );
+        let (rep, out) = tail_all(src, false).await;
+        assert_eq!(out.len(), 10);
+        assert_eq!(rep.warning, None);
+    }
+
+    #[tokio::test]
+    async fn a_pod_deleted_before_its_log_was_read_to_the_end_is_named() {
+        // The stream breaks after 4 lines, the node answers no more, the pod goes.
+        let src = Going::new(
+            vec![Some(view(0, Life::Running, false)), None],
+            FirstFollow::BrokenCut(4),
+            Later::Refused,
+        );
+        let (rep, out) = tail_all(src, false).await;
+        assert_eq!(out.len(), 4);
+        let w = rep.warning.expect("a warning");
+        assert!(
+            w.starts_with("p: container p was removed (found gone at "),
+            "{w}"
+        );
+        assert!(
+            w.ends_with(
+                "before the log of container c was read to its end; lines after 2026-11-22 10:10:00.000 UTC (the last one read) are missing"
+            ),
+            "{w}"
+        );
+        // A clean end while the container still runs (a cut at a line's end), then the same;
+        // the pod seen deleting first.
+        let src = Going::new(
+            vec![
+                Some(view(0, Life::Running, false)),
+                Some(view(0, Life::Running, false)),
+                deleting(Life::Running),
+                None,
+            ],
+            FirstFollow::CleanCut(6),
+            Later::Refused,
+        );
+        let (rep, out) = tail_all(src, false).await;
+        assert_eq!(out.len(), 6);
+        let w = rep.warning.expect("a warning");
+        assert!(
+            w.starts_with("p: container p was removed at 2026-11-22 10:00:05.000 UTC before"),
+            "{w}"
+        );
+        assert!(
+            w.contains("lines after 2026-11-22 10:10:00.001 UTC (the last one read)"),
+            "{w}"
+        );
+    }
+
     fn view(restart: u32, life: Life, has_previous: bool) -> View {
         View {
             restart,
             life,
             has_previous,
             ended_at: None,
+            deleting: None,
+            owner: None,
         }
     }
 

@@ -362,3 +362,124 @@ fn the_debian_base_replaces_the_dockerfile_of_horovod_apps_only() {
     );
     assert!(!tmp.path().join("m").exists(), "nothing written");
 }
+
+/// hvdctl as kubectl's plugin, as krew installs one: `kubectl-hvd` on PATH, a link to the
+/// built binary. The real kubectl finds it (`kubectl plugin list`) and runs it for `kubectl hvd
+/// …`: `version --client` and, against a fake cluster, `version` answer; help, usage lines and
+/// errors say `kubectl hvd`; and with `kubectl_complete-hvd` beside it, kubectl's own
+/// completion (`kubectl __complete hvd …`, what its shell scripts call) completes hvdctl's
+/// commands and flags. Run as `hvdctl`, everything still says `hvdctl`.
+#[test]
+fn kubectl_runs_hvdctl_as_its_hvd_plugin() {
+    if !kubectl_available() {
+        return;
+    }
+    let bin = tempfile::tempdir().unwrap();
+    let hvdctl_bin = assert_cmd::cargo::cargo_bin("hvdctl");
+    for name in ["kubectl-hvd", "kubectl_complete-hvd"] {
+        std::os::unix::fs::symlink(&hvdctl_bin, bin.path().join(name)).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let kubectl = |kubeconfig: Option<&std::path::Path>, args: &[&str]| -> Out {
+        let mut c = std::process::Command::new("kubectl");
+        c.args(args)
+            .env("PATH", &path)
+            .env("NO_COLOR", "1")
+            .env("CI", "true")
+            .env("HOME", bin.path())
+            .env_remove("KUBECONFIG");
+        if let Some(kc) = kubeconfig {
+            c.env("KUBECONFIG", kc);
+        }
+        run(assert_cmd::Command::from_std(c))
+    };
+    let o = kubectl(None, &["plugin", "list"]);
+    assert!(
+        o.stdout.contains("kubectl-hvd"),
+        "{}\n{}",
+        o.stdout,
+        o.stderr
+    );
+
+    let o = kubectl(None, &["hvd", "version", "--client"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains(env!("CARGO_PKG_VERSION")), "{}", o.stdout);
+    let cluster = Cluster::synthetic(true);
+    let o = kubectl(Some(&cluster.kubeconfig), &["hvd", "version", "-o", "json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert!(v["server"].is_string(), "{v}");
+    assert_eq!(v["mpiJobVersions"], serde_json::json!(["v2beta1"]), "{v}");
+
+    let o = kubectl(None, &["hvd", "--help"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains("Usage: kubectl hvd [OPTIONS] [COMMAND]"),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        o.stdout
+            .contains("kubectl hvd init mnist --template horovod"),
+        "{}",
+        o.stdout
+    );
+    assert!(!o.stdout.contains("hvdctl init"), "{}", o.stdout);
+    for (sub, usage) in [
+        ("logs", "Usage: kubectl hvd logs [OPTIONS] [RUN]"),
+        ("cp", "Usage: kubectl hvd cp [OPTIONS] [RUN] SRC DEST"),
+        ("exec", "kubectl hvd exec -- nvidia-smi"),
+    ] {
+        let o = kubectl(None, &["hvd", sub, "--help"]);
+        assert_eq!(o.code, 0, "{sub}: {}", o.stderr);
+        assert!(o.stdout.contains(usage), "{sub}: {}", o.stdout);
+    }
+    let o = kubectl(None, &["hvd", "--no-such-flag"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("Usage: kubectl hvd [OPTIONS] [COMMAND]"),
+        "{}",
+        o.stderr
+    );
+    let o = kubectl(None, &["hvd", "completions", "bash"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains("kubectl_complete-hvd") && o.stdout.contains("kubectl completion bash"),
+        "{}",
+        o.stdout
+    );
+
+    // kubectl's completion of the plugin's words, through kubectl_complete-hvd.
+    let o = kubectl(None, &["__complete", "hvd", "lo"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.lines().any(|l| l.starts_with("logs")),
+        "{}\n{}",
+        o.stdout,
+        o.stderr
+    );
+    let o = kubectl(None, &["__complete", "hvd", "logs", "--fo"]);
+    assert!(
+        o.stdout.lines().any(|l| l.starts_with("--follow")),
+        "{}\n{}",
+        o.stdout,
+        o.stderr
+    );
+
+    // Run as hvdctl, it is hvdctl.
+    let o = run({
+        let mut c = hvdctl();
+        c.arg("--help");
+        c
+    });
+    assert!(
+        o.stdout.contains("Usage: hvdctl [OPTIONS] [COMMAND]")
+            && o.stdout.contains("hvdctl init mnist"),
+        "{}",
+        o.stdout
+    );
+}

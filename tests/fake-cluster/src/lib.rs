@@ -61,6 +61,10 @@ pub struct Faults {
     pub delay_ms: u64,
     /// `VERB:RESOURCE` rules answered 403 (`list:pods`, `get:pods/log`, `*:secrets`, `create:*`).
     pub forbid: Vec<String>,
+    /// Pods whose node stops answering for their logs: `(pod name, n)` — the pod's first `n`
+    /// log requests are answered, every later one is a 500 (as from a kubelet that cannot be
+    /// reached). Counted from when the rule is set.
+    pub logs_answered: Vec<(String, u64)>,
 }
 
 /// Which kubelet runs the pods.
@@ -176,6 +180,8 @@ pub struct Inner {
     pub stats: Stats,
     pub addr: String,
     pub cuts: Arc<AtomicU64>,
+    /// Log requests per pod name since the faults were last set (`Faults::logs_answered`).
+    pub pod_log_requests: Mutex<BTreeMap<String, u64>>,
     pub bookmark_interval: Duration,
 }
 
@@ -195,6 +201,24 @@ impl Inner {
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = age;
         *self.faults.lock().unwrap_or_else(|p| p.into_inner()) = f;
+        self.pod_log_requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    /// Counts a log request of `pod`; whether `Faults::logs_answered` refuses it.
+    pub fn pod_log_refused(&self, faults: &Faults, pod: &str) -> bool {
+        let Some((_, n)) = faults.logs_answered.iter().find(|(p, _)| p == pod) else {
+            return false;
+        };
+        let mut counts = self
+            .pod_log_requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let c = counts.entry(pod.to_string()).or_default();
+        *c += 1;
+        *c > *n
     }
 }
 
@@ -282,6 +306,7 @@ impl FakeCluster {
             stats: Stats::default(),
             addr: addr.to_string(),
             cuts: Arc::new(AtomicU64::new(0)),
+            pod_log_requests: Mutex::new(BTreeMap::new()),
             bookmark_interval: opts.bookmark_interval,
         });
         inner.set_faults(opts.faults.clone());

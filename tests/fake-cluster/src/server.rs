@@ -367,6 +367,16 @@ pub async fn handle(
     } else {
         faults.fail_rate
     };
+    let unreachable = is_log
+        && match &route {
+            Route::Resource { name: Some(n), .. } => inner.pod_log_refused(&faults, n),
+            _ => false,
+        };
+    if unreachable {
+        return Ok(error_response(&ApiError::internal(
+            "fake-cluster: the pod's node does not answer (injected)",
+        )));
+    }
     if rate > 0.0 && rand::random::<f64>() < rate {
         let e = if rand::random::<bool>() {
             ApiError::internal("fake-cluster injected failure")

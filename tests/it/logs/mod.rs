@@ -6,6 +6,10 @@
 mod errors;
 // Every line exactly once under faults, with the job's exit code.
 mod lossless;
+// Plain successful runs of the templates on every backend: no warning.
+mod plain;
+// A pod deleted before its log was read: the loss named, with who and why.
+mod deleted;
 
 pub use crate::util::*;
 use fake_cluster::{Faults, Options};
