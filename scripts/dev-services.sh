@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Local services for hvdctl's Docker tests: a real dockerd, a real registry with htpasswd
-# auth on 127.0.0.1:5000, and two base images made locally (nothing is pulled):
+# auth on 127.0.0.1:5000, the Kubeflow Trainer SDK in a venv, and two base images made
+# locally (nothing is pulled):
 #   hvdctl-test/busybox:latest   FROM scratch + Debian's static busybox
 #   hvdctl-test/debian:bookworm  debootstrap --variant=minbase, imported
 # and, on request, Horovod bases built on the second from templates/bases/horovod-debian/
@@ -298,6 +299,31 @@ fetch_tensorboard_wheels() {
     printf '%s' "$TENSORBOARD_REQUIREMENT" >"$TENSORBOARD_WHEELS/.complete"
 }
 
+# The official Kubeflow Trainer SDK in a venv of the host's Python, for the test that reads
+# a trainjob run through its TrainerClient. Made once into $STATE/kubeflow-sdk (beside it,
+# then moved into place: a half-made venv is never used); the tests read
+# HVDCTL_TEST_KUBEFLOW_SDK (its python) and make the same venv themselves when it is missing.
+KUBEFLOW_SDK_REQUIREMENT="kubeflow==0.5.0"
+KUBEFLOW_SDK="$STATE/kubeflow-sdk"
+fetch_kubeflow_sdk() {
+    [[ -f $KUBEFLOW_SDK/.complete && $(cat "$KUBEFLOW_SDK/.complete") == "$KUBEFLOW_SDK_REQUIREMENT" ]] &&
+        return 0
+    log "installing $KUBEFLOW_SDK_REQUIREMENT into $KUBEFLOW_SDK (a venv, about 60 MB)"
+    python3 -m venv --help >/dev/null 2>&1 </dev/null || install_packages python3-venv
+    rm -rf "$KUBEFLOW_SDK.tmp"
+    { python3 -m venv "$KUBEFLOW_SDK.tmp" &&
+        PIP_NO_INPUT=1 PIP_DISABLE_PIP_VERSION_CHECK=1 "$KUBEFLOW_SDK.tmp/bin/python" -m pip install \
+            "$KUBEFLOW_SDK_REQUIREMENT"; } </dev/null >"$STATE/kubeflow-sdk-install.log" 2>&1 || {
+        tail -n 20 "$STATE/kubeflow-sdk-install.log" >&2
+        rm -rf "$KUBEFLOW_SDK.tmp"
+        # Not fatal: the test that needs it makes the venv itself or fails saying why.
+        log "warning: cannot install $KUBEFLOW_SDK_REQUIREMENT (log: $STATE/kubeflow-sdk-install.log)"
+        return 0
+    }
+    printf '%s' "$KUBEFLOW_SDK_REQUIREMENT" >"$KUBEFLOW_SDK.tmp/.complete"
+    rm -rf "$KUBEFLOW_SDK" && mv "$KUBEFLOW_SDK.tmp" "$KUBEFLOW_SDK"
+}
+
 # Builds FRAMEWORK's Horovod image unless its label says it is current.
 build_horovod() {
     local fw=$1 image want old new started
@@ -352,6 +378,9 @@ EOF
     if [[ -f $TENSORBOARD_WHEELS/.complete ]]; then
         printf 'HVDCTL_TEST_TENSORBOARD_WHEELS=%s\n' "$TENSORBOARD_WHEELS" >>"$STATE/env"
     fi
+    if [[ -f $KUBEFLOW_SDK/.complete ]]; then
+        printf 'HVDCTL_TEST_KUBEFLOW_SDK=%s\n' "$KUBEFLOW_SDK/bin/python" >>"$STATE/env"
+    fi
     chmod 600 "$STATE/env"
 }
 
@@ -374,6 +403,7 @@ start_all() {
     start_registry
     build_busybox
     build_debian
+    fetch_kubeflow_sdk
 }
 
 case "${1:-start}" in

@@ -13,9 +13,18 @@
 //!   private key is mounted with mode 0640 — which OpenSSH refuses when its owner is the user
 //!   (root: the Secret's files are root's) — see [`App::runs_as_root`] for what hvdctl does.
 //! - `pkg/runtime/framework/plugins/jobset/builder.go` (`Trainer`): `spec.trainer`'s image,
-//!   command and env reach only the `node` container of the replicated job labelled
-//!   `trainer.kubeflow.org/trainjob-ancestor-step: trainer` (here the launcher); the node
-//!   job's image is the runtime's.
+//!   command, args and env reach the `node` container of every replicated job labelled
+//!   `trainer.kubeflow.org/trainjob-ancestor-step: trainer` (env also the `node` job's when
+//!   the launcher runs as a node); `pkg/runtime/core/trainingruntime.go` (`newRuntimeInfo`):
+//!   `spec.trainer.resourcesPerNode` is merged over those containers' resources, and such a
+//!   job's pod count is the runtime's `mlPolicy.numNodes`, except the `node` job's, which the
+//!   MPI plugin sets to `spec.trainer.numNodes`. A runtime patch cannot set a `node`
+//!   container's image, command, env or resources (`trainjob_types.go`, `ContainerPatch`;
+//!   `jobset.go`'s `Validate`). So hvdctl's runtime labels both replicated jobs: the run's
+//!   image, env and sizing reach the launcher and the nodes from `spec.trainer`, and one
+//!   command ([`DISPATCH`]) starts the role its container's `HVDCTL_ROLE` names.
+//!   The Trainer's own runtimes also carry `trainer.kubeflow.org/framework`, which the
+//!   Kubeflow SDK requires of a runtime (`mpi` here).
 //! - `pkg/runtime/framework/plugins/jobset/jobset.go`: hosts are
 //!   `<trainjob>-<rjob>-<jobIdx>-<podIdx>.<trainjob>`; a JobSet is built once and not updated
 //!   while the TrainJob is not suspended (a runtime changed by a later deploy leaves running
@@ -46,6 +55,8 @@ pub const REPLICATED_JOB_LABEL: &str = "jobset.sigs.k8s.io/replicatedjob-name";
 /// The Job controller's completion index: the `node` replicated job is one Indexed Job whose
 /// pods are the nodes.
 pub const COMPLETION_INDEX_LABEL: &str = "batch.kubernetes.io/job-completion-index";
+/// The Trainer's label marking a replicated job as the trainer's (`constants.LabelTrainJobAncestor`).
+pub const ANCESTOR_LABEL: &str = "trainer.kubeflow.org/trainjob-ancestor-step";
 /// The replicated jobs of an MPI runtime (the Trainer's `constants.Launcher`, `constants.Node`).
 pub const LAUNCHER_JOB: &str = "launcher";
 pub const NODE_JOB: &str = "node";
@@ -55,6 +66,34 @@ const HOSTFILE: &str = "/etc/mpi/hostfile";
 const SSH_STAGING: &str = "/etc/hvdctl/mpi-ssh";
 /// The runtimePatches entry hvdctl owns.
 const PATCH_MANAGER: &str = "hvdctl.io/hvdctl";
+/// The Trainer's runtime label naming the framework (the Kubeflow SDK lists only runtimes
+/// that have it) and hvdctl's value.
+pub const FRAMEWORK_LABEL: &str = "trainer.kubeflow.org/framework";
+const FRAMEWORK: &str = "mpi";
+/// The variable of hvdctl's runtime that tells the run's one command which role its container
+/// has (`launcher` or `node`): static, so the runtime stays the same for every run.
+const ROLE_ENV: &str = "HVDCTL_ROLE";
+
+/// The command of a run on hvdctl's runtime, for both replicated jobs (the Trainer gives both
+/// `spec.trainer.command`): `$1` is how many of the next arguments are the launcher's
+/// command; the rest are the node's. The role is [`ROLE_ENV`], the launcher's when unset.
+/// POSIX sh: the `for` list is expanded once, so the kept arguments are appended to `$@`
+/// while the originals are shifted off.
+const DISPATCH: &str = "n=$1; shift; i=0; role=${HVDCTL_ROLE:-launcher}; \
+for a in \"$@\"; do shift; i=$((i+1)); \
+if [ \"$role\" = launcher ]; then if [ \"$i\" -le \"$n\" ]; then set -- \"$@\" \"$a\"; fi; \
+elif [ \"$i\" -gt \"$n\" ]; then set -- \"$@\" \"$a\"; fi; done; exec \"$@\"";
+
+/// The one command of a run on hvdctl's runtime: [`DISPATCH`] with both roles' commands.
+fn dispatch(launcher: &[String], node: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = ["/bin/sh", "-c", DISPATCH, "hvdctl"]
+        .map(String::from)
+        .to_vec();
+    out.push(launcher.len().to_string());
+    out.extend(launcher.iter().cloned());
+    out.extend(node.iter().cloned());
+    out
+}
 
 /// The TrainingRuntime hvdctl makes for `app` (unless it names one).
 pub fn runtime_name(app: &str) -> String {
@@ -192,25 +231,34 @@ impl KubeBackend for TrainJobBackend {
         } else {
             app.ssh_auth_mount_path()
         };
-        // The runtime is shared by the app's runs: its containers get the app's own
-        // environment, not one run's (the launcher gets the run's through spec.trainer.env,
-        // and mpirun forwards it to every rank).
-        let mut shared_env: Vec<Value> = Vec::new();
-        for (k, v) in &app.env {
-            shared_env.push(json!({"name": k, "value": v}));
-        }
-        for (k, v) in &app.parameters {
-            shared_env.push(json!({"name": crate::app::validate::param_env_name(k), "value": v}));
-        }
-        shared_env.push(json!({"name": "HVDCTL_APP", "value": app.name}));
+        // The runtime is shared by the app's runs and holds nothing a run changes: the
+        // run's image, command, env and sizing are the TrainJob's `spec.trainer`, which the
+        // Trainer gives both replicated jobs of hvdctl's runtime (see the module's notes). A
+        // runtime the app names gets them on its trainer job only (the launcher in the
+        // Trainer's MPI runtimes), as before.
+        let trainer_command = if create {
+            dispatch(&launcher, &node)
+        } else {
+            launcher.clone()
+        };
+        // The image the runtime names: the app's repository (the Kubeflow SDK reads a
+        // runtime's image); every hvdctl run replaces it with its own.
         json!({
             "runtime": {"name": name, "kind": kind, "create": create},
             "patchManager": PATCH_MANAGER,
+            "framework": FRAMEWORK,
+            "frameworkLabel": FRAMEWORK_LABEL,
+            "ancestorLabel": ANCESTOR_LABEL,
+            "runtimeImage": app.image,
             "numNodes": app.workers,
             "sshAuthMountPath": ssh_path,
+            "command": trainer_command,
             "launcherCommand": launcher,
             "nodeCommand": node,
-            "runtimeEnv": shared_env,
+            "roleEnv": ROLE_ENV,
+            // The launcher is sized like a node (resourcesPerNode reaches both); its own
+            // resources fill in what the nodes' do not name.
+            "resourcesPerNode": if create { values["worker"]["resources"].clone() } else { Value::Null },
             // The Job controller's default, as the MPI Operator's for its launcher.
             "launcherBackoffLimit": app.run_policy.backoff_limit.unwrap_or(6),
             "launcherJob": LAUNCHER_JOB,
@@ -668,3 +716,32 @@ trainer_kind!(
     "clustertrainingruntimes",
     ClusterResourceScope
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`DISPATCH`] under POSIX sh runs the launcher's argv or the node's, by `HVDCTL_ROLE`
+    /// (the launcher's when unset), every argument as it was — spaces, quotes, `$`, empty.
+    #[test]
+    fn dispatch_runs_the_roles_command_with_its_arguments_intact() {
+        let launcher: Vec<String> = ["printf", "[%s]", "a b", "'q'\"", "$HOME", ""]
+            .map(String::from)
+            .to_vec();
+        let node: Vec<String> = ["printf", "<%s>", "n", "-x"].map(String::from).to_vec();
+        let cmd = dispatch(&launcher, &node);
+        let run = |role: Option<&str>| {
+            let mut c = std::process::Command::new(&cmd[0]);
+            c.args(&cmd[1..]).env_remove(ROLE_ENV);
+            if let Some(r) = role {
+                c.env(ROLE_ENV, r);
+            }
+            let o = c.output().unwrap();
+            assert!(o.status.success(), "{o:?}");
+            String::from_utf8(o.stdout).unwrap()
+        };
+        assert_eq!(run(Some("launcher")), "[a b]['q'\"][$HOME][]");
+        assert_eq!(run(None), "[a b]['q'\"][$HOME][]");
+        assert_eq!(run(Some("node")), "<n><-x>");
+    }
+}

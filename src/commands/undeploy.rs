@@ -99,11 +99,35 @@ async fn all(env: &Env<'_>, a: &UndeployArgs, wait: bool) -> Result<u8> {
         {
             return Err(e.context(format!("{name} could not be asked")));
         }
-        env.ui.note(format!(
-            "Nothing to delete: no runs of app {} in {}",
-            app.name,
-            looked.join(" or ")
-        ));
+        // What the app's runs shared outlives a last run deleted by another client (the
+        // Kubeflow SDK's delete_job takes a TrainJob, not hvdctl's runtime).
+        let shared = if no_cluster {
+            Vec::new()
+        } else {
+            let ns = env.namespace()?;
+            env.kube(Some(ns.clone()))
+                .await?
+                .remove_orphaned_shared(&ns, &app.name)
+                .await?
+        };
+        if shared.is_empty() {
+            env.ui.note(format!(
+                "Nothing to delete: no runs of app {} in {}",
+                app.name,
+                looked.join(" or ")
+            ));
+        } else {
+            let names: Vec<String> = shared
+                .iter()
+                .map(|d| format!("{}/{}", d.kind, d.name))
+                .collect();
+            env.ui.note(format!(
+                "No runs of app {} in {}; deleted what its runs shared: {}",
+                app.name,
+                looked.join(" or "),
+                names.join(", ")
+            ));
+        }
         if a.volumes {
             volumes(env, &app.name, a.yes).await?;
         }

@@ -34,6 +34,32 @@ pub struct Kube {
     pub namespace: Option<String>,
 }
 
+impl Kube {
+    /// What the runs of app `app` share in `namespace` (a backend's `shared_kinds`: the
+    /// trainjob backend's TrainingRuntime) when no run of it is left there — its last run
+    /// was deleted by another client, e.g. the Kubeflow SDK's `delete_job`. Backends whose
+    /// job kind the cluster does not serve have none.
+    pub async fn remove_orphaned_shared(
+        &self,
+        namespace: &str,
+        app: &str,
+    ) -> Result<Vec<undeploy::Deleted>> {
+        let mut out = Vec::new();
+        for b in crate::backend::kube_backends() {
+            let shared = b.shared_kinds();
+            let job = b.job_object("").0;
+            if shared.is_empty() || !self.cluster.serves(job).await? {
+                continue;
+            }
+            out.extend(
+                undeploy::remove_shared_if_unused(&self.cluster, namespace, app, job, &shared)
+                    .await?,
+            );
+        }
+        Ok(out)
+    }
+}
+
 /// A run in a cluster.
 pub struct KubeRun {
     pub cluster: Cluster,

@@ -7,6 +7,7 @@
 use crate::util::*;
 use fake_cluster::{KubeletMode, Options};
 use serde_json::Value;
+use std::path::Path;
 use std::time::Duration;
 
 fn trainer_cluster(kubelet: KubeletMode) -> Cluster {
@@ -749,4 +750,274 @@ fn a_failed_launcher_fails_the_run_with_the_pods_reason() {
             .is_some_and(|r| r.starts_with("launcher ") && r.contains("exited with code 3")),
         "{v}"
     );
+}
+
+/// The official Kubeflow Trainer SDK (`kubeflow` 0.5.0, `TrainerClient`, in a venv:
+/// [`kubeflow_sdk`]) reads an hvdctl run — mpi-hello, 2 workers, on
+/// `fake-cluster --trainer --kubelet docker` — as it reads its own: the Trainer's version
+/// from `kubeflow-system/kubeflow-trainer-public` (no warning), hvdctl's runtime among the
+/// runtimes (`mpi`), the run among the jobs, its steps with their pods while every pod runs
+/// (the SDK's MPI naming: the launcher is `node-0`, node I is `node-(I+1)`) and each step's
+/// log holding the lines `hvdctl logs` gives for that pod, `wait_for_job_status` returning
+/// Complete, and the run's events, which `hvdctl events` lists too (but the JobSet's). The ranks wait for a file
+/// the test makes once the SDK has seen every pod running: JobSet deletes the nodes' Jobs as
+/// soon as the launcher is done. Then the SDK deletes the TrainJob and `hvdctl status`/`logs`
+/// say the run is gone (exit 1, no panic), and `undeploy` takes the app's runtime.
+///
+/// The SDK reads a device from every pod's resource limits and refuses limits without a
+/// device it knows (`memory` alone: "Unknown device type"), so the run sets a CPU limit.
+#[test]
+fn the_kubeflow_sdk_reads_a_run_and_hvdctl_sees_the_sdk_delete_it() {
+    let Some(docker) = docker() else { return };
+    let Some(python) = kubeflow_sdk() else { return };
+    let img = template_image(&docker, "mpi-hello", &debian_image());
+    let e = trainer_cluster(KubeletMode::Docker);
+    let dir = init_app(&e.root, "hello", "mpi-hello");
+    let id = "sdk1";
+    let job = format!("hello-{id}");
+    let d = e
+        .hv(&dir)
+        .args(["deploy", "--backend", "trainjob", "--run-id", id])
+        .args(["--image", &img, "--no-push"])
+        .args(["--set", "workers=2"])
+        .args(["--set", "resources.worker.limits.cpu=1"])
+        .args(["--set", "resources.launcher.limits.cpu=1"])
+        .args([
+            "--set",
+            "command=[sh, -c, 'until [ -e /tmp/go ]; do sleep 0.2; done; exec python3 /app/hello.py']",
+        ])
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    assert_eq!(
+        d.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&d.stderr)
+    );
+
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubeflow-sdk/read_run.py");
+    let sdk = |args: &[&str]| -> Value {
+        let o = std::process::Command::new(&python)
+            .arg(&script)
+            .arg(&e.kubeconfig)
+            .args(["default", &job])
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{out}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v = json(&out);
+        assert_eq!(v["errors"], serde_json::json!({}), "{v:#}");
+        // No warning: the Trainer's version was read, every runtime parsed.
+        assert_eq!(v["warnings"], serde_json::json!([]), "{v:#}");
+        v
+    };
+    // hvdctl's lines of `pod`, each found in the SDK's log of its step, in order (hvdctl
+    // reads a launcher line's rank tag and shows the rest; Open MPI relays a rank's line in
+    // pieces, which hvdctl glues).
+    let same_lines = |v: &Value, step: &str, pod: &str| {
+        let h = e
+            .hv(&dir)
+            .args(["logs", id, "-o", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            h.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&h.stderr)
+        );
+        let ours: Vec<String> = String::from_utf8_lossy(&h.stdout)
+            .lines()
+            .map(json)
+            .filter(|l| l["pod"] == pod)
+            .map(|l| l["message"].as_str().unwrap().to_string())
+            .collect();
+        let theirs: String = v["logs"][step]
+            .as_array()
+            .unwrap_or_else(|| panic!("no logs for {step}: {v:#}"))
+            .iter()
+            .map(|l| l.as_str().unwrap())
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(!ours.is_empty(), "hvdctl has no lines of {pod}");
+        let mut at = 0;
+        for o in &ours {
+            let found = theirs[at..]
+                .find(o.as_str())
+                .unwrap_or_else(|| panic!("{step}: {o:?} not in the SDK's {theirs:?}"));
+            at += found + o.len();
+        }
+    };
+    let steps_of = |v: &Value| -> Vec<(String, String)> {
+        v["job"]["steps"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{v:#}"))
+            .iter()
+            .map(|s| {
+                (
+                    s["name"].as_str().unwrap().to_string(),
+                    s["pod"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+
+    // While every pod runs.
+    let v = sdk(&["running", "2"]);
+    let rt = v["runtimes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "hvdctl-hello")
+        .unwrap_or_else(|| panic!("hvdctl's runtime not listed: {v:#}"));
+    assert_eq!(rt["framework"], "mpi", "{v:#}");
+    assert_eq!(v["jobs"], serde_json::json!([job]), "{v:#}");
+    assert_eq!(v["job"]["num_nodes"], 2, "{v:#}");
+    assert_eq!(v["job"]["runtime"], "hvdctl-hello", "{v:#}");
+    let steps = steps_of(&v);
+    let names: Vec<&str> = steps.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(names, ["node-0", "node-1", "node-2"], "{v:#}");
+    for (step, pod) in &steps {
+        let want = if step == "node-0" {
+            format!("{job}-launcher-0-0-")
+        } else {
+            let i: u32 = step["node-".len()..].parse().unwrap();
+            format!("{job}-node-0-{}-", i - 1)
+        };
+        assert!(pod.starts_with(&want), "{step}: {pod} ({v:#})");
+        assert_eq!(
+            v["job"]["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["name"] == step.as_str())
+                .unwrap()["device"],
+            "cpu",
+            "{v:#}"
+        );
+        if step != "node-0" {
+            // A node's sshd line.
+            same_lines(&v, step, pod);
+        }
+    }
+
+    // The ranks go; the SDK waits for the end.
+    for i in ["0", "1"] {
+        let o = e
+            .hv(&dir)
+            .args(["exec", id, "--index", i, "--", "touch", "/tmp/go"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let v = sdk(&["done"]);
+    assert_eq!(v["waited"], "Complete", "{v:#}");
+    assert_eq!(v["job"]["status"], "Complete", "{v:#}");
+    let steps = steps_of(&v);
+    let launcher = steps
+        .iter()
+        .find(|s| s.0 == "node-0")
+        .unwrap_or_else(|| panic!("{v:#}"));
+    same_lines(&v, "node-0", &launcher.1);
+    let log = v["logs"]["node-0"].to_string();
+    assert!(log.contains("= 1 (expected 1) OK"), "{v:#}");
+
+    // Events of the TrainJob, its JobSet and pods (the SDK's choice).
+    let events = v["events"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|ev| ev["kind"] == "Pod" && ev["reason"] == "Started"),
+        "{v:#}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|ev| ev["kind"] == "TrainJob" && ev["reason"] == "Completed"),
+        "{v:#}"
+    );
+    let o = e
+        .hv(&dir)
+        .args(["events", id, "-o", "json"])
+        .output()
+        .unwrap();
+    let hv_events = String::from_utf8_lossy(&o.stdout).to_string();
+    // (hvdctl lists the events of the TrainJob, its Jobs and pods, not the JobSet's.)
+    for ev in events.iter().filter(|ev| ev["kind"] != "JobSet") {
+        assert!(
+            hv_events.contains(&serde_json::to_string(&ev["message"]).unwrap()),
+            "{ev} not in hvdctl's events: {hv_events}"
+        );
+    }
+
+    // The SDK deletes the run; hvdctl then says it is gone.
+    let v = sdk(&["delete"]);
+    assert_eq!(v["deleted"], true, "{v:#}");
+    e.fc.wait_for("trainjobs", "default", &job, Duration::from_secs(60), |o| {
+        o.is_none()
+    })
+    .unwrap();
+    // The garbage collector takes the JobSet, its Jobs and pods.
+    let end = std::time::Instant::now() + Duration::from_secs(120);
+    let selector = format!("jobset.sigs.k8s.io/jobset-name={job}");
+    while !e.fc.list("pods", Some("default"), &selector).is_empty() {
+        assert!(
+            std::time::Instant::now() < end,
+            "the run's pods outlived its TrainJob"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for args in [vec!["status", id], vec!["logs", id]] {
+        let o = e.hv(&dir).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        eprintln!(
+            "{args:?} after the SDK's delete: exit {:?}\n{}\n{err}",
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout)
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.starts_with(&format!("error: run `{id}` ({job}) not found")),
+            "{args:?}: {err}"
+        );
+    }
+    // The app's runtime outlived the TrainJob the SDK deleted; hvdctl's undeploy takes it.
+    assert!(
+        e.fc.get("trainingruntimes", "default", "hvdctl-hello")
+            .is_some()
+    );
+    let o = e
+        .hv(&dir)
+        .args(["undeploy", "--all", "--yes"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("deleted what its runs shared: TrainingRuntime/hvdctl-hello"),
+        "{err}"
+    );
+    // Deleted in the foreground: gone once the garbage collector has had its pass.
+    e.fc.wait_for(
+        "trainingruntimes",
+        "default",
+        "hvdctl-hello",
+        Duration::from_secs(60),
+        |o| o.is_none(),
+    )
+    .unwrap();
 }

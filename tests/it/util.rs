@@ -576,6 +576,102 @@ pub fn tensorboard_wheels() -> Option<PathBuf> {
     }
 }
 
+/// The pinned Kubeflow SDK (`TrainerClient`) the SDK test runs; `scripts/dev-services.sh`
+/// installs the same.
+pub const KUBEFLOW_SDK_REQUIREMENT: &str = "kubeflow==0.5.0";
+
+/// The python of a venv holding [`KUBEFLOW_SDK_REQUIREMENT`]: `HVDCTL_TEST_KUBEFLOW_SDK`, else
+/// `<services dir>/kubeflow-sdk`, made there once per machine when missing (pip from the
+/// package index, into a directory beside it that is then moved into place, so a half-made
+/// venv is never used and two test processes do not share one being made).
+pub fn kubeflow_sdk() -> Option<PathBuf> {
+    static MADE: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = made.as_ref() {
+        return Some(p.clone());
+    }
+    let var = "HVDCTL_TEST_KUBEFLOW_SDK";
+    if let Some(p) = std::env::var(var)
+        .ok()
+        .or_else(|| services_env().remove(var))
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+    {
+        *made = Some(p.clone());
+        return Some(p);
+    }
+    let dir = PathBuf::from(
+        std::env::var("HVDCTL_SERVICES_DIR").unwrap_or_else(|_| "/tmp/hvdctl-services".into()),
+    )
+    .join("kubeflow-sdk");
+    let python = dir.join("bin/python");
+    let complete = |d: &Path| {
+        std::fs::read_to_string(d.join(".complete")).ok().as_deref()
+            == Some(KUBEFLOW_SDK_REQUIREMENT)
+    };
+    if !complete(&dir) {
+        let tmp = dir.with_file_name(format!("kubeflow-sdk.{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let step = |c: &mut std::process::Command| -> Result<(), String> {
+            let o = c
+                .env("PIP_NO_INPUT", "1")
+                .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .map_err(|e| format!("{c:?}: {e}"))?;
+            if o.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{c:?}: {}\n{}",
+                    o.status,
+                    String::from_utf8_lossy(&o.stderr)
+                ))
+            }
+        };
+        let made_now = step(
+            std::process::Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&tmp),
+        )
+        .and_then(|()| {
+            step(std::process::Command::new(tmp.join("bin/python")).args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                KUBEFLOW_SDK_REQUIREMENT,
+            ]))
+        })
+        .and_then(|()| {
+            std::fs::write(tmp.join(".complete"), KUBEFLOW_SDK_REQUIREMENT)
+                .map_err(|e| e.to_string())
+        });
+        if let Err(e) = made_now {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return unavailable(
+                "the Kubeflow SDK",
+                format!(
+                    "cannot make a venv with {KUBEFLOW_SDK_REQUIREMENT}: {e} (or run scripts/dev-services.sh)"
+                ),
+            );
+        }
+        // Another process may have made it meanwhile: its venv is as good.
+        if !complete(&dir) {
+            let _ = std::fs::remove_dir_all(&dir);
+            if std::fs::rename(&tmp, &dir).is_err() && !complete(&dir) {
+                return unavailable(
+                    "the Kubeflow SDK",
+                    format!("cannot move its venv to {}", dir.display()),
+                );
+            }
+        }
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    *made = Some(python.clone());
+    Some(python)
+}
+
 /// The image of a built-in template's app (`hvdctl init NAME --template TEMPLATE`) on `base`,
 /// tagged `hvdctl-test/app-TEMPLATE:<hash of the app's files and the base>`: built once per
 /// content and machine, and once per test process (tests asking at the same time wait for

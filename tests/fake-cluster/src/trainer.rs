@@ -14,9 +14,14 @@
 //!   `node` container; hostfile lines `<endpoint> slots=<numProcPerNode>`; only OpenMPI.
 //! - `pkg/runtime/framework/plugins/jobset/jobset.go` (`IdentifyPodNetwork`, `Build`,
 //!   `Status`) and `builder.go` (`Trainer`): endpoints `<job>-<rjob>-<jobIdx>-<podIdx>.<job>`;
-//!   spec.trainer's image, command, args and env go to the `node` container of the job
+//!   spec.trainer's image, command, args and env go to the `node` container of every job
 //!   labelled `trainer.kubeflow.org/trainjob-ancestor-step: trainer`; a JobSet is built once
 //!   (updated only while suspended).
+//! - `pkg/runtime/core/trainingruntime.go` (`newRuntimeInfo`): spec.trainer.resourcesPerNode
+//!   merged over those containers' resources; such a job's pod count is the runtime's
+//!   `mlPolicy.numNodes` (the `node` job's is the MPI plugin's).
+//! - `manifests/overlays/manager/kustomization.yaml`: the ConfigMap
+//!   `kubeflow-system/kubeflow-trainer-public` with `kubeflow_trainer_version`.
 //! - `pkg/controller/trainjob_controller.go`: the Suspended condition (Suspended / Resumed).
 //!
 //! JobSet ([`JobSetOperator`]), from kubernetes-sigs/jobset's
@@ -225,9 +230,36 @@ impl Mpi {
     }
 }
 
+/// Where the Trainer is installed, and its public ConfigMap there: what clients read of the
+/// installation (the Kubeflow SDK its `kubeflow_trainer_version`). From v2.3.0's
+/// `manifests/overlays/manager/kustomization.yaml` (namespace, `configMapGenerator`) and
+/// `manifests/base/rbac/public_configmap_role*.yaml` (readable by every authenticated user).
+pub const SYSTEM_NAMESPACE: &str = "kubeflow-system";
+pub const PUBLIC_CONFIGMAP: &str = "kubeflow-trainer-public";
+pub const VERSION: &str = "v2.3.0";
+
 impl Operator for TrainerOperator {
     fn name(&self) -> &'static str {
         "trainjob-controller"
+    }
+
+    fn start(&self, store: &crate::store::Store) {
+        let opts = crate::store::WriteOpts::default();
+        let _ = store.create(
+            resources::NAMESPACES,
+            "",
+            json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": SYSTEM_NAMESPACE}}),
+            &opts,
+        );
+        let _ = store.create(
+            CONFIGMAPS,
+            SYSTEM_NAMESPACE,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": PUBLIC_CONFIGMAP, "namespace": SYSTEM_NAMESPACE},
+                "data": {"kubeflow_trainer_version": VERSION}}),
+            &opts,
+        );
     }
 
     fn resources(&self) -> Vec<&'static ResourceDef> {
@@ -528,10 +560,18 @@ pub(crate) fn jobset(tj: &Value, rt: &Value, mpi: &Mpi, mut spec: Value, suspend
         if trainer_job {
             rj["replicas"] = json!(1);
         }
+        // Pods per job (`pkg/runtime/core/trainingruntime.go`, `newRuntimeInfo`): a trainer
+        // job's count is the runtime's `mlPolicy.numNodes`, the `node` job's the MPI
+        // plugin's (`mpi.go`, `EnforceMLPolicy`: `spec.trainer.numNodes`); any other job
+        // keeps its template's parallelism.
         let count = if rname == NODE {
             Some(mpi.nodes)
-        } else if rname == LAUNCHER {
-            Some(1)
+        } else if trainer_job {
+            Some(
+                rt.pointer("/spec/mlPolicy/numNodes")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(1),
+            )
         } else {
             None
         };
@@ -589,7 +629,11 @@ pub(crate) fn jobset(tj: &Value, rt: &Value, mpi: &Mpi, mut spec: Value, suspend
                 }
             }
         }
-        // spec.trainer reaches the `node` container of the trainer job (builder.go).
+        // spec.trainer reaches the `node` container of every trainer job
+        // (`pkg/runtime/framework/plugins/jobset/builder.go`, `Trainer`: image, command and
+        // args; env there and, when the launcher runs as a node, on the `node` job too) and
+        // its resourcesPerNode is merged over the same containers' resources, key by key
+        // (`pkg/runtime/core/trainingruntime.go`, `newRuntimeInfo`, a strategic merge).
         if trainer_job || (mpi.launcher_as_node && rname == NODE) {
             for c in pod["spec"]["containers"]
                 .as_array_mut()
@@ -603,6 +647,16 @@ pub(crate) fn jobset(tj: &Value, rt: &Value, mpi: &Mpi, mut spec: Value, suspend
                     for k in ["image", "command", "args"] {
                         if let Some(v) = tj.pointer(&format!("/spec/trainer/{k}")) {
                             c[k] = v.clone();
+                        }
+                    }
+                }
+                if let Some(r) = tj
+                    .pointer("/spec/trainer/resourcesPerNode")
+                    .and_then(Value::as_object)
+                {
+                    for k in ["limits", "requests"] {
+                        if r.get(k).is_some_and(Value::is_object) {
+                            merge_map(&mut c["resources"][k], r.get(k));
                         }
                     }
                 }
@@ -1027,5 +1081,55 @@ mod tests {
         );
         assert!(env.iter().any(|e| e["name"] == "A"));
         assert!(l["containers"][1].get("volumeMounts").is_none());
+    }
+
+    /// Both jobs labelled as the trainer's (hvdctl's runtime): spec.trainer's image, command
+    /// and env reach both `node` containers, resourcesPerNode is merged over each one's
+    /// resources key by key, the launcher's count is the runtime's numNodes and the nodes'
+    /// the TrainJob's.
+    #[test]
+    fn spec_trainer_reaches_every_trainer_job() {
+        let trainer = json!({"labels": {ANCESTOR_LABEL: "trainer"}});
+        let rt = json!({"spec": {"mlPolicy": {"numNodes": 1, "mpi": {"numProcPerNode": 1}},
+        "template": {"spec": {"replicatedJobs": [
+            {"name": "node", "template": {"metadata": trainer, "spec": {"template": {"spec": {"containers": [
+                {"name": "node", "image": "rt", "env": [{"name": "HVDCTL_ROLE", "value": "node"}]}]}}}}},
+            {"name": "launcher", "template": {"metadata": trainer, "spec": {"template": {"spec": {"containers": [
+                {"name": "node", "image": "rt", "resources": {"requests": {"cpu": "100m", "ephemeral-storage": "1Gi"}}}]}}}}},
+        ]}}}});
+        let tj = json!({"metadata": {"name": "t", "namespace": "ns", "uid": "u"},
+            "spec": {"trainer": {"image": "img", "command": ["c"], "numNodes": 2,
+                "env": [{"name": "A", "value": "1"}],
+                "resourcesPerNode": {"requests": {"cpu": "1"}, "limits": {"cpu": "2"}}}}});
+        let mpi = Mpi::of(&tj, &rt);
+        let js = jobset(
+            &tj,
+            &rt,
+            &mpi,
+            rt["spec"]["template"]["spec"].clone(),
+            false,
+        );
+        let rjs = &js["spec"]["replicatedJobs"];
+        assert_eq!(rjs[0]["template"]["spec"]["parallelism"], 2);
+        assert_eq!(rjs[1]["template"]["spec"]["parallelism"], 1);
+        for (i, role) in [(0, "node"), (1, "launcher")] {
+            let c = &rjs[i]["template"]["spec"]["template"]["spec"]["containers"][0];
+            assert_eq!(c["image"], "img", "{role}");
+            assert_eq!(c["command"], json!(["c"]), "{role}");
+            assert_eq!(c["resources"]["limits"]["cpu"], "2", "{role}");
+            assert_eq!(c["resources"]["requests"]["cpu"], "1", "{role}");
+            let env = c["env"].as_array().unwrap();
+            assert!(env.iter().any(|e| e["name"] == "A"), "{role}");
+        }
+        let nc = &rjs[0]["template"]["spec"]["template"]["spec"]["containers"][0];
+        assert!(
+            nc["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["name"] == "HVDCTL_ROLE")
+        );
+        let lc = &rjs[1]["template"]["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(lc["resources"]["requests"]["ephemeral-storage"], "1Gi");
     }
 }
