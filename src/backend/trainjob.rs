@@ -243,7 +243,19 @@ impl KubeBackend for TrainJobBackend {
         };
         // The image the runtime names: the app's repository (the Kubeflow SDK reads a
         // runtime's image); every hvdctl run replaces it with its own.
+        // `runtimeEnv`: the app's env, which the runtime's containers held before runs set
+        // theirs through spec.trainer; still given, so an app's own `k8s/trainjob.yaml.hbs`
+        // written by an earlier `hvdctl init` renders as it did.
+        let mut runtime_env: Vec<Value> = Vec::new();
+        for (k, v) in &app.env {
+            runtime_env.push(json!({"name": k, "value": v}));
+        }
+        for (k, v) in &app.parameters {
+            runtime_env.push(json!({"name": crate::app::validate::param_env_name(k), "value": v}));
+        }
+        runtime_env.push(json!({"name": "HVDCTL_APP", "value": app.name}));
         json!({
+            "runtimeEnv": runtime_env,
             "runtime": {"name": name, "kind": kind, "create": create},
             "patchManager": PATCH_MANAGER,
             "framework": FRAMEWORK,
