@@ -599,7 +599,7 @@ fn runtime() -> Value {
     };
     json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime",
     "metadata": {"name": "mpi", "namespace": "default"},
-    "spec": {"mlPolicy": {"numNodes": 2, "mpi": {"numProcPerNode": 1, "mpiImplementation": "OpenMPI", "sshAuthMountPath": "/root/.ssh"}},
+    "spec": {"mlPolicy": {"numNodes": 1, "mpi": {"numProcPerNode": 1, "mpiImplementation": "OpenMPI", "sshAuthMountPath": "/root/.ssh"}},
         "template": {"spec": {"successPolicy": {"operator": "All", "targetReplicatedJobs": ["launcher"]}, "replicatedJobs": [
             {"name": "launcher", "template": {"metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
                 "spec": {"template": node("3")}}},
@@ -613,7 +613,7 @@ fn kueue_trainjob_queued_then_admitted() {
     fc.create(runtime()).unwrap();
     let tj = json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
         "metadata": {"name": "tj", "namespace": "default", "labels": {"kueue.x-k8s.io/queue-name": "team-a"}},
-        "spec": {"runtimeRef": {"name": "mpi", "kind": "TrainingRuntime", "apiGroup": "trainer.kubeflow.org"}}});
+        "spec": {"runtimeRef": {"name": "mpi", "kind": "TrainingRuntime", "apiGroup": "trainer.kubeflow.org"}, "trainer": {"numNodes": 2}}});
     let created = fc.create(tj).unwrap();
     assert_eq!(created["spec"]["suspend"], true);
     assert_eq!(
@@ -894,7 +894,7 @@ fn volcano_trainjob_pod_group_from_the_runtime() {
         .unwrap();
     let tj = json!({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
         "metadata": {"name": "tv", "namespace": "default", "annotations": {"scheduling.volcano.sh/queue-name": "not-this"}},
-        "spec": {"runtimeRef": {"name": "mpi", "kind": "TrainingRuntime", "apiGroup": "trainer.kubeflow.org"},
+        "spec": {"runtimeRef": {"name": "mpi", "kind": "TrainingRuntime", "apiGroup": "trainer.kubeflow.org"}, "trainer": {"numNodes": 2},
             "runtimePatches": [{"manager": "hvdctl.io/hvdctl", "trainingRuntimeSpec": {"template": {"metadata": {"annotations": {"scheduling.volcano.sh/queue-name": "team-v"}}}}}]}});
     fc.create(tj).unwrap();
     let pg = fc
