@@ -12,11 +12,12 @@ use std::time::Duration;
 const CUT: u64 = 50;
 
 /// An MPIJob of one worker that writes forever (until deleted) and a launcher that succeeds
-/// after five seconds, writing fewer lines a second than a cut stream brings (`CUT`: every
-/// reconnect from a whole second moves on); `cleanPodPolicy: Running`.
+/// after ten seconds, writing fewer lines a second than a cut stream brings (`CUT`: every
+/// reconnect from a whole second moves on); `cleanPodPolicy: Running`. Created suspended:
+/// [`follow`] lets it go once `logs -f` watches the pods.
 fn job(app: &str, run: &str) -> Value {
     let launcher = Plan {
-        lines: 100,
+        lines: 200,
         rate: 20,
         exit: 0,
         restarts: 0,
@@ -29,16 +30,25 @@ fn job(app: &str, run: &str) -> Value {
     };
     let mut mj = mpijob(app, run, launcher, 1, worker);
     mj["spec"]["runPolicy"]["cleanPodPolicy"] = json!("Running");
+    mj["spec"]["runPolicy"]["suspend"] = json!(true);
     mj
 }
 
-/// `logs -f -o json` of the job to its end: exit 0, and the one warning line it printed.
+/// `logs -f -o json` of the job to its end: exit 0, and the one warning line it printed. The
+/// job is let go once `logs -f` watches the pods, so it sees the worker from its start.
 fn follow(env: &Cluster, job: &str) -> (String, String) {
+    let watches = requests(&env.fc, "watch pods");
     let mut ours = spawn(
         env.hvdctl_process(&["logs", job, "-f", "-o", "json"]),
         env.dir.path(),
         "hvdctl",
     );
+    wait_requests(&env.fc, "watch pods", watches, 1, Duration::from_secs(60));
+    env.fc
+        .mutate("mpijobs", "default", job, |j| {
+            j["spec"]["runPolicy"]["suspend"] = json!(false)
+        })
+        .expect("the MPIJob");
     let (code, took) = ours.wait(Duration::from_secs(120));
     let err = ours.stderr();
     eprintln!("hvdctl: exit {code:?} after {took:?}; stderr:\n{err}");
