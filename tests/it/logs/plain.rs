@@ -226,3 +226,81 @@ fn horovod_on_trainjob_warns_of_nothing() {
 fn horovod_on_local_warns_of_nothing() {
     horovod(Backend::Local);
 }
+
+/// horovod-tensorflow on its TensorFlow base, 2 workers × 1 slot, one short epoch.
+fn horovod_tensorflow(backend: Backend) {
+    let Some(docker) = docker() else { return };
+    let Some(base) = horovod_tensorflow_base(&docker) else {
+        return;
+    };
+    let _training = one_training_at_a_time();
+    let out = plain_run(
+        backend,
+        "horovod-tensorflow",
+        &base,
+        &[
+            "workers=2",
+            "slotsPerWorker=1",
+            "parameters.epochs=1",
+            "env.SYNTHETIC_SAMPLES=2000",
+            "env.OMP_NUM_THREADS=1",
+        ],
+        &[
+            "rank 0 of 2 ".to_string(),
+            "rank 1 of 2 ".to_string(),
+            "epoch 1/1: ".to_string(),
+        ],
+    );
+    eprintln!("{out}");
+}
+
+#[test]
+fn horovod_tensorflow_on_mpijob_warns_of_nothing() {
+    horovod_tensorflow(Backend::MpiJob);
+}
+
+#[test]
+fn horovod_tensorflow_on_native_warns_of_nothing() {
+    horovod_tensorflow(Backend::Native);
+}
+
+#[test]
+fn horovod_tensorflow_on_trainjob_warns_of_nothing() {
+    horovod_tensorflow(Backend::TrainJob);
+}
+
+/// horovod-elastic, 2 workers (min 2, max 3) × 1 slot, one short epoch, no pause: the
+/// elastic driver's run ends "done". (The trainjob backend refuses elastic apps.)
+fn horovod_elastic(backend: Backend) {
+    let Some(docker) = docker() else { return };
+    let Some(base) = horovod_base(&docker) else {
+        return;
+    };
+    let _training = one_training_at_a_time();
+    let out = plain_run(
+        backend,
+        "horovod-elastic",
+        &base,
+        &[
+            "workers=2",
+            "elastic.minWorkers=2",
+            "elastic.maxWorkers=3",
+            "parameters.epochs=1",
+            "parameters.batches-per-commit=5",
+            "env.SYNTHETIC_SAMPLES=2000",
+            "env.OMP_NUM_THREADS=1",
+        ],
+        &["epoch 1/1: ranks=2".to_string()],
+    );
+    eprintln!("{out}");
+}
+
+#[test]
+fn horovod_elastic_on_mpijob_warns_of_nothing() {
+    horovod_elastic(Backend::MpiJob);
+}
+
+#[test]
+fn horovod_elastic_on_native_warns_of_nothing() {
+    horovod_elastic(Backend::Native);
+}
