@@ -11,6 +11,7 @@
 use super::*;
 use crate::local::kubelet_leftovers;
 use fake_cluster::KubeletMode;
+use hvdctl::image::docker::DockerClient;
 
 /// Where a run goes.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -179,32 +180,40 @@ fn mpi_hello_on_local_warns_of_nothing() {
     mpi_hello(Backend::Local);
 }
 
+/// A Horovod template on its base (`base`), one short epoch with `settings` (one training at
+/// a time): what it prints is checked for `expected`.
+fn training(
+    backend: Backend,
+    template: &str,
+    base: fn(&DockerClient) -> Option<String>,
+    settings: &[&str],
+    expected: &[&str],
+) {
+    let Some(docker) = docker() else { return };
+    let Some(base) = base(&docker) else { return };
+    let _training = one_training_at_a_time();
+    let mut all = vec![
+        "workers=2",
+        "parameters.epochs=1",
+        "env.SYNTHETIC_SAMPLES=2000",
+        "env.OMP_NUM_THREADS=1",
+    ];
+    all.extend(settings);
+    let expected: Vec<String> = expected.iter().map(|e| e.to_string()).collect();
+    let out = plain_run(backend, template, &base, &all, &expected);
+    eprintln!("{out}");
+}
+
 /// The horovod template on the Horovod base, 2 workers × 1 slot, one short epoch: both ranks
 /// start and rank 0 reports the epoch.
 fn horovod(backend: Backend) {
-    let Some(docker) = docker() else { return };
-    let Some(base) = horovod_base(&docker) else {
-        return;
-    };
-    let _training = one_training_at_a_time();
-    let out = plain_run(
+    training(
         backend,
         "horovod",
-        &base,
-        &[
-            "workers=2",
-            "slotsPerWorker=1",
-            "parameters.epochs=1",
-            "env.SYNTHETIC_SAMPLES=2000",
-            "env.OMP_NUM_THREADS=1",
-        ],
-        &[
-            "rank 0 of 2 ".to_string(),
-            "rank 1 of 2 ".to_string(),
-            "epoch 1/1: ".to_string(),
-        ],
+        horovod_base,
+        &["slotsPerWorker=1"],
+        &["rank 0 of 2 ", "rank 1 of 2 ", "epoch 1/1: "],
     );
-    eprintln!("{out}");
 }
 
 #[test]
@@ -229,29 +238,13 @@ fn horovod_on_local_warns_of_nothing() {
 
 /// horovod-tensorflow on its TensorFlow base, 2 workers × 1 slot, one short epoch.
 fn horovod_tensorflow(backend: Backend) {
-    let Some(docker) = docker() else { return };
-    let Some(base) = horovod_tensorflow_base(&docker) else {
-        return;
-    };
-    let _training = one_training_at_a_time();
-    let out = plain_run(
+    training(
         backend,
         "horovod-tensorflow",
-        &base,
-        &[
-            "workers=2",
-            "slotsPerWorker=1",
-            "parameters.epochs=1",
-            "env.SYNTHETIC_SAMPLES=2000",
-            "env.OMP_NUM_THREADS=1",
-        ],
-        &[
-            "rank 0 of 2 ".to_string(),
-            "rank 1 of 2 ".to_string(),
-            "epoch 1/1: ".to_string(),
-        ],
+        horovod_tensorflow_base,
+        &["slotsPerWorker=1"],
+        &["rank 0 of 2 ", "rank 1 of 2 ", "epoch 1/1: "],
     );
-    eprintln!("{out}");
 }
 
 #[test]
@@ -272,27 +265,17 @@ fn horovod_tensorflow_on_trainjob_warns_of_nothing() {
 /// horovod-elastic, 2 workers (min 2, max 3) × 1 slot, one short epoch, no pause: the
 /// elastic driver's run ends "done". (The trainjob backend refuses elastic apps.)
 fn horovod_elastic(backend: Backend) {
-    let Some(docker) = docker() else { return };
-    let Some(base) = horovod_base(&docker) else {
-        return;
-    };
-    let _training = one_training_at_a_time();
-    let out = plain_run(
+    training(
         backend,
         "horovod-elastic",
-        &base,
+        horovod_base,
         &[
-            "workers=2",
             "elastic.minWorkers=2",
             "elastic.maxWorkers=3",
-            "parameters.epochs=1",
             "parameters.batches-per-commit=5",
-            "env.SYNTHETIC_SAMPLES=2000",
-            "env.OMP_NUM_THREADS=1",
         ],
-        &["epoch 1/1: ranks=2".to_string()],
+        &["epoch 1/1: ranks=2"],
     );
-    eprintln!("{out}");
 }
 
 #[test]
