@@ -286,14 +286,16 @@ fn bad_situations_say_what_and_where() {
 #[test]
 fn undeploy_deletes_exactly_the_run() {
     let e = env(true);
-    let dir = init_app(&e.root, "demo", "mpi-hello");
+    // An app name no other test uses: `undeploy --all` takes every run of the app on every
+    // engine, other tests' local runs on this machine's Docker engine included.
+    let dir = init_app(&e.root, "clu", "mpi-hello");
     for id in ["a1", "a2"] {
         let mut c = e.hv(&dir);
         c.args(["deploy", "--backend", "native", "--run-id", id]);
         assert_eq!(run(c).code, 0);
     }
     // Same name prefix, no labels: not ours.
-    e.fc.create(serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "demo-a1-worker-9"},
+    e.fc.create(serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "clu-a1-worker-9"},
         "spec": {"containers": [{"name": "c", "image": "x"}]}})).unwrap();
     let mut c = e.hv(&dir);
     c.args(["undeploy", "a1"]);
@@ -304,7 +306,7 @@ fn undeploy_deletes_exactly_the_run() {
         "the other run survives"
     );
     assert!(
-        e.fc.get("pods", "default", "demo-a1-worker-9").is_some(),
+        e.fc.get("pods", "default", "clu-a1-worker-9").is_some(),
         "an unlabelled pod with the same prefix survives"
     );
     let mut c = e.hv(&dir);
@@ -316,7 +318,9 @@ fn undeploy_deletes_exactly_the_run() {
 #[test]
 fn faults_do_not_break_the_lifecycle() {
     let e = env(true);
-    let dir = init_app(&e.root, "demo", "mpi-hello");
+    // An app name no other test uses: `undeploy --all` takes every run of the app on every
+    // engine, other tests' local runs on this machine's Docker engine included.
+    let dir = init_app(&e.root, "clu", "mpi-hello");
     e.fc.set_faults(Faults {
         fail_rate: 0.1,
         watch_expire_secs: 1.0,
@@ -352,7 +356,9 @@ fn faults_do_not_break_the_lifecycle() {
 #[test]
 fn interrupted_deploys_leave_no_orphans() {
     let e = env(true);
-    let dir = init_app(&e.root, "demo", "mpi-hello");
+    // An app name no other test uses: `undeploy --all` takes every run of the app on every
+    // engine, other tests' local runs on this machine's Docker engine included.
+    let dir = init_app(&e.root, "clu", "mpi-hello");
     // Slow the server a little so interruptions land at every stage.
     e.fc.set_faults(Faults {
         delay_ms: 3,

@@ -531,8 +531,14 @@ fn a_backend_with_its_own_custom_kind_deploys_reports_scales_is_diagnosed_and_un
         );
         // The unreadable run hides none of the others: listed beside it, and the app's
         // newest run it can read is what a command without RUN means.
+        // (The cluster's runs: another test's local `demo` run on this machine's Docker
+        // engine is listed too, and is not this test's.)
         let (runs, _) = env.every_run(false, Some("demo")).await.unwrap();
-        let ids: Vec<&str> = runs.iter().map(|r| r.info().run_id.as_str()).collect();
+        let ids: Vec<&str> = runs
+            .iter()
+            .filter(|r| matches!(r, hvdctl::engine::Run::Kubernetes(_)))
+            .map(|r| r.info().run_id.as_str())
+            .collect();
         assert_eq!(ids, ["rk1"]);
     });
     // (rk1's conditions are still unreadable: reaching them shows rk1 was the run chosen.)

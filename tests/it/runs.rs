@@ -719,7 +719,9 @@ fn the_newest_run_answers_live_or_from_its_record() {
     let Some(docker) = docker() else { return };
     let image = template_image(&docker, "mpi-hello", &debian_image());
     let tmp = tempfile::tempdir().unwrap();
-    let dir = init_app(tmp.path(), "hello", "mpi-hello");
+    // An app name no other test uses: without RUN, commands answer for the app's newest run
+    // on every engine, and other tests run `hello` apps on this machine's Docker engine.
+    let dir = init_app(tmp.path(), "newest", "mpi-hello");
     let kc = tmp.path().join("no-kubeconfig");
     let deploy = |id: &str| {
         let d = hv(
@@ -749,7 +751,7 @@ fn the_newest_run_answers_live_or_from_its_record() {
     // What went, in plurals that read as English.
     assert!(
         u.stderr
-            .contains(&format!("Deleted run {a} (hello-{a}) from ")),
+            .contains(&format!("Deleted run {a} (newest-{a}) from ")),
         "{}",
         u.stderr
     );
@@ -760,7 +762,7 @@ fn the_newest_run_answers_live_or_from_its_record() {
         u.stderr
     );
 
-    let recorded = format!("run {a} (hello-{a}) (recorded; undeployed ");
+    let recorded = format!("run {a} (newest-{a}) (recorded; undeployed ");
     let l = hv(&dir, Some(&kc), &["logs"]);
     assert_eq!(l.code, 0, "logs: {}", l.stderr);
     assert!(l.stderr.contains(&recorded), "{}", l.stderr);
@@ -780,7 +782,7 @@ fn the_newest_run_answers_live_or_from_its_record() {
     assert!(s.stderr.contains(&recorded), "{}", s.stderr);
     assert!(
         s.stdout
-            .contains(&format!("Run:        {a} (job hello-{a}")),
+            .contains(&format!("Run:        {a} (job newest-{a}")),
         "{}",
         s.stdout
     );
@@ -789,16 +791,17 @@ fn the_newest_run_answers_live_or_from_its_record() {
     assert_eq!(e.code, 0, "events: {}", e.stderr);
     assert!(e.stderr.contains(&recorded), "{}", e.stderr);
     assert!(
-        e.stdout.lines().any(
-            |l| l.contains("Completed") && l.contains(&format!("Container/hello-{a}-launcher"))
-        ),
+        e.stdout
+            .lines()
+            .any(|l| l.contains("Completed")
+                && l.contains(&format!("Container/newest-{a}-launcher"))),
         "{}",
         e.stdout
     );
     let e = hv(&dir, Some(&kc), &["events", &a]);
     assert_eq!(e.code, 0, "events RUN: {}", e.stderr);
     assert!(
-        e.stdout.contains(&format!("Network/hvdctl-hello-{a}")),
+        e.stdout.contains(&format!("Network/hvdctl-newest-{a}")),
         "{}",
         e.stdout
     );
@@ -810,7 +813,7 @@ fn the_newest_run_answers_live_or_from_its_record() {
     assert_eq!(c.code, 1, "cp: {}", c.stderr);
     assert!(
         c.stderr.contains(&format!(
-            "the newest run of app hello, {a} (hello-{a}), was undeployed "
+            "the newest run of app newest, {a} (newest-{a}), was undeployed "
         )),
         "{}",
         c.stderr
@@ -828,7 +831,7 @@ fn the_newest_run_answers_live_or_from_its_record() {
     assert_eq!(c.code, 1, "cp RUN: {}", c.stderr);
     assert!(
         c.stderr
-            .contains(&format!("run {a} (hello-{a}) was undeployed ")),
+            .contains(&format!("run {a} (newest-{a}) was undeployed ")),
         "{}",
         c.stderr
     );
@@ -843,7 +846,7 @@ fn the_newest_run_answers_live_or_from_its_record() {
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert!(
         o.stderr.contains(&format!(
-            "the newest run of app hello, {a}, was undeployed "
+            "the newest run of app newest, {a}, was undeployed "
         )) && o.stderr.contains(&format!("its record: hvdctl logs {a}")),
         "{}",
         o.stderr
@@ -856,7 +859,7 @@ fn the_newest_run_answers_live_or_from_its_record() {
     assert_eq!(s.code, 0, "{}", s.stderr);
     assert!(
         s.stdout
-            .contains(&format!("Run:        {b} (job hello-{b}")),
+            .contains(&format!("Run:        {b} (job newest-{b}")),
         "{}",
         s.stdout
     );
@@ -873,7 +876,7 @@ fn the_newest_run_answers_live_or_from_its_record() {
     assert_eq!(l.code, 0, "{}", l.stderr);
     assert!(
         l.stderr
-            .contains(&format!("run {c} (hello-{c}) (recorded; undeployed ")),
+            .contains(&format!("run {c} (newest-{c}) (recorded; undeployed ")),
         "{}",
         l.stderr
     );
@@ -882,7 +885,7 @@ fn the_newest_run_answers_live_or_from_its_record() {
     assert_eq!(u.code, 0, "{}", u.stderr);
     assert!(
         u.stderr.contains(&format!(
-            "Nothing to delete: the newest run of app hello, {c} (hello-{c}), was undeployed "
+            "Nothing to delete: the newest run of app newest, {c} (newest-{c}), was undeployed "
         )),
         "{}",
         u.stderr

@@ -772,9 +772,11 @@ fn the_kubeflow_sdk_reads_a_run_and_hvdctl_sees_the_sdk_delete_it() {
     let Some(python) = kubeflow_sdk() else { return };
     let img = template_image(&docker, "mpi-hello", &debian_image());
     let e = trainer_cluster(KubeletMode::Docker);
-    let dir = init_app(&e.root, "hello", "mpi-hello");
+    // An app name of its own: its `undeploy --all` takes every run of the app, on every
+    // engine — other tests' `hello` runs on this machine's Docker engine included.
+    let dir = init_app(&e.root, "sdkapp", "mpi-hello");
     let id = "sdk1";
-    let job = format!("hello-{id}");
+    let job = format!("sdkapp-{id}");
     let d = e
         .hv(&dir)
         .args(["deploy", "--backend", "trainjob", "--run-id", id])
@@ -881,12 +883,12 @@ fn the_kubeflow_sdk_reads_a_run_and_hvdctl_sees_the_sdk_delete_it() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["name"] == "hvdctl-hello")
+        .find(|r| r["name"] == "hvdctl-sdkapp")
         .unwrap_or_else(|| panic!("hvdctl's runtime not listed: {v:#}"));
     assert_eq!(rt["framework"], "mpi", "{v:#}");
     assert_eq!(v["jobs"], serde_json::json!([job]), "{v:#}");
     assert_eq!(v["job"]["num_nodes"], 2, "{v:#}");
-    assert_eq!(v["job"]["runtime"], "hvdctl-hello", "{v:#}");
+    assert_eq!(v["job"]["runtime"], "hvdctl-sdkapp", "{v:#}");
     let steps = steps_of(&v);
     let names: Vec<&str> = steps.iter().map(|s| s.0.as_str()).collect();
     assert_eq!(names, ["node-0", "node-1", "node-2"], "{v:#}");
@@ -1005,7 +1007,7 @@ fn the_kubeflow_sdk_reads_a_run_and_hvdctl_sees_the_sdk_delete_it() {
     }
     // The app's runtime outlived the TrainJob the SDK deleted; hvdctl's undeploy takes it.
     assert!(
-        e.fc.get("trainingruntimes", "default", "hvdctl-hello")
+        e.fc.get("trainingruntimes", "default", "hvdctl-sdkapp")
             .is_some()
     );
     let o = e
@@ -1016,14 +1018,14 @@ fn the_kubeflow_sdk_reads_a_run_and_hvdctl_sees_the_sdk_delete_it() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(
-        err.contains("deleted what its runs shared: TrainingRuntime/hvdctl-hello"),
+        err.contains("deleted what its runs shared: TrainingRuntime/hvdctl-sdkapp"),
         "{err}"
     );
     // Deleted in the foreground: gone once the garbage collector has had its pass.
     e.fc.wait_for(
         "trainingruntimes",
         "default",
-        "hvdctl-hello",
+        "hvdctl-sdkapp",
         Duration::from_secs(60),
         |o| o.is_none(),
     )
