@@ -119,7 +119,7 @@ for ((r = 1; r <= runs; r++)); do
                 why[$key]=${w:-$(tail -n 1 "$out")}
             fi
         done <<<"$names"
-        printf 'flake-hunt: run %d/%d  %-40s %s\n' "$r" "$runs" "$label${filter:+ $filter}" \
+        printf 'flake-hunt: run %d/%d  %-40s %s\n' "$r" "$runs" "$label" \
             "$([[ $rc == 0 ]] && echo ok || echo "FAILED (exit $rc)")" >&2
     done
 done
