@@ -30,6 +30,10 @@ pub struct Error {
     pub message: String,
     pub hint: Option<String>,
     pub source: Option<Source>,
+    /// The app file's key this input error is about, when it was found after loading (by a
+    /// backend's check): the command that loaded the app names its line or `--set` flag
+    /// ([`crate::app::Loaded::locate`]).
+    pub key: Option<crate::yaml::Path>,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -41,6 +45,7 @@ impl Error {
             message: message.into(),
             hint: None,
             source: None,
+            key: None,
         }
     }
     pub fn failure(message: impl Into<String>) -> Self {
@@ -49,6 +54,7 @@ impl Error {
             message: message.into(),
             hint: None,
             source: None,
+            key: None,
         }
     }
     pub fn not_found(message: impl Into<String>) -> Self {
@@ -57,6 +63,7 @@ impl Error {
             message: message.into(),
             hint: None,
             source: None,
+            key: None,
         }
     }
     pub fn interrupted() -> Self {
@@ -65,11 +72,25 @@ impl Error {
             message: "interrupted".into(),
             hint: None,
             source: None,
+            key: None,
         }
     }
     /// Adds a "what to do next" line.
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
+        self
+    }
+    /// Says which key of the app file this error is about (`["mpi", "sshPort"]`).
+    pub fn at_key(self, key: &[&str]) -> Self {
+        self.at(crate::yaml::Path(
+            key.iter()
+                .map(|k| crate::yaml::Seg::Key((*k).to_string()))
+                .collect(),
+        ))
+    }
+    /// [`Self::at_key`] for a path with list indexes (`volumes[2]`).
+    pub fn at(mut self, path: crate::yaml::Path) -> Self {
+        self.key = Some(path);
         self
     }
     /// Keeps `e` as the error this one came from.

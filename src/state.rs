@@ -134,6 +134,11 @@ pub fn image(app_dir: &Path) -> Result<Option<ImageRecord>> {
     read(&path(app_dir, IMAGE))
 }
 
+/// Where [`image`] reads the last build's record (named in errors about it).
+pub fn image_record_path(app_dir: &Path) -> PathBuf {
+    path(app_dir, IMAGE)
+}
+
 pub fn record_image(app_dir: &Path, r: &ImageRecord) -> Result<()> {
     write(&path(app_dir, IMAGE), r)
 }

@@ -19,6 +19,40 @@ pub struct Loaded {
     pub app: App,
     /// The app directory (`-C`), as given.
     pub dir: PathBuf,
+    /// Where each key came from (its line in the file, or a `--set` flag): for the errors
+    /// found after loading, by [`Loaded::locate`].
+    places: Marked,
+    /// The app file's name as errors give it.
+    file: String,
+}
+
+impl Loaded {
+    /// `e` with its place first when it is about one of the app's keys
+    /// ([`Error::at_key`]): `hvdctl.yaml:LINE:COL: …` or `--set FLAG: …`, and where the
+    /// backend that refused it was chosen (`--backend`, the file's `backend:` or the default).
+    /// Any other error is returned as it is.
+    pub fn locate(&self, mut e: Error, backend_flag: Option<crate::backend::Backend>) -> Error {
+        let Some(key) = e.key.take() else {
+            return e;
+        };
+        let (at, _) = locate(&self.places, &self.file, &key, false);
+        let backend = match backend_flag {
+            Some(b) => format!("backend {b}, from --backend"),
+            None => {
+                let name = self.app.backend.as_str();
+                let path = Path(vec![Seg::Key("backend".into())]);
+                match self.places.origins.get(&path) {
+                    Some(_) => format!(
+                        "backend {name}, from {}",
+                        locate(&self.places, &self.file, &path, false).0
+                    ),
+                    None => format!("backend {name}, the default"),
+                }
+            }
+        };
+        e.message = format!("{at}: {} ({backend})", e.message);
+        e
+    }
 }
 
 /// Reads `<dir>/hvdctl.yaml`, applies `--set` flags, checks types and values. Every problem
@@ -36,10 +70,14 @@ pub fn load(dir: &FsPath, sets: &[String]) -> Result<Loaded> {
             Err(e) => found.push(Found::flag(s, format!("--set {s}: {e}"))),
         }
     }
-    let app = check_text(text, &name, &flags, sets, found)?;
+    let (app, mut places) = check_text(text, &name, &flags, sets, found)?;
+    places.value = Value::Null;
+    places.plain_text = HashMap::new();
     Ok(Loaded {
         app,
         dir: dir.to_path_buf(),
+        places,
+        file: name,
     })
 }
 
@@ -187,7 +225,7 @@ fn combine(mut found: Vec<Found>, sets: &[String]) -> Error {
 /// Parses, overrides, deserializes and validates an app from text. `file` names it in errors.
 pub fn from_text(text: &str, file: &str, flags: &[SetFlag]) -> Result<App> {
     let sets: Vec<String> = flags.iter().map(|f| f.flag.clone()).collect();
-    check_text(text, file, flags, &sets, Vec::new())
+    check_text(text, file, flags, &sets, Vec::new()).map(|(app, _)| app)
 }
 
 /// `sets` are all `--set` flags as given (some may have failed to parse), for ordering.
@@ -197,7 +235,7 @@ fn check_text(
     flags: &[SetFlag],
     sets: &[String],
     mut found: Vec<Found>,
-) -> Result<App> {
+) -> Result<(App, Marked)> {
     let mut marked = match yaml::parse(text) {
         Ok(m) => m,
         Err(e) => {
@@ -254,7 +292,7 @@ fn check_text(
         }
     }
     match app {
-        Some(app) if found.is_empty() => Ok(app),
+        Some(app) if found.is_empty() => Ok((app, marked)),
         _ => {
             found.truncate(MAX_PROBLEMS);
             Err(combine(found, sets))

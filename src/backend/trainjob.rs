@@ -183,32 +183,36 @@ impl KubeBackend for TrainJobBackend {
             // PodGroup itself: every pod a member, the priority from the pods' templates.
             if let Some(m) = v.min_available.filter(|m| *m != app.workers + 1) {
                 return Err(Error::input(format!(
-                    "hvdctl.yaml: scheduling.volcano.minAvailable: {m}: under the trainjob backend Kubeflow Trainer v2.3 makes the PodGroup with every pod a member ({} here); it has no setting for fewer",
+                    "scheduling.volcano.minAvailable: {m}: under the trainjob backend Kubeflow Trainer v2.3 makes the PodGroup with every pod a member ({} here); it has no setting for fewer",
                     app.workers + 1
                 ))
-                .hint("remove `scheduling.volcano.minAvailable`, or deploy this app with `--backend mpijob` or `--backend native`"));
+                .hint("remove `scheduling.volcano.minAvailable`, or deploy this app with `--backend mpijob` or `--backend native`")
+                .at_key(&["scheduling", "volcano", "minAvailable"]));
             }
             if let (Some(p), Some(r)) = (&v.priority_class, &app.trainjob.runtime) {
                 return Err(Error::input(format!(
-                    "hvdctl.yaml: scheduling.volcano.priorityClass: {p}: the PodGroup's priority comes from the pod templates of runtime `{r}`, which a TrainJob cannot change"
+                    "scheduling.volcano.priorityClass: {p}: the PodGroup's priority comes from the pod templates of runtime `{r}`, which a TrainJob cannot change"
                 ))
-                .hint("set priorityClassName in that runtime's pod templates, or leave `trainjob.runtime` unset for hvdctl to make a runtime with this priority"));
+                .hint("set priorityClassName in that runtime's pod templates, or leave `trainjob.runtime` unset for hvdctl to make a runtime with this priority")
+                .at_key(&["scheduling", "volcano", "priorityClass"]));
             }
         }
         if app.elastic.is_some() {
             // Elastic horovodrun re-discovers hosts through a script the Trainer does not
             // write, and a TrainJob's JobSet is not resized while it runs (jobset.go).
             return Err(Error::input(
-                "hvdctl.yaml: elastic: the trainjob backend cannot run elastic Horovod: Kubeflow Trainer v2.3 writes no host discovery script and does not resize a running TrainJob",
+                "elastic: the trainjob backend cannot run elastic Horovod: Kubeflow Trainer v2.3 writes no host discovery script and does not resize a running TrainJob",
             )
-            .hint("remove `elastic`, or deploy this app with `--backend mpijob` or `--backend native`"));
+            .hint("remove `elastic`, or deploy this app with `--backend mpijob` or `--backend native`")
+            .at_key(&["elastic"]));
         }
         match app.mpi.implementation {
             MpiImplementation::OpenMpi => Ok(()),
             other => Err(Error::input(format!(
-                "hvdctl.yaml: mpi.implementation: {other}: the trainjob backend runs only OpenMPI (Kubeflow Trainer v2.3 accepts no other mpiImplementation; MPICH and Intel MPI are asked for in kubeflow/trainer#3712)"
+                "mpi.implementation: {other}: the trainjob backend runs only OpenMPI (Kubeflow Trainer v2.3 accepts no other mpiImplementation; MPICH and Intel MPI are asked for in kubeflow/trainer#3712)"
             ))
-            .hint("use `mpi.implementation: OpenMPI` with an Open MPI image, or deploy this app with `--backend mpijob` or `--backend native`")),
+            .hint("use `mpi.implementation: OpenMPI` with an Open MPI image, or deploy this app with `--backend mpijob` or `--backend native`")
+            .at_key(&["mpi", "implementation"])),
         }
     }
 

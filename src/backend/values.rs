@@ -336,7 +336,8 @@ pub fn check(run: &Run) -> crate::error::Result<()> {
             "mpi.sshPort: the {} backend's launcher has no ssh_config hvdctl writes, and hvdctl passes no ssh port to {}'s mpirun (Hydra)",
             run.backend, app.mpi.implementation
         ))
-        .hint("use `--backend native` (its launcher writes the port into ssh_config), `mpi.launcher: horovodrun`, or leave mpi.sshPort unset"));
+        .hint("use `--backend native` (its launcher writes the port into ssh_config), `mpi.launcher: horovodrun`, or leave mpi.sshPort unset")
+        .at_key(&["mpi", "sshPort"]));
     }
     Ok(())
 }

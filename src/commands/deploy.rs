@@ -29,8 +29,13 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
         sets: &a.app.set,
     };
     let env = Env::with_app(g, ui, Some(app.clone()));
+    // What a backend refuses names the key's line (or flag) and where the backend came from.
+    let locate = |e| loaded.locate(e, a.app.backend);
     if a.dry_run() == Some(DryRun::Client) {
-        crate::out!("{}", engine::dry_run(&env, &plan, a.output)?);
+        crate::out!(
+            "{}",
+            engine::dry_run(&env, &plan, a.output).map_err(locate)?
+        );
         return Ok(0);
     }
     let opts = DeployOptions {
@@ -41,7 +46,7 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
     };
     // Ctrl-C is handled inside: a deploy cleans up before exiting.
     super::runtime(true)?.block_on(async {
-        match engine::deploy(&env, &plan, opts).await? {
+        match engine::deploy(&env, &plan, opts).await.map_err(locate)? {
             Some(run) => engine::after_deploy(&env, &run, a.logs, a.wait).await,
             None => Ok(0),
         }
@@ -61,9 +66,20 @@ pub(crate) fn image(loaded: &app::Loaded, flag: Option<&str>) -> Result<(String,
         (None, None) => loaded.app.image.clone(),
     };
     if !app::validate::is_image_ref(&image) {
-        return Err(Error::input(format!(
-            "--image {image}: not a valid image reference"
-        )));
+        // Each source named as the user would find it: the flag, the record `hvdctl build`
+        // left, or the app file (whose value the load already checked).
+        return Err(match (flag, &recorded) {
+            (Some(_), _) => Error::input(format!("--image {image}: not a valid image reference")),
+            (None, Some(_)) => Error::input(format!(
+                "{}: image `{image}` (recorded by the last `hvdctl build`) is not a valid image reference",
+                state::image_record_path(&loaded.dir).display()
+            ))
+            .hint("run `hvdctl build` again to record the image it makes, or delete that file to use hvdctl.yaml's `image`"),
+            (None, None) => Error::input(format!(
+                "{}: image `{image}`: not a valid image reference",
+                loaded.dir.join(app::load::APP_FILE).display()
+            )),
+        });
     }
     Ok((image, recorded.filter(|r| !r.pushed).map(|r| r.image)))
 }

@@ -46,5 +46,7 @@ pub fn run(g: &Global, ui: &Ui, a: DevArgs) -> Result<u8> {
     };
     let env = Env::with_app(g, ui, Some(loaded.app.clone()));
     // Ctrl-C and SIGTERM are handled inside: the run is undeployed before exiting (130).
-    super::runtime(true)?.block_on(dev::run(&env, &loaded, opts))
+    super::runtime(true)?
+        .block_on(dev::run(&env, &loaded, opts))
+        .map_err(|e| loaded.locate(e, a.app.backend))
 }

@@ -45,19 +45,22 @@ pub fn check(app: &App) -> Result<()> {
         return Err(Error::input(format!(
             "queue `{q}`: a Kueue LocalQueue applies to Kubernetes backends; the local backend runs on this machine's Docker engine, which has no queue"
         ))
-        .hint("remove `queue` for local runs, or deploy to a cluster with Kueue (--backend mpijob, native or trainjob)"));
+        .hint("remove `queue` for local runs, or deploy to a cluster with Kueue (--backend mpijob, native or trainjob)")
+        .at_key(&["queue"]));
     }
     if app.scheduling.volcano.is_some() {
         return Err(Error::input(
             "scheduling.volcano: Volcano applies to Kubernetes backends; the local backend runs on this machine's Docker engine, which has no batch scheduler",
         )
-        .hint("remove `scheduling.volcano` for local runs, or deploy to a cluster with Volcano (--backend mpijob, native or trainjob)"));
+        .hint("remove `scheduling.volcano` for local runs, or deploy to a cluster with Volcano (--backend mpijob, native or trainjob)")
+        .at_key(&["scheduling", "volcano"]));
     }
     if app.image_pull_policy == Some(crate::app::spec::PullPolicy::Always) {
         return Err(Error::input(
             "imagePullPolicy `Always`: the local backend never pulls; it runs the image that is in this machine's Docker engine",
         )
-        .hint("for local runs leave imagePullPolicy unset (or IfNotPresent/Never: the image must be in the engine), and `hvdctl build` or `docker pull` the image first"));
+        .hint("for local runs leave imagePullPolicy unset (or IfNotPresent/Never: the image must be in the engine), and `hvdctl build` or `docker pull` the image first")
+        .at_key(&["imagePullPolicy"]));
     }
     if let Some(st) = app.storage.first() {
         return Err(Error::input(format!(
@@ -67,15 +70,18 @@ pub fn check(app: &App) -> Result<()> {
         .hint(format!(
             "for local runs, mount a host directory instead: volumes: [{{name: {0}, mountPath: {1}, hostPath: {{path: /some/dir}}}}], or deploy to a cluster (--backend native or mpijob)",
             st.name, st.mount_path
-        )));
+        ))
+        .at(index_path("storage", 0)));
     }
     if let Some(shm) = &app.shm {
         bytes(shm).ok_or_else(|| {
             Error::input(format!("shm `{shm}` is not a memory quantity"))
                 .hint("use a Kubernetes quantity, e.g. shm: 2Gi")
+                .at_key(&["shm"])
         })?;
     }
-    for v in &app.volumes {
+    for (i, v) in app.volumes.iter().enumerate() {
+        let at = || index_path("volumes", i);
         let projected = if let Some(sec) = &v.secret {
             Some(("secret", format!("Secret `{}`", sec.secret_name)))
         } else {
@@ -91,7 +97,8 @@ pub fn check(app: &App) -> Result<()> {
             .hint(format!(
                 "for local runs, put the files in a directory and mount it read-only: {{name: {}, mountPath: {}, readOnly: true, hostPath: {{path: /some/dir}}}}; or deploy to a cluster (--backend native or mpijob)",
                 v.name, v.mount_path
-            )));
+            ))
+            .at(at()));
         }
         if let Some(q) = v.empty_dir.as_ref().and_then(|e| e.size_limit.as_ref())
             && bytes(q).is_none()
@@ -99,7 +106,8 @@ pub fn check(app: &App) -> Result<()> {
             return Err(Error::input(format!(
                 "volume `{}`: emptyDir.sizeLimit `{q}` is not a memory quantity",
                 v.name
-            )));
+            ))
+            .at(at()));
         }
         let kind = if v.pvc.is_some() {
             Some("a PersistentVolumeClaim (pvc)")
@@ -116,14 +124,16 @@ pub fn check(app: &App) -> Result<()> {
             .hint(format!(
                 "for local runs, give volume `{}` (mounted at {}) a hostPath source instead (hostPath: {{path: /some/dir}}), or deploy to a cluster (--backend native or mpijob)",
                 v.name, v.mount_path
-            )));
+            ))
+            .at(at()));
         }
         if let Some(h) = &v.host_path {
             if !Path::new(&h.path).is_absolute() {
                 return Err(Error::input(format!(
                     "volume `{}`: hostPath.path `{}` must be an absolute path",
                     v.name, h.path
-                )));
+                ))
+                .at(at()));
             }
             if let Some(sp) = &v.sub_path
                 && !is_plain_relative(sp)
@@ -131,7 +141,8 @@ pub fn check(app: &App) -> Result<()> {
                 return Err(Error::input(format!(
                     "volume `{}`: subPath `{sp}` must be a relative path without `..`",
                     v.name
-                )));
+                ))
+                .at(at()));
             }
         }
     }
@@ -139,9 +150,18 @@ pub fn check(app: &App) -> Result<()> {
         ("launcher", &app.resources.launcher),
         ("worker", &app.resources.worker),
     ] {
-        limits(spec).map_err(|e| e.context(format!("resources.{role}")))?;
+        limits(spec).map_err(|e| {
+            e.context(format!("resources.{role}"))
+                .at_key(&["resources", role])
+        })?;
     }
     Ok(())
+}
+
+/// `key[index]` in the app file.
+fn index_path(key: &str, index: usize) -> crate::yaml::Path {
+    use crate::yaml::Seg;
+    crate::yaml::Path(vec![Seg::Key(key.into()), Seg::Index(index)])
 }
 
 fn is_plain_relative(p: &str) -> bool {

@@ -207,8 +207,7 @@ fn stopped(step: Step) -> Error {
     Error {
         kind: Kind::Interrupted,
         message: format!("{what}; nothing was written"),
-        hint: None,
-        source: None,
+        ..Error::interrupted()
     }
 }
 
