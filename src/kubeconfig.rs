@@ -108,6 +108,12 @@ const FIX: &str = "fix the file, or point --kubeconfig / KUBECONFIG at another o
 fn read(path: &Path) -> Result<Kubeconfig> {
     let bytes = crate::files::read(path, crate::files::KUBECONFIG)
         .map_err(|r| r.input_error(path, crate::files::KUBECONFIG).hint(FIX))?;
+    parse(bytes, path)
+}
+
+/// A kubeconfig's bytes, read from `path` (named in errors, and the directory its relative
+/// file names are taken from): what [`read`] does after reading.
+pub fn parse(bytes: Vec<u8>, path: &Path) -> Result<Kubeconfig> {
     let text = decode(bytes).map_err(|why| {
         Error::input(format!(
             "kubeconfig {}: cannot read it: {why}",

@@ -18,6 +18,8 @@ pub mod engine;
 pub mod error;
 pub mod files;
 pub mod fit;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod image;
 pub mod kinds;
 pub mod kubeconfig;

@@ -61,16 +61,7 @@ pub fn load(dir: &FsPath, sets: &[String]) -> Result<Loaded> {
     let file = dir.join(APP_FILE);
     let bytes = read_app_file(dir, &file)?;
     let name = file.display().to_string();
-    let text = as_text(&bytes, &name)?;
-    let mut found = Vec::new();
-    let mut flags = Vec::new();
-    for s in sets {
-        match set::parse(s) {
-            Ok(f) => flags.push(f),
-            Err(e) => found.push(Found::flag(s, format!("--set {s}: {e}"))),
-        }
-    }
-    let (app, mut places) = check_text(text, &name, &flags, sets, found)?;
+    let (app, mut places) = from_bytes(&bytes, &name, sets)?;
     places.value = Value::Null;
     places.plain_text = HashMap::new();
     Ok(Loaded {
@@ -79,6 +70,21 @@ pub fn load(dir: &FsPath, sets: &[String]) -> Result<Loaded> {
         places,
         file: name,
     })
+}
+
+/// The app file's bytes (named `file` in errors) with the `--set` flags as given: the app and
+/// where each of its keys came from. [`load`] after reading the file; a fuzz target's entry.
+pub fn from_bytes(bytes: &[u8], file: &str, sets: &[String]) -> Result<(App, Marked)> {
+    let text = as_text(bytes, file)?;
+    let mut found = Vec::new();
+    let mut flags = Vec::new();
+    for s in sets {
+        match set::parse(s) {
+            Ok(f) => flags.push(f),
+            Err(e) => found.push(Found::flag(s, format!("--set {s}: {e}"))),
+        }
+    }
+    check_text(text, file, &flags, sets, found)
 }
 
 /// The largest app file read. A real one is a few KiB; anything near this is not an app file

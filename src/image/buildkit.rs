@@ -181,29 +181,22 @@ pub(crate) async fn build(
                 );
             }
         };
-        if let Some(detail) = msg.error_detail.and_then(|d| d.message).or(msg.error) {
-            ui.finish();
-            return Err(local_error(&transfer).unwrap_or_else(|| trace.error(p.reference, &detail)));
-        }
-        match (msg.id.as_deref(), msg.aux) {
-            (Some("moby.buildkit.trace"), Some(serde_json::Value::String(b64))) => {
-                let Ok(raw) = STANDARD.decode(b64.as_bytes()) else {
-                    continue;
-                };
-                for event in trace.apply(&raw) {
+        match trace.read(msg) {
+            Said::Failed(detail) => {
+                ui.finish();
+                return Err(
+                    local_error(&transfer).unwrap_or_else(|| trace.error(p.reference, &detail))
+                );
+            }
+            Said::Progress(events) => {
+                for event in events {
                     ui.show(log, &event);
                 }
             }
-            (Some("moby.image.id"), Some(aux)) => {
-                if let Some(id) = aux.get("ID").and_then(|v| v.as_str()) {
-                    image_id = Some(id.to_string());
-                }
-            }
-            _ => {
-                if let Some(s) = msg.stream {
-                    for line in s.lines().filter(|l| !l.trim().is_empty()) {
-                        ui.plain(log, line);
-                    }
+            Said::ImageId(id) => image_id = Some(id),
+            Said::Stream(s) => {
+                for line in s.lines().filter(|l| !l.trim().is_empty()) {
+                    ui.plain(log, line);
                 }
             }
         }
@@ -234,8 +227,20 @@ pub(crate) async fn build(
     })
 }
 
+/// What one message of the `/build` answer says.
+pub(crate) enum Said {
+    /// The build failed (the daemon's message).
+    Failed(String),
+    /// BuildKit's progress (`moby.buildkit.trace`), as steps and their lines.
+    Progress(Vec<Event>),
+    /// The image the build made (`moby.image.id`).
+    ImageId(String),
+    /// Text of the daemon's own (possibly empty).
+    Stream(String),
+}
+
 #[derive(serde::Deserialize, Default)]
-struct Message {
+pub(crate) struct Message {
     id: Option<String>,
     aux: Option<serde_json::Value>,
     stream: Option<String>,
@@ -281,6 +286,27 @@ pub(crate) struct Trace {
 }
 
 impl Trace {
+    /// Reads one message of the `/build` answer: a trace message is applied (one that is not
+    /// base64 shows nothing).
+    pub(crate) fn read(&mut self, msg: Message) -> Said {
+        if let Some(detail) = msg.error_detail.and_then(|d| d.message).or(msg.error) {
+            return Said::Failed(detail);
+        }
+        match (msg.id.as_deref(), msg.aux) {
+            (Some("moby.buildkit.trace"), Some(serde_json::Value::String(b64))) => {
+                Said::Progress(match STANDARD.decode(b64.as_bytes()) {
+                    Ok(raw) => self.apply(&raw),
+                    Err(_) => Vec::new(),
+                })
+            }
+            (Some("moby.image.id"), Some(aux)) => match aux.get("ID").and_then(|v| v.as_str()) {
+                Some(id) => Said::ImageId(id.to_string()),
+                None => Said::Stream(String::new()),
+            },
+            _ => Said::Stream(msg.stream.unwrap_or_default()),
+        }
+    }
+
     /// Applies one `StatusResponse`; returns what to show.
     pub(crate) fn apply(&mut self, raw: &[u8]) -> Vec<Event> {
         let mut out = Vec::new();

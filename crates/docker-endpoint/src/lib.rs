@@ -24,6 +24,19 @@ mod resolve;
 pub use dial::{Client, Conn};
 pub use resolve::{Endpoint, Host, Source, SshTarget, TlsFiles};
 
+/// The entry of the fuzz target for a Docker context's `meta.json` (`fuzz/`): its text read
+/// as the context `fuzz` under a configuration directory that does not exist.
+#[doc(hidden)]
+pub fn fuzz_context_meta(text: &str) -> Result<Endpoint> {
+    resolve::from_meta(
+        std::path::Path::new("/nonexistent/.docker"),
+        "fuzz",
+        "a fuzz target",
+        std::path::Path::new("/nonexistent/.docker/contexts/meta/fuzz/meta.json"),
+        text,
+    )
+}
+
 use std::fmt;
 
 /// The daemon address used when nothing names one.

@@ -293,10 +293,6 @@ fn context(config_dir: &Path, name: &str, from: &'static str) -> Result<Endpoint
         .join("meta")
         .join(&id)
         .join("meta.json");
-    let source = Source::Context {
-        name: name.to_string(),
-        from,
-    };
     let text = match std::fs::read_to_string(&meta) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -313,7 +309,24 @@ fn context(config_dir: &Path, name: &str, from: &'static str) -> Result<Endpoint
             )));
         }
     };
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+    from_meta(config_dir, name, from, &meta, &text)
+}
+
+/// The endpoint context `name`'s `meta.json` (at `meta`, holding `text`) names: its docker
+/// host, and the TLS files of the context's directory under `config_dir`.
+pub(crate) fn from_meta(
+    config_dir: &Path,
+    name: &str,
+    from: &'static str,
+    meta: &Path,
+    text: &str,
+) -> Result<Endpoint> {
+    let id = context_id(name);
+    let source = Source::Context {
+        name: name.to_string(),
+        from,
+    };
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         Error::input(format!(
             "Docker context {name:?}: {} is not valid JSON: {e}",
             meta.display()

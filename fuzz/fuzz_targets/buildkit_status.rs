@@ -1,0 +1,3 @@
+#![no_main]
+// The entry and what it checks: `hvdctl::fuzz::buildkit_status` (src/fuzz.rs).
+libfuzzer_sys::fuzz_target!(|data: &[u8]| hvdctl::fuzz::buildkit_status(data));
