@@ -5,26 +5,31 @@
 
 use crate::app::App;
 use crate::app::spec::{ResourceSpec, TaintEffect, Toleration, TolerationOperator};
-use crate::app::validate::quantity_value;
 use k8s_openapi::api::core::v1::{Node, Pod, ResourceQuota, Taint};
+use quantity::Quantity;
 use std::collections::BTreeMap;
 
 pub const GPU: &str = "nvidia.com/gpu";
 
 /// Resource name → amount (cores, bytes, devices).
-pub type Amounts = BTreeMap<String, f64>;
+pub type Amounts = BTreeMap<String, Quantity>;
+
+/// A quantity hvdctl reads from the app, an object or a node (`None`: not one).
+fn amount(q: &str) -> Option<Quantity> {
+    Quantity::parse(q).ok()
+}
 
 /// What one pod requests: each resource's request, or its limit when only that is set (as
 /// Kubernetes defaults it), and `gpus` of `nvidia.com/gpu`.
 pub fn requests(spec: &ResourceSpec, gpus: u32) -> Amounts {
     let mut out = Amounts::new();
     for (k, q) in spec.limits.iter().chain(spec.requests.iter()) {
-        if let Some(v) = quantity_value(q) {
+        if let Some(v) = amount(q) {
             out.insert(k.clone(), v);
         }
     }
     if gpus > 0 {
-        out.insert(GPU.into(), f64::from(gpus));
+        out.insert(GPU.into(), Quantity::from_units(gpus.into()));
     }
     out
 }
@@ -33,12 +38,12 @@ pub fn requests(spec: &ResourceSpec, gpus: u32) -> Amounts {
 fn limits(spec: &ResourceSpec, gpus: u32) -> Amounts {
     let mut out = Amounts::new();
     for (k, q) in spec.requests.iter().chain(spec.limits.iter()) {
-        if let Some(v) = quantity_value(q) {
+        if let Some(v) = amount(q) {
             out.insert(k.clone(), v);
         }
     }
     if gpus > 0 {
-        out.insert(GPU.into(), f64::from(gpus));
+        out.insert(GPU.into(), Quantity::from_units(gpus.into()));
     }
     out
 }
@@ -49,7 +54,8 @@ pub fn worker(app: &App) -> Amounts {
 }
 
 /// `250m`, `2`, `512Mi`, `1.5Gi`, `1`: an amount as people write it.
-pub fn show(resource: &str, v: f64) -> String {
+pub fn show(resource: &str, q: Quantity) -> String {
+    let v = q.as_f64();
     if resource.ends_with("cpu") {
         if v.fract() == 0.0 {
             format!("{v}")
@@ -66,6 +72,14 @@ pub fn show(resource: &str, v: f64) -> String {
     } else {
         format!("{v}")
     }
+}
+
+/// A byte count as [`show`] writes memory.
+pub fn show_bytes(bytes: u64) -> String {
+    show(
+        "memory",
+        Quantity::from_units(i64::try_from(bytes).unwrap_or(i64::MAX)),
+    )
 }
 
 /// `cpu 250m, memory 256Mi, nvidia.com/gpu 1`.
@@ -119,12 +133,13 @@ impl Shape {
             let r = c.resources.clone().unwrap_or_default();
             let mut one = Amounts::new();
             for (k, q) in r.limits.iter().flatten().chain(r.requests.iter().flatten()) {
-                if let Some(v) = quantity_value(&q.0) {
+                if let Some(v) = amount(&q.0) {
                     one.insert(k.clone(), v);
                 }
             }
             for (k, v) in one {
-                *need.entry(k).or_default() += v;
+                let sum = need.entry(k).or_default();
+                *sum = sum.saturating_add(v);
             }
         }
         // The same fields in the same words: a toleration the app's form cannot read
@@ -175,12 +190,9 @@ pub fn misfit(node: &Node, shape: &Shape) -> Option<String> {
     let short: Vec<String> = shape
         .need
         .iter()
-        .filter(|(_, n)| **n > 0.0)
+        .filter(|(_, n)| **n > Quantity::ZERO)
         .filter_map(|(k, n)| {
-            let have = alloc
-                .get(k)
-                .and_then(|q| quantity_value(&q.0))
-                .unwrap_or(0.0);
+            let have = alloc.get(k).and_then(|q| amount(&q.0)).unwrap_or_default();
             (have < *n).then(|| {
                 format!(
                     "{k} {} allocatable < {} requested",
@@ -230,10 +242,11 @@ pub fn nodes_for_worker(nodes: &[Node], app: &App) -> (usize, String) {
 /// `memory`) and `limits.*`, for every worker and the launcher.
 pub fn run_totals(app: &App) -> Amounts {
     let mut out = Amounts::new();
-    let workers = f64::from(app.workers);
-    let mut add = |prefix: &str, a: Amounts, times: f64| {
+    let workers = i64::from(app.workers);
+    let mut add = |prefix: &str, a: Amounts, times: i64| {
         for (k, v) in a {
-            *out.entry(format!("{prefix}{k}")).or_default() += v * times;
+            let sum = out.entry(format!("{prefix}{k}")).or_default();
+            *sum = sum.saturating_add(v.saturating_mul(times));
         }
     };
     add(
@@ -241,14 +254,14 @@ pub fn run_totals(app: &App) -> Amounts {
         requests(&app.resources.worker, app.gpus_per_worker),
         workers,
     );
-    add("requests.", requests(&app.resources.launcher, 0), 1.0);
+    add("requests.", requests(&app.resources.launcher, 0), 1);
     add(
         "limits.",
         limits(&app.resources.worker, app.gpus_per_worker),
         workers,
     );
-    add("limits.", limits(&app.resources.launcher, 0), 1.0);
-    out.insert("pods".into(), workers + 1.0);
+    add("limits.", limits(&app.resources.launcher, 0), 1);
+    out.insert("pods".into(), Quantity::from_units(workers + 1));
     out
 }
 
@@ -267,18 +280,15 @@ pub fn quota_short(quota: &ResourceQuota, totals: &Amounts) -> Vec<String> {
             "cpu" | "memory" => format!("requests.{k}"),
             _ => k.clone(),
         };
-        let Some(need) = totals.get(&key).copied().filter(|n| *n > 0.0) else {
+        let Some(need) = totals.get(&key).copied().filter(|n| *n > Quantity::ZERO) else {
             continue;
         };
-        let Some(h) = quantity_value(&q.0) else {
+        let Some(h) = amount(&q.0) else {
             continue;
         };
-        let u = used
-            .get(k)
-            .and_then(|q| quantity_value(&q.0))
-            .unwrap_or(0.0);
-        let room = (h - u).max(0.0);
-        if need > room + 1e-9 {
+        let u = used.get(k).and_then(|q| amount(&q.0)).unwrap_or_default();
+        let room = h.saturating_sub(u).max(Quantity::ZERO);
+        if need > room {
             out.push(format!(
                 "{k}: the run needs {}, quota {name} has {} left of {}",
                 show(&key, need),

@@ -180,8 +180,11 @@ pub fn log_timestamp(data: &[u8]) {
     }
 }
 
+/// A target's entry.
+pub type Entry = fn(&[u8]);
+
 /// Every target by name, for the regression replay.
-pub const TARGETS: [(&str, fn(&[u8])); 7] = [
+pub const TARGETS: [(&str, Entry); 7] = [
     ("app_file", app_file),
     ("dockerignore", dockerignore),
     ("kubeconfig", kubeconfig),

@@ -5,7 +5,7 @@
 //! validation names the `hvdctl.yaml` line, the rendered-object check (`backend::admission`)
 //! the object and its field path.
 
-use super::validate::quantity_value;
+use quantity::Quantity;
 use std::collections::BTreeMap;
 
 /// The API server's limit on all annotations of one object together (keys and values).
@@ -54,8 +54,9 @@ pub fn resource_requirements(
         for (name, q) in map {
             cpu_or_memory |= name == "cpu" || name == "memory";
             hugepages |= is_hugepages(name);
-            let Some(v) = quantity_value(q) else { continue };
-            if integer_only(name) && ((v * 1000.0).round() as i128) % 1000 != 0 {
+            let Ok(v) = Quantity::parse(q) else { continue };
+            // `MilliValue() % 1000 != 0` (validateResourceQuantityValue)
+            if integer_only(name) && v.milli_value() % 1000 != 0 {
                 out.push(Refusal {
                     key: Some((list, name.clone())),
                     field: format!("{list}[{name}]"),
@@ -65,8 +66,8 @@ pub fn resource_requirements(
         }
     }
     for (name, q) in requests {
-        let Some(v) = quantity_value(q) else { continue };
-        match limits.get(name).map(|l| (l, quantity_value(l))) {
+        let Ok(v) = Quantity::parse(q) else { continue };
+        match limits.get(name).map(|l| (l, Quantity::parse(l).ok())) {
             Some((l, Some(lv))) if !overcommit_allowed(name) && v != lv => out.push(Refusal {
                 key: Some(("requests", name.clone())),
                 field: "requests".into(),
@@ -121,7 +122,7 @@ pub fn toleration_value(value: &str) -> Option<String> {
 /// message).
 pub fn claim(size: &str, access_modes: &[&str]) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
-    if quantity_value(size).is_some_and(|v| v <= 0.0) {
+    if Quantity::parse(size).is_ok_and(|v| v <= Quantity::ZERO) {
         out.push((
             "resources.requests[storage]",
             format!("Invalid value: \"{size}\": must be greater than zero"),

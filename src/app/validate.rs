@@ -33,10 +33,6 @@ static QUALIFIED_NAME: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$").unwrap());
 static LABEL_VALUE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$").unwrap());
-static QUANTITY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
-        .unwrap()
-});
 static ENV_NAME: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$").unwrap());
 static PARAM_NAME: LazyLock<Regex> =
@@ -75,9 +71,12 @@ pub fn name_too_long(name: &str) -> Option<String> {
 pub fn is_dns1123_subdomain(s: &str) -> bool {
     s.len() <= 253 && DNS1123_SUBDOMAIN.is_match(s)
 }
-/// A Kubernetes quantity such as `500m`, `4Gi`, `1.5`, `2e3` (not negative).
+/// A Kubernetes quantity such as `500m`, `4Gi`, `1.5`, `2e3`: read as the API server reads
+/// it ([`quantity::Quantity`]), not negative, and with a digit (the API server reads a bare
+/// `+` or `.` as zero; hvdctl takes that for a slip).
 pub fn is_quantity(s: &str) -> bool {
-    QUANTITY.is_match(s)
+    quantity::Quantity::parse(s).is_ok_and(|q| !q.is_negative())
+        && s.bytes().any(|c| c.is_ascii_digit())
 }
 pub fn is_image_ref(s: &str) -> bool {
     IMAGE_REF.is_match(s)
@@ -1084,36 +1083,6 @@ fn has_backstep(path: &str) -> bool {
     path.split('/').any(|c| c == "..")
 }
 
-/// Approximate numeric value of a quantity, for request/limit comparison.
-pub fn quantity_value(q: &str) -> Option<f64> {
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+'))
-        .unwrap_or(q.len());
-    let (num, suffix) = q.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let mult = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        e if e.starts_with(['e', 'E']) => 10f64.powf(e[1..].parse().ok()?),
-        _ => return None,
-    };
-    Some(n * mult)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1125,11 +1094,11 @@ mod tests {
         ] {
             assert!(is_quantity(ok), "{ok}");
         }
-        for bad in ["", "-1", "1.2.3", "4GB", "abc", "1 Gi", "Gi", "1e"] {
+        for bad in [
+            "", "-1", "1.2.3", "4GB", "abc", "1 Gi", "Gi", "1e", "+", ".",
+        ] {
             assert!(!is_quantity(bad), "{bad}");
         }
-        assert_eq!(quantity_value("500m"), Some(0.5));
-        assert_eq!(quantity_value("1Ki"), Some(1024.0));
     }
 
     #[test]

@@ -70,8 +70,8 @@ pub async fn disk(d: &DockerClient) -> Check {
             "disk",
             format!(
                 "{} free in the Docker data root {root} (less than {})",
-                super::fit::show("memory", free as f64),
-                super::fit::show("memory", LOW_SPACE as f64)
+                super::fit::show_bytes(free),
+                super::fit::show_bytes(LOW_SPACE)
             ),
             "docker system prune removes unused images and build cache",
         ),
@@ -79,7 +79,7 @@ pub async fn disk(d: &DockerClient) -> Check {
             "disk",
             format!(
                 "{} free in the Docker data root {root}",
-                super::fit::show("memory", free as f64)
+                super::fit::show_bytes(free)
             ),
         ),
         None => Check::warn(

@@ -169,41 +169,18 @@ fn is_plain_relative(p: &str) -> bool {
     !p.as_os_str().is_empty() && p.components().all(|c| matches!(c, Component::Normal(_)))
 }
 
-/// A Kubernetes CPU quantity (`500m`, `2`, `1.5`) in nano-CPUs.
+/// A Kubernetes CPU quantity (`500m`, `2`, `1.5`) in nano-CPUs, read as the Kubernetes
+/// backends read it; above zero.
 pub fn nano_cpus(q: &str) -> Option<i64> {
-    let q = q.trim();
-    let (num, scale) = match q.strip_suffix('m') {
-        Some(n) => (n, 1_000_000.0),
-        None => (q, 1_000_000_000.0),
-    };
-    let v: f64 = num.parse().ok()?;
-    (v.is_finite() && v > 0.0).then(|| (v * scale).round() as i64)
+    let q = quantity::Quantity::parse(q).ok()?;
+    i64::try_from(q.nanos()).ok().filter(|n| *n > 0)
 }
 
-/// A Kubernetes memory quantity (`512Mi`, `1G`, `1e9`, `1048576`) in bytes.
+/// A Kubernetes memory quantity (`512Mi`, `1G`, `1e9`, `1048576`) in bytes (rounded up, as
+/// the API server's `Value`); above zero.
 pub fn bytes(q: &str) -> Option<i64> {
-    let q = q.trim();
-    const SUFFIXES: [(&str, f64); 13] = [
-        ("Ki", 1024.0),
-        ("Mi", 1_048_576.0),
-        ("Gi", 1_073_741_824.0),
-        ("Ti", 1_099_511_627_776.0),
-        ("Pi", 1_125_899_906_842_624.0),
-        ("Ei", 1_152_921_504_606_846_976.0),
-        ("k", 1e3),
-        ("M", 1e6),
-        ("G", 1e9),
-        ("T", 1e12),
-        ("P", 1e15),
-        ("E", 1e18),
-        ("m", 1e-3),
-    ];
-    let (num, scale) = SUFFIXES
-        .iter()
-        .find_map(|(s, f)| q.strip_suffix(s).map(|n| (n, *f)))
-        .unwrap_or((q, 1.0));
-    let v: f64 = num.parse().ok()?;
-    (v.is_finite() && v > 0.0).then(|| (v * scale).ceil() as i64)
+    let q = quantity::Quantity::parse(q).ok()?;
+    i64::try_from(q.value()).ok().filter(|n| *n > 0)
 }
 
 /// Docker's resource settings from a pod's requests and limits: limits.cpu → NanoCpus,

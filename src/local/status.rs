@@ -376,18 +376,6 @@ pub fn row(c: &Container, elastic: bool) -> PodRow {
     }
 }
 
-/// `64Mi` for a limit in bytes that is a whole number of MiB/GiB, else the bytes.
-fn quantity(bytes: i64) -> String {
-    const MI: i64 = 1 << 20;
-    if bytes % (MI << 10) == 0 {
-        format!("{}Gi", bytes / (MI << 10))
-    } else if bytes % MI == 0 {
-        format!("{}Mi", bytes / MI)
-    } else {
-        bytes.to_string()
-    }
-}
-
 /// What is wrong with a container, without its last lines; `Some(true)` as the second
 /// value when its last lines belong to it (it exited with an error).
 fn container_fact(c: &Container) -> Option<(String, bool)> {
@@ -395,7 +383,7 @@ fn container_fact(c: &Container) -> Option<(String, bool)> {
         return None;
     }
     if c.oom_killed {
-        let limit = (c.memory_limit > 0).then(|| quantity(c.memory_limit));
+        let limit = (c.memory_limit > 0).then(|| quantity::format_bytes(c.memory_limit));
         return Some((
             crate::reason::oom(&c.name, &c.name, limit.as_deref(), c.exit_code),
             false,

@@ -262,3 +262,37 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    /// A quantity hvdctl accepts means the same size wherever it is read: what the
+    /// Kubernetes backends count for fit and quotas, what the local backend gives Docker, and
+    /// what the fake cluster's kubelet, scheduler and Kueue read.
+    #[test]
+    fn a_quantity_means_the_same_on_every_backend(
+        q in "[+]?[0-9]{0,12}(\\.[0-9]{0,12})?([eE][-+]?[0-9]{1,2}|[numkMGTPE]|[KMGTPE]i)?"
+    ) {
+        prop_assume!(hvdctl::app::validate::is_quantity(&q));
+        let spec = hvdctl::app::spec::ResourceSpec {
+            limits: [("memory".to_string(), q.clone()), ("cpu".to_string(), q.clone())].into(),
+            ..Default::default()
+        };
+        let fit = hvdctl::fit::requests(&spec, 0);
+        let (memory, cpu) = (fit["memory"], fit["cpu"]);
+        let as_json = Value::String(q.clone());
+        // Memory: whole bytes, rounded up.
+        let bytes = i64::try_from(memory.value()).ok();
+        prop_assert_eq!(fake_cluster::docker::spec::parse_bytes(&q), bytes);
+        if let Some(b) = bytes.filter(|b| *b > 0) {
+            prop_assert_eq!(hvdctl::local::spec::bytes(&q), Some(b));
+            prop_assert_eq!(fake_cluster::scheduler::amount("memory", &as_json), b);
+        }
+        // CPU: nano-CPUs for Docker, millicores (rounded up) for the scheduler.
+        let nanos = i64::try_from(cpu.nanos()).ok();
+        prop_assert_eq!(fake_cluster::docker::spec::parse_nano_cpus(&q), nanos);
+        if let Some(n) = nanos.filter(|n| *n > 0) {
+            prop_assert_eq!(hvdctl::local::spec::nano_cpus(&q), Some(n));
+            prop_assert_eq!(fake_cluster::scheduler::amount("cpu", &as_json), (n + 999_999) / 1_000_000);
+        }
+    }
+}

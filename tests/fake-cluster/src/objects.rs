@@ -241,47 +241,11 @@ pub fn validate_pod_spec(
     Ok(())
 }
 
-/// A quantity's value in thousandths (the apiserver's `MilliValue`), rounded down; `None`
+/// A quantity's value in thousandths, rounded up (the apiserver's `MilliValue`); `None`
 /// when it does not parse (the schema check has its own word for that).
 fn milli(q: &Value) -> Option<i128> {
-    let text = match q {
-        Value::String(s) => s.trim().to_string(),
-        Value::Number(n) => n.to_string(),
-        _ => return None,
-    };
-    let end = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+'))
-        .unwrap_or(text.len());
-    let (num, suffix) = text.split_at(end);
-    let num = num.trim_start_matches('+');
-    let (whole, frac) = num.split_once('.').unwrap_or((num, ""));
-    if whole.is_empty() && frac.is_empty() {
-        return None;
-    }
-    let digits: i128 = format!("{whole}{frac}").parse().ok()?;
-    let (mut top, mut bottom) = (1000i128, 10i128.checked_pow(frac.len() as u32)?);
-    match suffix {
-        "" => {}
-        "m" => bottom *= 1000,
-        "k" | "M" | "G" | "T" | "P" | "E" => {
-            let k = "kMGTPE".find(suffix)? as u32 + 1;
-            top *= 10i128.pow(3 * k)
-        }
-        "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => {
-            let k = "KMGTPE".find(&suffix[..1])? as u32 + 1;
-            top *= 1024i128.pow(k)
-        }
-        e if e.starts_with(['e', 'E']) => {
-            let x: i32 = e[1..].parse().ok()?;
-            if x >= 0 {
-                top *= 10i128.checked_pow(x as u32)?
-            } else {
-                bottom *= 10i128.checked_pow((-x) as u32)?
-            }
-        }
-        _ => return None,
-    }
-    Some(digits.checked_mul(top)? / bottom)
+    let q = quantity::Quantity::parse(&text(q)).ok()?;
+    Some(q.milli_value())
 }
 
 fn text(q: &Value) -> String {

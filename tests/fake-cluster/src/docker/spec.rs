@@ -7,42 +7,17 @@ use std::collections::BTreeMap;
 
 use crate::util::s;
 
-/// A memory quantity (`512Mi`, `1G`, `1e9`, `128974848`) in bytes.
+/// A memory quantity (`512Mi`, `1G`, `1e9`, `128974848`) in bytes, rounded up (the API
+/// server's `Value`).
 pub fn parse_bytes(q: &str) -> Option<i64> {
-    let q = q.trim();
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(q.len());
-    let (num, suffix) = q.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let mul: f64 = match suffix {
-        "" => 1.0,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024.0 * 1024.0,
-        "Gi" => 1024.0 * 1024.0 * 1024.0,
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        "m" => 1e-3,
-        s if s.starts_with('e') || s.starts_with('E') => 10f64.powi(s[1..].parse().ok()?),
-        _ => return None,
-    };
-    Some((n * mul).ceil() as i64)
+    let q = quantity::Quantity::parse(q).ok()?;
+    i64::try_from(q.value()).ok()
 }
 
 /// A CPU quantity (`500m`, `2`, `0.5`) in nano-CPUs.
 pub fn parse_nano_cpus(q: &str) -> Option<i64> {
-    let q = q.trim();
-    if let Some(m) = q.strip_suffix('m') {
-        return m.parse::<f64>().ok().map(|v| (v * 1e6) as i64);
-    }
-    q.parse::<f64>().ok().map(|v| (v * 1e9) as i64)
+    let q = quantity::Quantity::parse(q).ok()?;
+    i64::try_from(q.nanos()).ok()
 }
 
 /// The quantity at `pointer` as a string (quantities may be JSON numbers).
