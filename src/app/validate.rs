@@ -37,13 +37,6 @@ static ENV_NAME: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$").unwrap());
 static PARAM_NAME: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[A-Za-z_][-A-Za-z0-9_.]*$").unwrap());
-static IMAGE_REF: LazyLock<Regex> = LazyLock::new(|| {
-    // [host[:port]/]path[:tag][@digest], path components lowercase.
-    Regex::new(
-        r"^(([a-zA-Z0-9.-]+(:[0-9]+)?)/)?[a-z0-9]+([._-]+[a-z0-9]+)*(/[a-z0-9]+([._-]+[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@[a-z0-9]+:[a-f0-9]{32,})?$",
-    )
-    .unwrap()
-});
 
 pub fn is_dns1123_label(s: &str) -> bool {
     s.len() <= MAX_LABEL && DNS1123_LABEL.is_match(s)
@@ -79,7 +72,7 @@ pub fn is_quantity(s: &str) -> bool {
         && s.bytes().any(|c| c.is_ascii_digit())
 }
 pub fn is_image_ref(s: &str) -> bool {
-    IMAGE_REF.is_match(s)
+    crate::image::reference::ImageRef::parse(s).is_ok()
 }
 
 /// `prefix/name` label or annotation key.

@@ -59,7 +59,7 @@ pub fn push_cmd(g: &Global, ui: &Ui, a: PushArgs) -> Result<u8> {
     let reference = match (&a.tag, &recorded) {
         (Some(t), _) => {
             let app = app::load(&g.app_dir, &[])?.app;
-            let (repo, _) = image::tag::split_reference(&app.image);
+            let (repo, _) = image::reference::split_tag(&app.image);
             format!("{repo}:{t}")
         }
         (None, Some(r)) => r.image.clone(),

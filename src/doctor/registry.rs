@@ -4,6 +4,7 @@
 //! the image is not there; anything else (unreachable, unauthorised) is "cannot tell".
 
 use crate::image::auth::{self, Credentials};
+use crate::image::reference::ImageRef;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper::{Method, Request, StatusCode};
@@ -26,74 +27,28 @@ pub enum Manifest {
 const ACCEPT: &str = "application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// An image reference split for the registry API: host, repository path, tag or digest.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reference {
-    pub registry: String,
-    /// The host requests go to (`registry-1.docker.io` for Docker Hub).
-    pub host: String,
-    pub path: String,
-    pub reference: String,
+/// `http` for a registry on this machine (as docker treats it), else `https`.
+fn scheme(r: &ImageRef) -> &'static str {
+    let host = r
+        .api_host()
+        .rsplit_once(':')
+        .map_or(r.api_host(), |(h, _)| h);
+    if host == "localhost" || host.starts_with("127.") || host == "[::1]" {
+        "http"
+    } else {
+        "https"
+    }
 }
 
-impl Reference {
-    pub fn parse(image: &str) -> Reference {
-        let (name, digest) = match image.split_once('@') {
-            Some((n, d)) => (n, Some(d)),
-            None => (image, None),
-        };
-        let (name, tag) = match name.rsplit_once(':') {
-            Some((n, t)) if !t.contains('/') => (n, Some(t)),
-            _ => (name, None),
-        };
-        let registry = auth::registry_of(name);
-        let hub = registry == auth::registry_of("x");
-        let path = match name.split_once('/') {
-            Some((first, rest))
-                if first.contains('.') || first.contains(':') || first == "localhost" =>
-            {
-                rest.to_string()
-            }
-            _ => name.to_string(),
-        };
-        let path = if hub && !path.contains('/') {
-            format!("library/{path}")
-        } else {
-            path
-        };
-        Reference {
-            host: if hub {
-                "registry-1.docker.io".into()
-            } else {
-                registry.clone()
-            },
-            registry,
-            path,
-            reference: digest.or(tag).unwrap_or("latest").to_string(),
-        }
-    }
-
-    fn scheme(&self) -> &'static str {
-        let host = self
-            .host
-            .rsplit_once(':')
-            .map_or(self.host.as_str(), |(h, _)| h);
-        if host == "localhost" || host.starts_with("127.") || host == "[::1]" {
-            "http"
-        } else {
-            "https"
-        }
-    }
-
-    fn url(&self) -> String {
-        format!(
-            "{}://{}/v2/{}/manifests/{}",
-            self.scheme(),
-            self.host,
-            self.path,
-            self.reference
-        )
-    }
+/// The manifest's address in the registry's API.
+fn manifest_url(r: &ImageRef) -> String {
+    format!(
+        "{}://{}/v2/{}/manifests/{}",
+        scheme(r),
+        r.api_host(),
+        r.api_path(),
+        r.reference()
+    )
 }
 
 type Http = Client<
@@ -162,7 +117,7 @@ fn challenge(h: &str) -> Option<(String, Vec<(String, String)>)> {
 /// The `Authorization` value for a retry after a 401 with `www_authenticate`.
 async fn authorize(
     http: &Http,
-    r: &Reference,
+    r: &ImageRef,
     www_authenticate: &str,
     creds: Option<&Credentials>,
 ) -> Result<Option<String>, String> {
@@ -177,7 +132,7 @@ async fn authorize(
     let Some(realm) = get("realm") else {
         return Ok(None);
     };
-    let mut url = format!("{realm}?scope=repository:{}:pull", r.path);
+    let mut url = format!("{realm}?scope=repository:{}:pull", r.api_path());
     if let Some(service) = get("service") {
         url.push_str(&format!("&service={service}"));
     }
@@ -194,7 +149,10 @@ async fn authorize(
 
 /// Asks the image's registry for its manifest.
 pub async fn manifest(image: &str) -> Manifest {
-    let r = Reference::parse(image);
+    let r = match ImageRef::parse(image) {
+        Ok(r) => r,
+        Err(e) => return Manifest::Unreachable(format!("{image}: {e}")),
+    };
     let http = match client() {
         Ok(h) => h,
         Err(e) => return Manifest::Unreachable(e),
@@ -204,7 +162,7 @@ pub async fn manifest(image: &str) -> Manifest {
         Ok(c) => (c, None),
         Err(e) => (None, Some(e.message)),
     };
-    let url = r.url();
+    let url = manifest_url(&r);
     let mut result = send(&http, Method::HEAD, &url, None).await;
     if let Ok((StatusCode::UNAUTHORIZED, headers, _)) = &result {
         let www = headers
@@ -227,13 +185,15 @@ pub async fn manifest(image: &str) -> Manifest {
         Ok((s, _, _)) if s.is_success() => Manifest::Present,
         Ok((StatusCode::NOT_FOUND, _, _)) => Manifest::Missing(format!(
             "{} answered 404 for {}:{} (asked {who})",
-            r.registry, r.path, r.reference
+            r.registry(),
+            r.api_path(),
+            r.reference()
         )),
         Ok((s @ (StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN), _, _)) => {
-            Manifest::Unauthorized(format!("{} answered {s} {who}", r.registry))
+            Manifest::Unauthorized(format!("{} answered {s} {who}", r.registry()))
         }
-        Ok((s, _, _)) => Manifest::Unreachable(format!("{} answered {s}", r.registry)),
-        Err(e) => Manifest::Unreachable(format!("{}: {e}", r.registry)),
+        Ok((s, _, _)) => Manifest::Unreachable(format!("{} answered {s}", r.registry())),
+        Err(e) => Manifest::Unreachable(format!("{}: {e}", r.registry())),
     }
 }
 
@@ -242,30 +202,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn references() {
-        let r = Reference::parse("127.0.0.1:5000/team/app:v1");
+    fn manifest_addresses() {
+        let url = |s| manifest_url(&ImageRef::parse(s).unwrap());
         assert_eq!(
-            (
-                r.host.as_str(),
-                r.path.as_str(),
-                r.reference.as_str(),
-                r.url()
-            ),
-            (
-                "127.0.0.1:5000",
-                "team/app",
-                "v1",
-                "http://127.0.0.1:5000/v2/team/app/manifests/v1".to_string()
-            )
+            url("127.0.0.1:5000/team/app:v1"),
+            "http://127.0.0.1:5000/v2/team/app/manifests/v1"
         );
-        let r = Reference::parse("busybox");
         assert_eq!(
-            (r.host.as_str(), r.path.as_str(), r.reference.as_str()),
-            ("registry-1.docker.io", "library/busybox", "latest")
+            url("busybox"),
+            "https://registry-1.docker.io/v2/library/busybox/manifests/latest"
         );
-        let r = Reference::parse("ghcr.io/x/y@sha256:abc");
-        assert_eq!(r.url(), "https://ghcr.io/v2/x/y/manifests/sha256:abc");
-        let r = Reference::parse("horovod/horovod:0.28.1");
-        assert_eq!(r.path, "horovod/horovod");
+        let sha = format!("sha256:{}", "a".repeat(64));
+        assert_eq!(
+            url(&format!("ghcr.io/x/y@{sha}")),
+            format!("https://ghcr.io/v2/x/y/manifests/{sha}")
+        );
     }
 }

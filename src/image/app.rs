@@ -61,7 +61,7 @@ pub async fn build_app(loaded: &app::Loaded, a: &AppBuild, ui: &Ui) -> Result<St
         build_args.insert(k.to_string(), v.to_string());
     }
     let context_dir = loaded.dir.join(&app.build.context);
-    let (repo, image_tag) = super::tag::split_reference(&app.image);
+    let (repo, image_tag) = super::reference::split_tag(&app.image);
     let tag = match a.tag.clone().or(image_tag.map(str::to_owned)) {
         Some(t) => {
             super::tag::validate_tag(&t)?;

@@ -28,14 +28,11 @@ use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE};
 use serde::Deserialize;
 
+use super::reference::{DOCKER_HUB, ImageRef, is_docker_hub_host};
 use crate::error::{Error, Result};
 
 /// The key Docker Hub credentials are stored under, and the address helpers are asked for.
 pub const DOCKER_HUB_SERVER: &str = "https://index.docker.io/v1/";
-/// The canonical short name of Docker Hub.
-pub const DOCKER_HUB: &str = "docker.io";
-
-const HUB_ALIASES: &[&str] = &["docker.io", "index.docker.io", "registry-1.docker.io"];
 
 /// A secret string: compared and used, never shown.
 #[derive(Clone, PartialEq, Eq)]
@@ -177,20 +174,10 @@ impl fmt::Display for Credentials {
 }
 
 /// The registry part of an image repository: `127.0.0.1:5000/team/app` → `127.0.0.1:5000`,
-/// `ghcr.io/x/y` → `ghcr.io`, `team/app`, `app` and `docker.io/x` → `docker.io`. As in Docker, a
-/// first component is a registry when it has a `.` or `:` or is `localhost`.
+/// `ghcr.io/x/y` → `ghcr.io`, `team/app`, `app` and `docker.io/x` → `docker.io`
+/// ([`ImageRef::registry`]; what is not a reference is Docker Hub's, as docker would ask).
 pub fn registry_of(repo: &str) -> String {
-    let repo = repo.split('@').next().unwrap_or(repo);
-    match repo.split_once('/') {
-        Some((first, _)) if first.contains('.') || first.contains(':') || first == "localhost" => {
-            if is_hub(first) {
-                DOCKER_HUB.to_string()
-            } else {
-                first.to_string()
-            }
-        }
-        _ => DOCKER_HUB.to_string(),
-    }
+    ImageRef::parse(repo).map_or_else(|_| DOCKER_HUB.to_string(), |r| r.registry().to_string())
 }
 
 /// The host of a registry address: drops `http(s)://` and any path. `https://index.docker.io/v1/`
@@ -204,7 +191,7 @@ pub fn hostname_of(server: &str) -> &str {
 }
 
 fn is_hub(host: &str) -> bool {
-    HUB_ALIASES.contains(&hostname_of(host))
+    is_docker_hub_host(hostname_of(host))
 }
 
 fn same_registry(a: &str, b: &str) -> bool {

@@ -20,6 +20,7 @@ pub mod docker;
 pub mod dockerignore;
 mod filesync;
 pub mod push;
+pub mod reference;
 pub mod session;
 pub mod sshforward;
 pub mod tag;
@@ -59,7 +60,7 @@ pub async fn push_reference(
     mode: ProgressMode,
     ui: &crate::ui::Ui,
 ) -> crate::Result<()> {
-    let (repo, tag) = tag::split_reference(reference);
+    let (repo, tag) = reference::split_tag(reference);
     let tag = tag.ok_or_else(|| crate::Error::input(format!("{reference}: no tag to push")))?;
     let creds = auth::lookup_credentials(repo).await?;
     let mut req = PushRequest::new(repo, tag);

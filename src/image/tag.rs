@@ -6,83 +6,28 @@
 //! source always gives the same tag and a different source a different one.
 
 use std::process::Command;
-use std::sync::LazyLock;
-
-use regex::Regex;
 
 use super::context::BuildContext;
+use super::reference::{ImageRef, check_tag};
 use crate::error::{Error, Result};
 
 /// Length of the content-hash part of a tag.
 pub const HASH_LEN: usize = 8;
 
-static TAG_RE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$").expect("valid regex"));
-static PATH_COMPONENT_RE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$").expect("valid regex"));
-static DOMAIN_RE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:]+\])(?::[0-9]+)?$")
-        .expect("valid regex")
-});
-
-/// Checks an image tag the way Docker does (`[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`).
+/// A tag given to `build`/`push` (`--tag`, or the app's image), as input.
 pub fn validate_tag(tag: &str) -> Result<()> {
-    if TAG_RE.is_match(tag) {
-        Ok(())
-    } else {
-        Err(Error::input(format!(
-            "invalid image tag {tag:?}: use letters, digits, '_', '.' and '-' (not first), at most 128 characters"
-        )))
-    }
+    check_tag(tag).map_err(|e| Error::input(e.to_string()).caused_by(e))
 }
 
-/// Checks an image repository name (`[registry[:port]/]path`, lowercase path components).
+/// A repository given to `build`/`push` (`[registry[:port]/]path`), as input: an image
+/// reference without tag or digest.
 pub fn validate_repo(repo: &str) -> Result<()> {
-    let bad = |why: &str| {
-        Err(Error::input(format!(
-            "invalid image repository {repo:?}: {why}"
-        )))
-    };
-    if repo.is_empty() {
-        return bad("it is empty");
-    }
-    if repo.len() > 255 {
-        return bad("longer than 255 characters");
-    }
-    if repo.contains('@')
-        || repo
-            .rsplit('/')
-            .next()
-            .is_some_and(|last| last.contains(':'))
-    {
-        return bad("give the repository without a tag or digest");
-    }
-    let mut parts: Vec<&str> = repo.split('/').collect();
-    if parts.len() > 1 {
-        let first = parts[0];
-        if first.contains('.') || first.contains(':') || first == "localhost" {
-            if !DOMAIN_RE.is_match(first) {
-                return bad(&format!("{first:?} is not a valid registry host"));
-            }
-            parts.remove(0);
-        }
-    }
-    for p in parts {
-        if !PATH_COMPONENT_RE.is_match(p) {
-            return bad(&format!(
-                "{p:?}: path components are lowercase letters and digits, separated by '.', '_', '__' or '-'"
-            ));
-        }
+    let bad = |why: String| Error::input(format!("invalid image repository {repo:?}: {why}"));
+    let r = ImageRef::parse(repo).map_err(|e| bad(e.to_string()).caused_by(e))?;
+    if r.tag().is_some() || r.digest().is_some() {
+        return Err(bad("give the repository without a tag or digest".into()));
     }
     Ok(())
-}
-
-/// Splits `repo:tag` (a registry port is not a tag). `None` tag if there is none.
-pub fn split_reference(reference: &str) -> (&str, Option<&str>) {
-    match reference.rsplit_once(':') {
-        Some((repo, tag)) if !tag.contains('/') => (repo, Some(tag)),
-        _ => (reference, None),
-    }
 }
 
 /// The state of the git work tree holding a context.
@@ -185,18 +130,5 @@ mod tests {
         ] {
             assert!(validate_repo(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn references() {
-        assert_eq!(
-            split_reference("127.0.0.1:5000/a:t"),
-            ("127.0.0.1:5000/a", Some("t"))
-        );
-        assert_eq!(
-            split_reference("127.0.0.1:5000/a"),
-            ("127.0.0.1:5000/a", None)
-        );
-        assert_eq!(split_reference("a"), ("a", None));
     }
 }
