@@ -171,6 +171,33 @@ impl Pattern {
     }
 }
 
+/// Go's `filepath.Match` on slash-separated paths, compiled once: `*` and `?` never match a
+/// `/`, `[...]`/`[^...]` classes with ranges, `\` escapes. hvdctl's one glob matcher:
+/// `.dockerignore` patterns are these plus moby's `**` ([`Matcher`]); BuildKit's include
+/// patterns are these alone.
+#[derive(Debug, Clone)]
+pub struct Glob {
+    text: String,
+    test: Test,
+}
+
+impl Glob {
+    /// A malformed pattern (Go's `ErrBadPattern`) is an error: it matches nothing.
+    pub fn new(pattern: &str) -> Result<Glob, String> {
+        Ok(Glob {
+            text: pattern.to_string(),
+            test: compile(pattern, false)?,
+        })
+    }
+
+    pub fn is_match(&self, path: &str) -> bool {
+        match &self.test {
+            Test::Regex(re) => re.is_match(path),
+            _ => path == self.text,
+        }
+    }
+}
+
 /// Per-pattern results for a directory, handed down to its children while walking so a
 /// pattern that matched a parent directory also counts for everything under it.
 #[derive(Debug, Clone, Default)]
@@ -212,7 +239,7 @@ impl Matcher {
                 text = rest.to_string();
                 m.has_exceptions = true;
             }
-            let test = compile(&text).map_err(|reason| PatternError {
+            let test = compile(&text, true).map_err(|reason| PatternError {
                 pattern: if exclusion {
                     format!("!{text}")
                 } else {
@@ -364,7 +391,8 @@ fn push_literal(re: &mut String, c: char) {
 
 /// Turns a cleaned pattern (no `!`) into its test, rejecting what Go's `filepath.Match`
 /// rejects: an unterminated or empty `[...]`, a class range missing an end, a trailing `\`.
-fn compile(pattern: &str) -> Result<Test, String> {
+/// `double_star`: `**` is moby's any-number-of-directories (else two `*`, as in Go).
+fn compile(pattern: &str, double_star: bool) -> Result<Test, String> {
     #[derive(PartialEq)]
     enum Kind {
         Exact,
@@ -381,7 +409,7 @@ fn compile(pattern: &str) -> Result<Test, String> {
         let c = chars[i];
         i += 1;
         match c {
-            '*' if chars.get(i) == Some(&'*') => {
+            '*' if double_star && chars.get(i) == Some(&'*') => {
                 i += 1;
                 if chars.get(i) == Some(&'/') {
                     i += 1;

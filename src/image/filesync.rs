@@ -34,7 +34,7 @@ use hyper::body::{Frame, Incoming};
 use tokio::sync::mpsc;
 
 use super::context::BuildContext;
-use super::dockerignore::{self, MatchInfo, Matcher};
+use super::dockerignore::{self, Glob, MatchInfo, Matcher};
 use super::proto::{
     Messages, Reply, Value, fields, grpc_trailers, message, put_bytes, put_uint, put_varint,
     streamed,
@@ -491,9 +491,13 @@ impl Walker<'_> {
     }
 }
 
-/// `include-patterns` plus the `followpaths` and the targets of links on them.
+/// `include-patterns` plus the `followpaths` and the targets of links on them, each compiled
+/// once for every number of components a path may have (fsutil's `matchPrefix` cuts a
+/// pattern to as many components as the path it is matched with).
 struct Includes {
-    patterns: Vec<String>,
+    /// Per pattern: its first 1, 2, … components as a glob (`None`: malformed, matches
+    /// nothing); the last is the whole pattern.
+    patterns: Vec<Vec<Option<Glob>>>,
 }
 
 impl Includes {
@@ -515,7 +519,9 @@ impl Includes {
         }
         patterns.sort();
         patterns.dedup();
-        Some(Includes { patterns })
+        Some(Includes {
+            patterns: patterns.iter().map(|p| prefixes(p)).collect(),
+        })
     }
 
     /// `None` when `path` is not included; `Some(partial)` otherwise, `partial` when only
@@ -534,6 +540,25 @@ impl Includes {
         }
         matched.then_some(partial)
     }
+}
+
+/// A pattern's first 1, 2, … components, each compiled.
+fn prefixes(pattern: &str) -> Vec<Option<Glob>> {
+    let parts: Vec<&str> = pattern.split('/').collect();
+    (1..=parts.len())
+        .map(|n| Glob::new(&parts[..n].join("/")).ok())
+        .collect()
+}
+
+/// fsutil's `matchPrefix`: the pattern cut to as many components as `name` has, matched as
+/// a glob; `Some(partial)` on a match, `partial` when the pattern was cut.
+fn match_prefix(prefixes: &[Option<Glob>], name: &str) -> Option<bool> {
+    let count = name.matches('/').count();
+    let (glob, partial) = match prefixes.get(count) {
+        Some(g) if count + 1 < prefixes.len() => (g, true),
+        _ => (prefixes.last()?, false),
+    };
+    glob.as_ref()?.is_match(name).then_some(partial)
 }
 
 /// Adds `p` to `out`, and for each link on its way (inside the root) the link's target
@@ -574,99 +599,6 @@ fn follow_links(root: &Path, p: &str, out: &mut Vec<String>, depth: usize) {
 fn has_wildcard(s: &str) -> bool {
     s.contains(['*', '?', '[', '\\'])
 }
-
-/// fsutil's `matchPrefix`: `pattern` cut to as many components as `name` has, matched as
-/// a glob; `Some(partial)` on a match, `partial` when the pattern was cut.
-fn match_prefix(pattern: &str, name: &str) -> Option<bool> {
-    let count = name.matches('/').count();
-    let parts: Vec<&str> = pattern.split('/').collect();
-    let (pattern, partial) = if parts.len() > count + 1 {
-        (parts[..=count].join("/"), true)
-    } else {
-        (pattern.to_string(), false)
-    };
-    glob(pattern.as_bytes(), name.as_bytes()).then_some(partial)
-}
-
-/// Go's `filepath.Match`: `*` and `?` do not match `/`; `[...]` classes with `^`
-/// negation and ranges; `\` escapes. A malformed pattern matches nothing.
-fn glob(p: &[u8], n: &[u8]) -> bool {
-    match p.first() {
-        None => n.is_empty(),
-        Some(b'*') => {
-            let rest = &p[1..];
-            let mut i = 0;
-            loop {
-                if glob(rest, &n[i..]) {
-                    return true;
-                }
-                if i == n.len() || n[i] == b'/' {
-                    return false;
-                }
-                i += 1;
-            }
-        }
-        Some(b'?') => !n.is_empty() && n[0] != b'/' && glob(&p[1..], &n[1..]),
-        Some(b'[') => {
-            let Some((&c, rest_n)) = n.split_first() else {
-                return false;
-            };
-            if c == b'/' {
-                return false;
-            }
-            let mut i = 1;
-            let negate = p.get(i) == Some(&b'^');
-            if negate {
-                i += 1;
-            }
-            let mut hit = false;
-            let mut first = true;
-            loop {
-                let Some(&lo) = p.get(i) else { return false };
-                if lo == b']' && !first {
-                    i += 1;
-                    break;
-                }
-                first = false;
-                let lo = if lo == b'\\' {
-                    i += 1;
-                    match p.get(i) {
-                        Some(&e) => e,
-                        None => return false,
-                    }
-                } else {
-                    lo
-                };
-                i += 1;
-                let mut hi = lo;
-                if p.get(i) == Some(&b'-') && p.get(i + 1).is_some_and(|&b| b != b']') {
-                    hi = p[i + 1];
-                    if hi == b'\\' {
-                        match p.get(i + 2) {
-                            Some(&e) => {
-                                hi = e;
-                                i += 1;
-                            }
-                            None => return false,
-                        }
-                    }
-                    i += 2;
-                }
-                if lo <= c && c <= hi {
-                    hit = true;
-                }
-            }
-            hit != negate && glob(&p[i..], rest_n)
-        }
-        Some(b'\\') => match p.get(1) {
-            Some(&e) => n.first() == Some(&e) && glob(&p[2..], &n[1..]),
-            None => false,
-        },
-        Some(&c) => n.first() == Some(&c) && glob(&p[1..], &n[1..]),
-    }
-}
-
-// --- fsutil's messages (protobuf through `proto`) ---------------------------------------
 
 /// `fsutil.types.Stat`.
 fn encode_stat(s: &Stat) -> Vec<u8> {
@@ -718,29 +650,34 @@ mod tests {
 
     #[test]
     fn globs_match_like_go() {
-        assert!(glob(b"Dockerfile", b"Dockerfile"));
-        assert!(!glob(b"Dockerfile", b"dockerfile"));
-        assert!(glob(b"*.py", b"train.py"));
-        assert!(!glob(b"*.py", b"a/train.py"));
-        assert!(glob(b"a/*/c", b"a/b/c"));
-        assert!(glob(b"?ockerfile", b"Dockerfile"));
-        assert!(glob(b"[A-Z]ocker[^x]ile", b"Dockerfile"));
-        assert!(!glob(b"[a-z]ockerfile", b"Dockerfile"));
-        assert!(glob(b"a\\*b", b"a*b"));
-        assert!(!glob(b"a\\*b", b"axb"));
-        assert!(!glob(b"[", b"a"));
+        let glob = |p: &str, n: &str| Glob::new(p).is_ok_and(|g| g.is_match(n));
+        assert!(glob("Dockerfile", "Dockerfile"));
+        assert!(!glob("Dockerfile", "dockerfile"));
+        assert!(glob("*.py", "train.py"));
+        assert!(!glob("*.py", "a/train.py"));
+        assert!(glob("a/*/c", "a/b/c"));
+        assert!(glob("?ockerfile", "Dockerfile"));
+        assert!(glob("[A-Z]ocker[^x]ile", "Dockerfile"));
+        assert!(!glob("[a-z]ockerfile", "Dockerfile"));
+        assert!(glob("a\\*b", "a*b"));
+        assert!(!glob("a\\*b", "axb"));
+        assert!(!glob("[", "a"));
+        // Two stars are two stars in Go (no directories crossed), unlike `.dockerignore`'s.
+        assert!(glob("a/**", "a/b"));
+        assert!(!glob("a/**", "a/b/c"));
+        // A `]` first in a class is Go's ErrBadPattern: it matches nothing.
+        assert!(!glob("[]a]", "a"));
     }
 
     #[test]
     fn include_prefixes_keep_parents_of_what_is_wanted() {
-        assert_eq!(match_prefix("src/app/main.py", "src"), Some(true));
-        assert_eq!(match_prefix("src/app/main.py", "src/app"), Some(true));
-        assert_eq!(
-            match_prefix("src/app/main.py", "src/app/main.py"),
-            Some(false)
-        );
-        assert_eq!(match_prefix("src/app/main.py", "docs"), None);
-        assert_eq!(match_prefix("src", "src/app"), None);
+        let m = |p: &str, n: &str| match_prefix(&prefixes(p), n);
+        assert_eq!(m("src/app/main.py", "src"), Some(true));
+        assert_eq!(m("src/app/main.py", "src/app"), Some(true));
+        assert_eq!(m("src/app/main.py", "src/app/main.py"), Some(false));
+        assert_eq!(m("src/app/main.py", "docs"), None);
+        assert_eq!(m("src", "src/app"), None);
+        assert_eq!(m("src/*/main.py", "src/x"), Some(true));
     }
 
     #[test]
