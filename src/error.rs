@@ -146,6 +146,50 @@ impl std::error::Error for Error {
     }
 }
 
+/// The messages of an error's chain, copied: the cause of an [`Error`] made from an error
+/// that is only borrowed (and cannot be cloned), so that `-v` can still show the chain.
+#[derive(Debug, Clone)]
+pub struct Copied {
+    message: String,
+    next: Option<Box<Copied>>,
+}
+
+impl Copied {
+    pub fn of(e: &(dyn std::error::Error + 'static)) -> Copied {
+        Copied {
+            message: e.to_string(),
+            next: e.source().map(|s| Box::new(Copied::of(s))),
+        }
+    }
+}
+
+impl fmt::Display for Copied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Copied {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.next.as_deref().map(|n| n as _)
+    }
+}
+
+/// The lines `-v` adds below an error: each cause in its chain, once (a cause whose words
+/// the message above already holds says nothing new and is left out).
+pub fn cause_lines(e: &Error) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut next = std::error::Error::source(e);
+    while let Some(c) = next {
+        let text = crate::text::for_terminal(&c.to_string()).into_owned();
+        if !text.is_empty() && out.last() != Some(&text) {
+            out.push(text);
+        }
+        next = c.source();
+    }
+    out
+}
+
 /// Adds context to any error, turning it into an [`Error`] of the given kind that keeps the
 /// original as its source.
 pub trait Context<T> {
@@ -186,5 +230,29 @@ mod tests {
         let api = Error::failure("get x").caused_by(kube::Error::Api(Box::new(status)));
         assert_eq!(api.http_status(), Some(404));
         assert_eq!(Error::failure("plain").http_status(), None);
+    }
+
+    #[test]
+    fn a_file_error_keeps_the_io_error() {
+        // /proc/self/mem is a regular file of size 0 whose read fails (EIO).
+        let p = std::path::Path::new("/proc/self/mem");
+        let e = crate::files::read(p, crate::files::APP_FILE)
+            .map_err(|r| r.error(p, crate::files::APP_FILE))
+            .unwrap_err();
+        let io = e.source().and_then(|s| s.downcast_ref::<std::io::Error>());
+        assert_eq!(io.and_then(std::io::Error::raw_os_error), Some(5), "{e:?}");
+        assert_eq!(cause_lines(&e), ["Input/output error (os error 5)"]);
+    }
+
+    #[test]
+    fn a_copied_chain_reads_as_the_original() {
+        let inner = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let outer = std::io::Error::other(inner);
+        let e = Error::failure("cannot reach").caused_by(Copied::of(&outer));
+        assert_eq!(cause_lines(&e), ["refused"]);
+        let e = Error::failure("x").caused_by(Copied::of(
+            &Error::failure("a").caused_by(std::io::Error::other("b")),
+        ));
+        assert_eq!(cause_lines(&e), ["a", "b"]);
     }
 }

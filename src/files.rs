@@ -105,7 +105,7 @@ pub enum Refused {
 impl Refused {
     /// The error for people: the path, what went wrong and, when over the cap, the limit.
     /// Bad input (exit 2), except an I/O failure, which is a failure (exit 1).
-    pub fn error(&self, path: &Path, kind: Kind) -> Error {
+    pub fn error(self, path: &Path, kind: Kind) -> Error {
         let p = path.display();
         match self {
             Refused::Missing => Error::input(format!("{p}: no such file")),
@@ -118,13 +118,13 @@ impl Refused {
                 size(kind.max),
                 kind.usual
             )),
-            Refused::Io(e) => Error::failure(format!("cannot read {p}: {e}")),
+            Refused::Io(e) => Error::failure(format!("cannot read {p}: {e}")).caused_by(e),
         }
     }
 
     /// [`Refused::error`] where the file is the user's own input (the app file, a kubeconfig):
     /// one that cannot be read either is bad input too (exit 2), as it always was.
-    pub fn input_error(&self, path: &Path, kind: Kind) -> Error {
+    pub fn input_error(self, path: &Path, kind: Kind) -> Error {
         let mut e = self.error(path, kind);
         e.kind = crate::error::Kind::Input;
         e

@@ -21,10 +21,16 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.format(&mut hvdctl::cli::command(invoked)).exit(),
     };
+    let verbose = cli.common.verbose > 0;
     match hvdctl::commands::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             hvdctl::errln!("error: {e}");
+            if verbose {
+                for cause in hvdctl::error::cause_lines(&e) {
+                    hvdctl::errln!("  caused by: {cause}");
+                }
+            }
             ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1))
         }
     }

@@ -145,7 +145,8 @@ impl Cluster {
                 self.context,
                 root_cause(other)
             ))
-            .hint("check that the cluster is running and the kubeconfig's server address is right (`kubectl cluster-info`)"),
+            .hint("check that the cluster is running and the kubeconfig's server address is right (`kubectl cluster-info`)")
+            .caused_by(crate::error::Copied::of(other)),
         }
     }
 }

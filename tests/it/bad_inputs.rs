@@ -448,6 +448,9 @@ fn bad_inputs_each_give_their_error() {
             .env("KUBECONFIG", "{dir}/kc").link("kc", "/dev/zero"),
         cmd("KUBECONFIG of 1 GiB", Some(BASE.as_bytes()), &["-C", "{dir}", "status"], 2, "{dir}/kc: larger than 16 MiB; a kubeconfig is a few KiB per cluster")
             .env("KUBECONFIG", "{dir}/kc").sized("kc", 1 << 30),
+        // --- -v: the cause under the error ----------------------------------------------------
+        cmd("-v: a file error's cause", Some(BASE.as_bytes()), &["-v", "-C", "{dir}", "deploy", "--dry-run"], 2, "error: cannot read {dir}/hvdctl.yaml: Input/output error")
+            .link("hvdctl.yaml", "/proc/self/mem").also("  caused by: Input/output error (os error 5)"),
         dry("a bad image recorded by build", BASE, &[], 2, "error: {dir}/.hvdctl/image.json: image `UPPER/Case` (recorded by the last `hvdctl build`) is not a valid image reference")
             .file(".hvdctl/image.json", r#"{"image": "UPPER/Case", "built": "2026-11-26T00:00:00Z"}"#)
             .also("run `hvdctl build` again").never("--image"),
@@ -961,4 +964,50 @@ fn ten_thousand_set_flags_take_linear_time() {
         "the last flag's variable is there"
     );
     assert!(cost.cpu_ms < 15_000.0, "{:.1} ms of CPU", cost.cpu_ms);
+}
+
+/// `-v` shows what an error came from, down to the system's word: here a closed port.
+#[test]
+fn verbose_shows_why_the_api_server_cannot_be_reached() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("kubeconfig"), KUBECONFIG).unwrap();
+    std::fs::write(tmp.path().join("hvdctl.yaml"), BASE).unwrap();
+    let out = hvdctl_in(tmp.path())
+        .env("KUBECONFIG", tmp.path().join("kubeconfig"))
+        .args([
+            "-v",
+            "deploy",
+            "--skip-checks",
+            "--image",
+            "example.com/demo:1",
+        ])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let error = &stderr[stderr.find("error: ").expect(&stderr)..];
+    assert!(
+        error.contains("cannot reach the API server at https://127.0.0.1:1 (context `real`)"),
+        "{stderr}"
+    );
+    // The chain, in order, after the hint: kube's words, hyper's, the socket's.
+    let causes: Vec<&str> = error
+        .lines()
+        .filter_map(|l| l.strip_prefix("  caused by: "))
+        .collect();
+    assert_eq!(
+        causes.last(),
+        Some(&"Connection refused (os error 111)"),
+        "{stderr}"
+    );
+    assert!(causes.contains(&"tcp connect error"), "{stderr}");
+    // Without -v the chain is not shown.
+    let quiet = hvdctl_in(tmp.path())
+        .env("KUBECONFIG", tmp.path().join("kubeconfig"))
+        .args(["deploy", "--skip-checks", "--image", "example.com/demo:1"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&quiet.stderr).contains("caused by"));
 }
