@@ -108,7 +108,7 @@ pub async fn build_app(loaded: &app::Loaded, a: &AppBuild, ui: &Ui) -> Result<St
     ui.note(format!(
         "Built {} ({})",
         built.reference,
-        short_id(&built.id)
+        super::short_image_id(&built.id)
     ));
     if a.push {
         super::push_reference(&docker, &built.reference, req.progress, ui).await?;
@@ -122,8 +122,4 @@ pub async fn build_app(loaded: &app::Loaded, a: &AppBuild, ui: &Ui) -> Result<St
         )?;
     }
     Ok(built.reference)
-}
-
-fn short_id(id: &str) -> &str {
-    crate::text::short_id(id, 12)
 }

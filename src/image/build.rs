@@ -165,34 +165,55 @@ pub async fn build(
     validate_tag(&req.tag)?;
     let ctx = BuildContext::open(&req.context_dir, &req.dockerfile)?;
     let reference = req.reference();
-
-    let build_args: HashMap<String, String> =
-        effective_build_args(&req.build_args).into_iter().collect();
-    let options = BuildImageOptions {
-        dockerfile: ctx.dockerfile().to_string(),
-        t: Some(reference.clone()),
-        nocache: req.no_cache,
-        pull: req.pull.then(|| "1".to_string()),
-        rm: true,
-        forcerm: true,
-        buildargs: (!build_args.is_empty()).then(|| build_args.clone()),
-        labels: (!req.labels.is_empty()).then(|| {
-            req.labels
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        }),
-        target: req.target.clone().unwrap_or_default(),
-        ..Default::default()
+    let job = Job {
+        req,
+        reference: &reference,
+        build_args: effective_build_args(&req.build_args).into_iter().collect(),
+        credentials: from_credentials(log).await?,
+        ctx,
     };
+    let attached = super::session::Attached::of(&req.secrets, &req.ssh)?;
+    let (id, context_bytes, with) = if use_buildkit(docker, req.builder, &attached, log).await? {
+        let built = job.with_buildkit(docker, attached, log).await?;
+        (built.image_id, built.context_bytes, " with BuildKit")
+    } else {
+        let (id, sent) = job.classic(docker, log).await?;
+        (id, sent, "")
+    };
+    let _ = writeln!(
+        log,
+        "built {reference} ({}){with}",
+        super::short_image_id(&id)
+    );
+    Ok(BuiltImage {
+        id,
+        reference,
+        repo: req.repo.clone(),
+        tag: req.tag.clone(),
+        context_bytes,
+    })
+}
 
-    // Credentials for FROM images in private registries, best effort: what cannot be read
-    // is a warning. Helpers are programs waited for: on the blocking pool.
+/// One build: the request and what is read once for it.
+struct Job<'a> {
+    req: &'a BuildRequest,
+    reference: &'a str,
+    build_args: HashMap<String, String>,
+    /// Credentials for `FROM` images, by registry server.
+    credentials: Option<HashMap<String, DockerCredentials>>,
+    ctx: BuildContext,
+}
+
+/// Credentials for FROM images in private registries, best effort: what cannot be read is
+/// a warning. Helpers are programs waited for: on the blocking pool.
+async fn from_credentials(
+    log: &mut (dyn Write + Send),
+) -> Result<Option<HashMap<String, DockerCredentials>>> {
     let loaded =
         tokio::task::spawn_blocking(|| DockerConfig::load().map(|cfg| cfg.all_credentials()))
             .await
             .map_err(|e| Error::failure(format!("reading registry credentials stopped: {e}")))?;
-    let credentials = match loaded {
+    Ok(match loaded {
         Ok((found, failed)) => {
             for f in failed {
                 let _ = writeln!(log, "warning: not using registry credentials: {f}");
@@ -211,10 +232,18 @@ pub async fn build(
             let _ = writeln!(log, "warning: not using registry credentials: {e}");
             None
         }
-    };
+    })
+}
 
-    let attached = super::session::Attached::of(&req.secrets, &req.ssh)?;
-    let use_buildkit = match req.builder {
+/// Whether to build with BuildKit: `--builder`, what the daemon can do, and whether the
+/// build needs secrets or ssh mounts (BuildKit's alone).
+async fn use_buildkit(
+    docker: &DockerClient,
+    builder: Builder,
+    attached: &super::session::Attached,
+    log: &mut (dyn Write + Send),
+) -> Result<bool> {
+    Ok(match builder {
         Builder::Legacy if let Some(flags) = attached.flags() => {
             return Err(Error::input(format!(
                 "{flags} needs BuildKit: the classic builder has no build secrets or ssh mounts"
@@ -245,132 +274,153 @@ pub async fn build(
                 false
             }
         },
-    };
-    if use_buildkit {
-        let labels: HashMap<String, String> = req
+    })
+}
+
+impl Job<'_> {
+    fn labels(&self) -> HashMap<String, String> {
+        self.req
             .labels
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let registry_config = credentials.as_ref().and_then(|c| {
+            .collect()
+    }
+
+    /// A BuildKit build through the daemon's session (see [`super::buildkit`]).
+    async fn with_buildkit(
+        &self,
+        docker: &DockerClient,
+        attached: super::session::Attached,
+        log: &mut (dyn Write + Send),
+    ) -> Result<super::buildkit::Built> {
+        let registry_config = self.credentials.as_ref().and_then(|c| {
             use base64::Engine;
             serde_json::to_vec(c)
                 .ok()
                 .map(|j| base64::engine::general_purpose::URL_SAFE.encode(j))
         });
+        let labels = self.labels();
         let params = super::buildkit::Params {
-            reference: &reference,
-            context: &ctx,
-            build_args: &build_args,
+            reference: self.reference,
+            context: &self.ctx,
+            build_args: &self.build_args,
             labels: &labels,
-            target: req.target.as_deref(),
-            no_cache: req.no_cache,
-            pull: req.pull,
+            target: self.req.target.as_deref(),
+            no_cache: self.req.no_cache,
+            pull: self.req.pull,
             registry_config,
-            progress: req.progress,
+            progress: self.req.progress,
             attached,
         };
-        let built = super::buildkit::build(docker, params, log).await?;
-        let id = built.image_id;
-        let _ = writeln!(log, "built {reference} ({}) with BuildKit", short_id(&id));
-        return Ok(BuiltImage {
-            id,
-            reference,
-            repo: req.repo.clone(),
-            tag: req.tag.clone(),
-            context_bytes: built.context_bytes,
-        });
+        super::buildkit::build(docker, params, log).await
     }
 
-    let sent = Arc::new(AtomicU64::new(0));
-    let tar = ctx.tar_stream();
-    let tar_error = tar.error_slot();
-    let counter = sent.clone();
-    let body = tar.map(move |chunk| {
-        if let Ok(b) = &chunk {
-            counter.fetch_add(b.len() as u64, Ordering::Relaxed);
-        }
-        chunk
-    });
-
-    let mut ui = BuildUi::new(req.progress, sent.clone());
-    let mut stream =
-        docker
-            .bollard()
-            .build_image(options, credentials, Some(bollard::body_try_stream(body)));
-
-    let mut image_id: Option<String> = None;
-    let mut steps = StepLog::default();
-    let mut pulls: HashMap<String, String> = HashMap::new();
-    let result: Result<()> = loop {
-        let Some(msg) = stream.next().await else {
-            break Ok(());
+    /// A classic build: the context's tar streamed as the request's body, the answer's
+    /// steps and pulls shown. The image's ID and the bytes of context sent.
+    async fn classic(
+        self,
+        docker: &DockerClient,
+        log: &mut (dyn Write + Send),
+    ) -> Result<(String, u64)> {
+        let req = self.req;
+        let reference = self.reference;
+        let options = BuildImageOptions {
+            dockerfile: self.ctx.dockerfile().to_string(),
+            t: Some(reference.to_string()),
+            nocache: req.no_cache,
+            pull: req.pull.then(|| "1".to_string()),
+            rm: true,
+            forcerm: true,
+            buildargs: (!self.build_args.is_empty()).then(|| self.build_args.clone()),
+            labels: (!req.labels.is_empty()).then(|| self.labels()),
+            target: req.target.clone().unwrap_or_default(),
+            ..Default::default()
         };
-        ui.context_done(log);
-        match msg {
-            Ok(info) => {
-                if let Some(text) = &info.stream {
-                    for line in steps.push(text) {
-                        ui.line(log, &line, steps.current.as_deref());
-                    }
-                }
-                if let Some(status) = &info.status {
-                    // Pull progress of FROM images: one line per layer and state change.
-                    let id = info.id.clone().unwrap_or_default();
-                    if pulls.get(&id) != Some(status) {
-                        pulls.insert(id.clone(), status.clone());
-                        let line = if id.is_empty() {
-                            status.clone()
-                        } else {
-                            format!("{id}: {status}")
-                        };
-                        ui.line(log, &line, steps.current.as_deref());
-                    }
-                }
-                if let Some(id) = info.aux.as_ref().and_then(|aux| aux.id.as_ref()) {
-                    image_id = Some(id.clone());
-                }
+        let sent = Arc::new(AtomicU64::new(0));
+        let tar = self.ctx.tar_stream();
+        let tar_error = tar.error_slot();
+        let counter = sent.clone();
+        let body = tar.map(move |chunk| {
+            if let Ok(b) = &chunk {
+                counter.fetch_add(b.len() as u64, Ordering::Relaxed);
             }
-            Err(e) => break Err(build_error(&reference, &describe_bollard(&e), &mut steps)),
+            chunk
+        });
+        let mut ui = BuildUi::new(req.progress, sent.clone());
+        let stream = docker.bollard().build_image(
+            options,
+            self.credentials,
+            Some(bollard::body_try_stream(body)),
+        );
+        let mut steps = StepLog::default();
+        let result = read_answer(stream, reference, &mut ui, &mut steps, log).await;
+        steps.flush();
+        ui.finish();
+        if let Some(e) = tar_error.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Err(e.context(format!(
+                "sending the build context {}",
+                self.ctx.root().display()
+            )));
         }
-    };
-    steps.flush();
-    ui.finish();
-    if let Some(e) = tar_error.lock().unwrap_or_else(|p| p.into_inner()).take() {
-        return Err(e.context(format!(
-            "sending the build context {}",
-            ctx.root().display()
-        )));
+        let id = match result? {
+            Some(id) => id,
+            // Older daemons only print "Successfully built <id>".
+            None => docker
+                .bollard()
+                .inspect_image(reference)
+                .await
+                .map_err(|e| {
+                    Error::failure(format!(
+                        "the build of {reference} ended, but the image is not there: {}",
+                        describe_bollard(&e)
+                    ))
+                })?
+                .id
+                .unwrap_or_default(),
+        };
+        Ok((id, sent.load(Ordering::Relaxed)))
     }
-    result?;
-    let id = match image_id {
-        Some(id) => id,
-        // Older daemons only print "Successfully built <id>".
-        None => docker
-            .bollard()
-            .inspect_image(&reference)
-            .await
-            .map_err(|e| {
-                Error::failure(format!(
-                    "the build of {reference} ended, but the image is not there: {}",
-                    describe_bollard(&e)
-                ))
-            })?
-            .id
-            .unwrap_or_default(),
-    };
-    let _ = writeln!(log, "built {reference} ({})", short_id(&id));
-    Ok(BuiltImage {
-        id,
-        reference,
-        repo: req.repo.clone(),
-        tag: req.tag.clone(),
-        context_bytes: sent.load(Ordering::Relaxed),
-    })
 }
 
-fn short_id(id: &str) -> &str {
-    crate::text::short_id(id, 12)
+/// The classic builder's answer: steps and pull progress shown as they come; the image's ID
+/// when the daemon names it.
+async fn read_answer(
+    mut stream: impl futures::Stream<
+        Item = std::result::Result<bollard::models::BuildInfo, bollard::errors::Error>,
+    > + Unpin,
+    reference: &str,
+    ui: &mut BuildUi,
+    steps: &mut StepLog,
+    log: &mut (dyn Write + Send),
+) -> Result<Option<String>> {
+    let mut image_id: Option<String> = None;
+    let mut pulls: HashMap<String, String> = HashMap::new();
+    while let Some(msg) = stream.next().await {
+        ui.context_done(log);
+        let info = msg.map_err(|e| build_error(reference, &describe_bollard(&e), steps))?;
+        if let Some(text) = &info.stream {
+            for line in steps.push(text) {
+                ui.line(log, &line, steps.current.as_deref());
+            }
+        }
+        if let Some(status) = &info.status {
+            // Pull progress of FROM images: one line per layer and state change.
+            let id = info.id.clone().unwrap_or_default();
+            if pulls.get(&id) != Some(status) {
+                pulls.insert(id.clone(), status.clone());
+                let line = if id.is_empty() {
+                    status.clone()
+                } else {
+                    format!("{id}: {status}")
+                };
+                ui.line(log, &line, steps.current.as_deref());
+            }
+        }
+        if let Some(id) = info.aux.as_ref().and_then(|aux| aux.id.as_ref()) {
+            image_id = Some(id.clone());
+        }
+    }
+    Ok(image_id)
 }
 
 fn build_error(reference: &str, message: &str, steps: &mut StepLog) -> Error {

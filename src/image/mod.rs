@@ -69,3 +69,8 @@ pub async fn push_reference(
     ui.note(format!("Pushed {} ({})", pushed.reference, pushed.digest));
     Ok(())
 }
+
+/// An image ID as `docker images` shows it: 12 hex digits, without `sha256:`.
+pub(crate) fn short_image_id(id: &str) -> &str {
+    crate::text::short_id(id, 12)
+}
