@@ -96,11 +96,71 @@ pub(crate) async fn build(
     log: &mut (dyn Write + Send),
 ) -> Result<Built> {
     let dirs = Dirs::of(p.context);
+    let mut query = parameters(&p, &dirs.dockerfile_name);
+    // Kept open until the build ends (dropped on return, Ctrl-C included).
+    let transfer = Arc::new(Transfer::default());
+    let session =
+        super::session::start(docker, p.attached.clone(), Some(dirs), transfer.clone()).await?;
+    query.push(("session", session.id.clone()));
+    let body = request(docker, &query, p.registry_config.as_deref(), p.reference).await?;
+    let mut ui = Ui::new(p.progress);
+    let mut trace = Trace::default();
+    let answer = read_answer(body, &mut trace, &mut ui, log).await;
+    ui.finish();
+    // A context that could not be read is the error to show, whatever the daemon made of it.
+    let local_error = || {
+        transfer
+            .error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .map(|e| {
+                e.context(format!(
+                    "sending the build context {}",
+                    p.context.root().display()
+                ))
+            })
+    };
+    let image_id = match answer {
+        Ok(id) => {
+            drop(session);
+            if let Some(e) = local_error() {
+                return Err(e);
+            }
+            id
+        }
+        Err(message) => {
+            return Err(local_error().unwrap_or_else(|| trace.error(p.reference, &message)));
+        }
+    };
+    let context_bytes = transfer.bytes.load(Ordering::Relaxed);
+    let files = transfer.files.load(Ordering::Relaxed);
+    let _ = writeln!(
+        log,
+        "sent build context: {} ({context_bytes} bytes in {files} file{} of {} entries; the daemon had the rest)",
+        human_bytes(context_bytes),
+        if files == 1 { "" } else { "s" },
+        transfer.entries.load(Ordering::Relaxed),
+    );
+    let image_id = image_id.ok_or_else(|| {
+        Error::failure(format!(
+            "the BuildKit build of {} ended without naming the image it made",
+            p.reference
+        ))
+    })?;
+    Ok(Built {
+        image_id,
+        context_bytes,
+    })
+}
+
+/// The query of `POST /build` for a BuildKit build (the session's id is added by the caller).
+fn parameters(p: &Params<'_>, dockerfile: &str) -> Vec<(&'static str, String)> {
     let mut q: Vec<(&str, String)> = vec![
         ("version", "2".into()),
         ("remote", "client-session".into()),
         ("t", p.reference.to_string()),
-        ("dockerfile", dirs.dockerfile_name.clone()),
+        ("dockerfile", dockerfile.to_string()),
         ("rm", "1".into()),
     ];
     if !p.build_args.is_empty() {
@@ -124,19 +184,24 @@ pub(crate) async fn build(
     if p.pull {
         q.push(("pull", "1".into()));
     }
-    // Kept open until the build ends (dropped on return, Ctrl-C included).
-    let transfer = Arc::new(Transfer::default());
-    let session =
-        super::session::start(docker, p.attached.clone(), Some(dirs), transfer.clone()).await?;
-    q.push(("session", session.id.clone()));
-    let query = serde_urlencoded::to_string(&q)
+    q
+}
+
+/// Sends `POST /build` (no body: the session serves the context); the answer's body, or
+/// the daemon's refusal.
+async fn request(
+    docker: &DockerClient,
+    query: &[(&str, String)],
+    registry_config: Option<&str>,
+    reference: &str,
+) -> Result<hyper::body::Incoming> {
+    let query = serde_urlencoded::to_string(query)
         .map_err(|e| Error::failure(format!("encoding the build's parameters: {e}")))?;
     let mut headers = vec![("Content-Type", "application/x-tar".to_string())];
-    if let Some(c) = &p.registry_config {
-        headers.push(("X-Registry-Config", c.clone()));
+    if let Some(c) = registry_config {
+        headers.push(("X-Registry-Config", c.to_string()));
     }
     let body = http_body_util::Empty::<Bytes>::new().map_err(|never| match never {});
-    let mut ui = Ui::new(p.progress);
     let resp = docker
         .request_with_body(
             hyper::Method::POST,
@@ -146,48 +211,29 @@ pub(crate) async fn build(
         )
         .await?;
     let status = resp.status();
-    // A context that could not be read is the error to show, whatever the daemon made of it.
-    let local_error = |t: &Transfer| {
-        t.error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .map(|e| {
-                e.context(format!(
-                    "sending the build context {}",
-                    p.context.root().display()
-                ))
-            })
-    };
     if !status.is_success() {
         let message = super::docker::daemon_message(resp).await;
         return Err(Error::failure(format!(
-            "building {} failed: {message} (HTTP {})",
-            p.reference,
+            "building {reference} failed: {message} (HTTP {})",
             status.as_u16()
         )));
     }
-    let mut lines = super::docker::JsonLines::<Message>::new(resp.into_body());
-    let mut trace = Trace::default();
+    Ok(resp.into_body())
+}
+
+/// The answer's messages, shown as they come: the image's ID if the daemon named it, or
+/// the daemon's word on why the build failed (or the stream broke).
+async fn read_answer(
+    body: hyper::body::Incoming,
+    trace: &mut Trace,
+    ui: &mut Ui,
+    log: &mut (dyn Write + Send),
+) -> std::result::Result<Option<String>, String> {
+    let mut lines = super::docker::JsonLines::<Message>::new(body);
     let mut image_id = None;
-    loop {
-        let msg = match lines.next().await {
-            Ok(Some(m)) => m,
-            Ok(None) => break,
-            Err(e) => {
-                ui.finish();
-                return Err(
-                    local_error(&transfer).unwrap_or_else(|| trace.error(p.reference, &e.message))
-                );
-            }
-        };
+    while let Some(msg) = lines.next().await.map_err(|e| e.message)? {
         match trace.read(msg) {
-            Said::Failed(detail) => {
-                ui.finish();
-                return Err(
-                    local_error(&transfer).unwrap_or_else(|| trace.error(p.reference, &detail))
-                );
-            }
+            Said::Failed(detail) => return Err(detail),
             Said::Progress(events) => {
                 for event in events {
                     ui.show(log, &event);
@@ -201,30 +247,7 @@ pub(crate) async fn build(
             }
         }
     }
-    ui.finish();
-    drop(session);
-    if let Some(e) = local_error(&transfer) {
-        return Err(e);
-    }
-    let context_bytes = transfer.bytes.load(Ordering::Relaxed);
-    let files = transfer.files.load(Ordering::Relaxed);
-    let _ = writeln!(
-        log,
-        "sent build context: {} ({context_bytes} bytes in {files} file{} of {} entries; the daemon had the rest)",
-        human_bytes(context_bytes),
-        if files == 1 { "" } else { "s" },
-        transfer.entries.load(Ordering::Relaxed),
-    );
-    let image_id = image_id.ok_or_else(|| {
-        Error::failure(format!(
-            "the BuildKit build of {} ended without naming the image it made",
-            p.reference
-        ))
-    })?;
-    Ok(Built {
-        image_id,
-        context_bytes,
-    })
+    Ok(image_id)
 }
 
 /// What one message of the `/build` answer says.
