@@ -185,109 +185,23 @@ struct Source {
     includes: Option<Includes>,
 }
 
+/// Files the walk announced, by their STAT's number, until the daemon asks for them.
+type Announced = Arc<Mutex<HashMap<u32, PathBuf>>>;
+
+/// One `DiffCopy` call: the walk announces every entry, readers send the files the daemon
+/// asks for, and the daemon's packets are answered until it says FIN.
 async fn run(
     source: Source,
     mut incoming: Messages,
     tx: mpsc::Sender<Frame<Bytes>>,
     t: Arc<Transfer>,
 ) {
-    let files: Arc<Mutex<HashMap<u32, PathBuf>>> = Arc::default();
+    let files: Announced = Arc::default();
     let label = source.root.display().to_string();
-
-    // The walk: every STAT, then the empty one.
-    let walk = {
-        let (tx, files, t) = (tx.clone(), files.clone(), t.clone());
-        tokio::task::spawn_blocking(move || {
-            let mut id: u32 = 0;
-            let mut walker = Walker {
-                source: &source,
-                last_included_dir: None,
-                links: HashMap::new(),
-            };
-            let result = walker.walk(&mut |stat, full| {
-                if stat.mode & (GO_DIR | GO_SYMLINK | GO_NAMED_PIPE) == 0 {
-                    files
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(id, full.to_path_buf());
-                }
-                id += 1;
-                t.entries.fetch_add(1, Ordering::Relaxed);
-                Ok(tx.blocking_send(message(&stat_packet(stat))).is_ok())
-            });
-            match result {
-                Ok(true) => {
-                    let _ = tx.blocking_send(message(&[]));
-                }
-                Ok(false) => {}
-                Err(e) => {
-                    let msg = e.message.clone();
-                    t.fail(e);
-                    let _ = tx.blocking_send(message(&packet(PACKET_ERR, 0, msg.as_bytes())));
-                    let _ = tx.blocking_send(Frame::trailers(grpc_trailers(2, &msg)));
-                }
-            }
-        })
-    };
-
-    // The readers of the files the daemon asks for.
-    let (req_tx, req_rx) = std::sync::mpsc::channel::<(u32, PathBuf)>();
-    let req_rx = Arc::new(Mutex::new(req_rx));
-    let mut readers = Vec::new();
-    for _ in 0..READERS {
-        let (tx, t, req_rx) = (tx.clone(), t.clone(), req_rx.clone());
-        readers.push(tokio::task::spawn_blocking(move || {
-            let mut buf = vec![0u8; CHUNK];
-            loop {
-                let next = req_rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                let Ok((id, path)) = next else { return };
-                t.files.fetch_add(1, Ordering::Relaxed);
-                match send_file(id, &path, &mut buf, &tx, &t) {
-                    Ok(true) => {}
-                    Ok(false) => return,
-                    Err(e) => {
-                        let msg = e.message.clone();
-                        t.fail(e);
-                        let _ = tx.blocking_send(message(&packet(PACKET_ERR, 0, msg.as_bytes())));
-                        let _ = tx.blocking_send(Frame::trailers(grpc_trailers(2, &msg)));
-                        return;
-                    }
-                }
-            }
-        }));
-    }
-
-    // The daemon's packets.
-    let end: std::result::Result<(), String> = loop {
-        let msg = match incoming.next().await {
-            Ok(Some(m)) => m,
-            Ok(None) => break Err("the daemon ended the stream before FIN".into()),
-            Err(e) => break Err(e),
-        };
-        let (kind, id, data) = parse_packet(&msg);
-        match kind {
-            PACKET_REQ => {
-                let path = files.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-                match path {
-                    Some(p) => {
-                        let _ = req_tx.send((id, p));
-                    }
-                    None => {
-                        break Err(format!("the daemon asked for file #{id}, which is not one"));
-                    }
-                }
-            }
-            PACKET_FIN => break Ok(()),
-            PACKET_ERR => {
-                break Err(format!(
-                    "the daemon's copy failed: {}",
-                    String::from_utf8_lossy(&data)
-                ));
-            }
-            _ => {}
-        }
-    };
-    drop(req_tx);
+    let walk = spawn_walk(source, tx.clone(), files.clone(), t.clone());
+    let (requests, readers) = spawn_readers(&tx, &t);
+    let end = answer(&mut incoming, &files, &requests).await;
+    drop(requests);
     for r in readers {
         let _ = r.await;
     }
@@ -305,6 +219,113 @@ async fn run(
                     &format!("{label}: {msg}"),
                 )))
                 .await;
+        }
+    }
+}
+
+/// A local failure (a file that cannot be read): kept for the build's error, and told to
+/// the daemon, which ends the copy.
+fn fail_copy(tx: &mpsc::Sender<Frame<Bytes>>, t: &Transfer, e: Error) {
+    let msg = e.message.clone();
+    t.fail(e);
+    let _ = tx.blocking_send(message(&packet(PACKET_ERR, 0, msg.as_bytes())));
+    let _ = tx.blocking_send(Frame::trailers(grpc_trailers(2, &msg)));
+}
+
+/// The walk, on the blocking pool: every STAT, then the empty one.
+fn spawn_walk(
+    source: Source,
+    tx: mpsc::Sender<Frame<Bytes>>,
+    files: Announced,
+    t: Arc<Transfer>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::task::spawn_blocking(move || {
+        let mut id: u32 = 0;
+        let mut walker = Walker {
+            source: &source,
+            last_included_dir: None,
+            links: HashMap::new(),
+        };
+        let result = walker.walk(&mut |stat, full| {
+            if stat.mode & (GO_DIR | GO_SYMLINK | GO_NAMED_PIPE) == 0 {
+                files
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id, full.to_path_buf());
+            }
+            id += 1;
+            t.entries.fetch_add(1, Ordering::Relaxed);
+            Ok(tx.blocking_send(message(&stat_packet(stat))).is_ok())
+        });
+        match result {
+            Ok(true) => {
+                let _ = tx.blocking_send(message(&[]));
+            }
+            Ok(false) => {}
+            Err(e) => fail_copy(&tx, &t, e),
+        }
+    })
+}
+
+/// The readers of the files the daemon asks for, on the blocking pool; requests go in
+/// through the returned sender (dropping it ends them).
+fn spawn_readers(
+    tx: &mpsc::Sender<Frame<Bytes>>,
+    t: &Arc<Transfer>,
+) -> (
+    std::sync::mpsc::Sender<(u32, PathBuf)>,
+    Vec<tokio::task::JoinHandle<()>>,
+) {
+    let (req_tx, req_rx) = std::sync::mpsc::channel::<(u32, PathBuf)>();
+    let req_rx = Arc::new(Mutex::new(req_rx));
+    let readers = (0..READERS)
+        .map(|_| {
+            let (tx, t, req_rx) = (tx.clone(), t.clone(), req_rx.clone());
+            tokio::task::spawn_blocking(move || {
+                let mut buf = vec![0u8; CHUNK];
+                loop {
+                    let next = req_rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                    let Ok((id, path)) = next else { return };
+                    t.files.fetch_add(1, Ordering::Relaxed);
+                    match send_file(id, &path, &mut buf, &tx, &t) {
+                        Ok(true) => {}
+                        Ok(false) => return,
+                        Err(e) => return fail_copy(&tx, &t, e),
+                    }
+                }
+            })
+        })
+        .collect();
+    (req_tx, readers)
+}
+
+/// The daemon's packets: each REQ handed to the readers, until FIN (or why not).
+async fn answer(
+    incoming: &mut Messages,
+    files: &Announced,
+    requests: &std::sync::mpsc::Sender<(u32, PathBuf)>,
+) -> std::result::Result<(), String> {
+    loop {
+        let Some(msg) = incoming.next().await? else {
+            return Err("the daemon ended the stream before FIN".into());
+        };
+        let (kind, id, data) = parse_packet(&msg);
+        match kind {
+            PACKET_REQ => {
+                let path = files.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                let Some(p) = path else {
+                    return Err(format!("the daemon asked for file #{id}, which is not one"));
+                };
+                let _ = requests.send((id, p));
+            }
+            PACKET_FIN => return Ok(()),
+            PACKET_ERR => {
+                return Err(format!(
+                    "the daemon's copy failed: {}",
+                    String::from_utf8_lossy(&data)
+                ));
+            }
+            _ => {}
         }
     }
 }
