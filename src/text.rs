@@ -102,10 +102,13 @@ pub fn json<T: Serialize + ?Sized>(v: &T) -> Result<String> {
     Ok(s)
 }
 
-/// `v` as YAML (`-o yaml`).
+/// `v` as YAML (`-o yaml`), written as every YAML hvdctl prints is written
+/// ([`crate::render::yaml_out`], kubectl's block style).
 pub fn yaml<T: Serialize + ?Sized>(v: &T) -> Result<String> {
-    serde_norway::to_string(v)
-        .map_err(|e| Error::failure(format!("cannot write the output as YAML: {e}")).caused_by(e))
+    let v = serde_json::to_value(v).map_err(|e| {
+        Error::failure(format!("cannot write the output as YAML: {e}")).caused_by(e)
+    })?;
+    Ok(crate::render::yaml_out::to_string(&v))
 }
 
 /// An engine's timestamp (RFC 3339); empty or unreadable → `None`.
@@ -120,6 +123,18 @@ pub fn normalize_time(t: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn yaml_output_reads_back_as_the_value() {
+        let v = serde_json::json!({
+            "name": "a: b", "n": 3, "yes": "yes", "empty": [], "none": null,
+            "rows": [{"k": "v"}, "multi\nline\n"], "deep": {"x": {}}
+        });
+        let text = yaml(&v).unwrap();
+        let back: serde_json::Value = serde_norway::from_str(&text).unwrap();
+        assert_eq!(back, v, "{text}");
+        assert_eq!(yaml(&Vec::<u8>::new()).unwrap(), "[]\n");
+    }
+
     use super::*;
     use std::collections::BTreeMap;
 
