@@ -945,6 +945,12 @@ spec:
         let t = &p["status"]["containerStatuses"][0]["state"]["terminated"];
         assert_eq!(t["reason"], "OOMKilled", "{t:#}");
         assert_eq!(t["exitCode"], 137);
+        // The kernel's record of the kill, which the kubelet reads when Docker's flag missed it.
+        let cid = t["containerID"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("docker://");
+        assert!(fake_cluster::docker::kernel_saw_oom(cid), "{t:#}");
         // Image pull policy. ErrImagePull lasts until the next pass turns it into
         // ImagePullBackOff: every status written counts, not only the one a poll catches.
         let waiting = |name: &str, reason: &str| {
