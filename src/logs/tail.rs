@@ -36,10 +36,21 @@ pub struct Ts {
 }
 
 impl Ts {
+    /// The same instant. jiff gives an instant before 1970 a negative fraction
+    /// (`-1.25 s` is `-1 s` and `-250_000_000 ns`); a `Ts` counts whole seconds down and
+    /// its nanoseconds up (`-2 s` and `750_000_000 ns`), as [`parse_ts`] reads one.
     pub fn from_jiff(t: jiff::Timestamp) -> Ts {
-        Ts {
-            secs: t.as_second(),
-            nanos: t.subsec_nanosecond().max(0) as u32,
+        let (secs, nanos) = (t.as_second(), t.subsec_nanosecond());
+        if nanos < 0 {
+            Ts {
+                secs: secs - 1,
+                nanos: (nanos + 1_000_000_000) as u32,
+            }
+        } else {
+            Ts {
+                secs,
+                nanos: nanos as u32,
+            }
         }
     }
 
@@ -1254,6 +1265,9 @@ mod tests {
             "1999-02-28T23:59:59.000000001Z",
             "2000-02-29T00:00:00.25+02:00",
             "2024-12-31T23:59:59.999999999-05:30",
+            // Before 1970 (found by the log_timestamp fuzz target: jiff's negative fraction).
+            "0026-11-22T20:00:00.1289Z",
+            "1969-12-31T23:59:59.75Z",
         ] {
             let j: jiff::Timestamp = s.parse().unwrap();
             assert_eq!(ts(s), Ts::from_jiff(j), "{s}");
