@@ -175,8 +175,8 @@ impl std::error::Error for Copied {
     }
 }
 
-/// The lines `-v` adds below an error: each cause in its chain, once (a cause whose words
-/// the message above already holds says nothing new and is left out).
+/// The lines `-v` adds below an error: each cause in its chain (one that repeats the cause
+/// before it word for word, as wrappers do, once).
 pub fn cause_lines(e: &Error) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut next = std::error::Error::source(e);
