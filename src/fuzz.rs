@@ -230,7 +230,7 @@ mod tests {
         for f in std::fs::read_dir(&dir).unwrap() {
             let path = f.unwrap().path();
             let data = std::fs::read(&path).unwrap();
-            let mut parts = data.split(|b| *b == 0);
+            let mut parts = super::parts(&data);
             let file = parts.next().unwrap();
             let sets: Vec<String> = parts
                 .map(|p| String::from_utf8_lossy(p).into_owned())
