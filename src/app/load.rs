@@ -41,12 +41,11 @@ impl Loaded {
             None => {
                 let name = self.app.backend.as_str();
                 let path = Path(vec![Seg::Key("backend".into())]);
-                match self.places.origins.get(&path) {
-                    Some(_) => format!(
-                        "backend {name}, from {}",
-                        locate(&self.places, &self.file, &path, false).0
-                    ),
-                    None => format!("backend {name}, the default"),
+                if self.places.origins.contains_key(&path) {
+                    let (at, _) = locate(&self.places, &self.file, &path, false);
+                    format!("backend {name}, from {at}")
+                } else {
+                    format!("backend {name}, the default")
                 }
             }
         };
