@@ -87,7 +87,15 @@ start_dockerd() {
     if docker_answers; then log "dockerd already answers on $DOCKER_SOCK"; return 0; fi
     log "starting dockerd (log: $STATE/dockerd.log)"
     pid_alive "$STATE/dockerd.pid" || rm -f "$STATE/dockerd.pid"
-    setsid dockerd --host "unix://$DOCKER_SOCK" --pidfile "$STATE/dockerd.pid" \
+    # BuildKit's cache keeps every build context it was sent (one test sends 1 GiB) until a
+    # policy collects it: without one, repeated test runs grew it past 40 GB. Ours keeps
+    # 8 GB, collected after builds. A machine's own daemon.json is left to rule instead.
+    local config=()
+    if [[ ! -e /etc/docker/daemon.json ]]; then
+        printf '%s\n' '{"builder": {"gc": {"enabled": true, "defaultKeepStorage": "8GB"}}}' >"$STATE/daemon.json"
+        config=(--config-file "$STATE/daemon.json")
+    fi
+    setsid dockerd --host "unix://$DOCKER_SOCK" --pidfile "$STATE/dockerd.pid" "${config[@]}" \
         </dev/null >"$STATE/dockerd.log" 2>&1 &
     for _ in $(seq 1 120); do
         docker_answers && { log "dockerd is up"; return 0; }

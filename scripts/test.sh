@@ -14,6 +14,16 @@ cd "$(dirname "$0")/.."
 scripts/dev-services.sh horovod horovod-tensorflow
 command -v kubectl >/dev/null || echo "test.sh: kubectl not found: the kubectl cross-checks will fail" >&2
 
+# From here a fresh run writes ~3 GB under target/ (the build and clippy's) and up to ~10 GB
+# under /var/lib/docker (the tests' images; BuildKit's cache, capped by dev-services.sh): say
+# so up front when the disk cannot hold that, rather than fail at a link 10 minutes in.
+# Incremental state doubles target/ and helps only a rebuild, which a CI run never does.
+[[ -z ${CI:-} ]] || export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+free_gb=$(df -P --block-size=1G "${CARGO_TARGET_DIR:-.}" 2>/dev/null | awk 'NR==2{print $4}')
+echo "test.sh: ${free_gb:-?} GB free on the disk of target/" >&2
+[[ -z $free_gb || $free_gb -ge 13 ]] ||
+    echo "test.sh: warning: the build and the tests need about 13 GB; expect 'No space left on device'" >&2
+
 burners=()
 stop_burners() { [[ ${#burners[@]} == 0 ]] || kill "${burners[@]}" 2>/dev/null || true; }
 trap stop_burners EXIT

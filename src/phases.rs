@@ -12,7 +12,6 @@ use crate::logs::target::Target;
 use crate::text::{normalize_time, parse_time};
 use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -161,27 +160,36 @@ pub const OWN_LINE: &[u8] = b"hvdctl: ";
 /// writes one line per worker before the command starts).
 const FIRST_LINE_SCAN: usize = 10_000;
 
-/// First-line timestamps found in this process, by run (`status --watch` reports every
-/// second; once the training command has written, its first line stays the first).
-static FIRST_LOGS: std::sync::Mutex<BTreeMap<String, String>> =
-    std::sync::Mutex::new(BTreeMap::new());
+/// The training command's first line of one run, once found: `status --watch` reports every
+/// second, and once the command has written, its first line stays the first. The run a
+/// command holds owns one ([`crate::engine::kubernetes::KubeRun`],
+/// [`crate::engine::docker::DockerRun`]).
+#[derive(Default)]
+pub struct FirstLog(std::sync::Mutex<Option<(String, String)>>);
 
-/// [`first_log`] of the run `key` (engine, place, job and creation time), read once it was
-/// found.
-pub async fn first_log_of<S: LogSource>(
-    key: String,
-    source: &S,
-    targets: Vec<Target>,
-) -> Option<String> {
-    let seen = |k: &str| FIRST_LOGS.lock().ok()?.get(k).cloned();
-    if let Some(t) = seen(&key) {
-        return Some(t);
+impl FirstLog {
+    /// [`first_log`] of the run `key` (engine, place, job and creation time: a run deployed
+    /// again under its name is another key), read from the logs until it was found once.
+    pub async fn of<S: LogSource>(
+        &self,
+        key: String,
+        source: &S,
+        targets: Vec<Target>,
+    ) -> Option<String> {
+        let found = self.0.lock().ok().and_then(|m| {
+            m.as_ref()
+                .filter(|(k, _)| *k == key)
+                .map(|(_, t)| t.clone())
+        });
+        if found.is_some() {
+            return found;
+        }
+        let t = first_log(source, targets).await?;
+        if let Ok(mut m) = self.0.lock() {
+            *m = Some((key, t.clone()));
+        }
+        Some(t)
     }
-    let t = first_log(source, targets).await?;
-    if let Ok(mut m) = FIRST_LOGS.lock() {
-        m.insert(key, t.clone());
-    }
-    Some(t)
 }
 
 /// Whether a launcher's line (text after its timestamp) is the training command's: a rank's

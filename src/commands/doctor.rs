@@ -43,7 +43,7 @@ pub fn run(g: &Global, ui: &Ui, a: DoctorArgs) -> Result<u8> {
     match a.output {
         ListFormat::Text => crate::out!(
             "{}",
-            crate::text::for_terminal(&doctor::render_text(&checks))
+            crate::text::for_terminal(&doctor::render_text(&checks, ui.verbose > 0))
         ),
         ListFormat::Json => crate::out!("{}", crate::text::json(&checks)?),
         ListFormat::Yaml => crate::out!("{}", crate::text::yaml(&checks)?),

@@ -57,14 +57,21 @@ pub async fn server(c: &Cluster) -> Result<Check, Check> {
                 c.context, c.server, v.git_version
             ),
         )),
-        Err(e) => Err(Check::fail(
-            "cluster",
-            c.error("get /version", &e).to_string(),
-            format!(
+        Err(e) => {
+            let e = c.error("get /version", &e);
+            let check = format!(
                 "check the context with `kubectl --context {} version`",
                 c.context
-            ),
-        )),
+            );
+            let hint = match &e.hint {
+                Some(h) => format!("{h}; {check}"),
+                None => check,
+            };
+            Err(Check {
+                causes: crate::error::cause_lines(&e),
+                ..Check::fail("cluster", e.message, hint)
+            })
+        }
     }
 }
 
@@ -123,7 +130,7 @@ pub async fn kinds(c: &Cluster, backend: &'static dyn KubeBackend) -> Check {
     }
 }
 
-async fn allowed(c: &Cluster, namespace: &str, x: &Permission) -> Result<bool, String> {
+async fn allowed(c: &Cluster, namespace: &str, x: &Permission) -> crate::Result<bool> {
     let (resource, sub) = x.resource.split_once('/').unwrap_or((x.resource, ""));
     let review = SelfSubjectAccessReview {
         spec: SelfSubjectAccessReviewSpec {
@@ -143,7 +150,7 @@ async fn allowed(c: &Cluster, namespace: &str, x: &Permission) -> Result<bool, S
     let pp = PostParams::default();
     let r = retry(ATTEMPTS, || api.create(&pp, &review))
         .await
-        .map_err(|e| c.error("create a SelfSubjectAccessReview", &e).to_string())?;
+        .map_err(|e| c.error("create a SelfSubjectAccessReview", &e))?;
     Ok(r.status.is_some_and(|s| s.allowed))
 }
 
@@ -160,11 +167,14 @@ pub async fn rbac(c: &Cluster, namespace: &str, backend: &dyn KubeBackend) -> Ch
             Ok(false) if x.needed => missing_needed.push(describe(x)),
             Ok(false) => missing_other.push(describe(x)),
             Err(e) => {
-                return Check::warn(
-                    "rbac",
-                    format!("cannot ask what is allowed: {e}"),
-                    "the API server must serve authorization.k8s.io/v1 SelfSubjectAccessReview",
-                );
+                return Check {
+                    causes: crate::error::cause_lines(&e),
+                    ..Check::warn(
+                        "rbac",
+                        format!("cannot ask what is allowed: {e}"),
+                        "the API server must serve authorization.k8s.io/v1 SelfSubjectAccessReview",
+                    )
+                };
             }
         }
     }

@@ -35,6 +35,10 @@ pub struct Check {
     pub message: String,
     /// What to do (null when nothing is to be done).
     pub hint: Option<String>,
+    /// The chain of errors a check that could not tell ran into (text output shows it with
+    /// `-v`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<String>,
 }
 
 impl Check {
@@ -44,6 +48,7 @@ impl Check {
             status,
             message: message.into(),
             hint: (!hint.is_empty()).then(|| hint.to_string()),
+            causes: Vec::new(),
         }
     }
     pub fn ok(check: &str, message: impl Into<String>) -> Check {
@@ -158,11 +163,14 @@ pub async fn image_check(app: &App, image: &str) -> Check {
             format!("cannot tell whether {image} exists: {m}"),
             "docker login to its registry; the cluster also needs imagePullSecrets for a private one",
         ),
-        Manifest::Unreachable(m) => Check::warn(
-            "image",
-            format!("cannot tell whether {image} exists: {m}"),
-            "",
-        ),
+        Manifest::Unreachable(e) => Check {
+            causes: crate::error::cause_lines(&e),
+            ..Check::warn(
+                "image",
+                format!("cannot tell whether {image} exists: {e}"),
+                "",
+            )
+        },
     }
 }
 
@@ -201,11 +209,10 @@ where
         let c = match connect.await {
             Ok(c) => c,
             Err(e) => {
-                return vec![Check::fail(
-                    "cluster",
-                    e.message.clone(),
-                    e.hint.clone().unwrap_or_default(),
-                )];
+                return vec![Check {
+                    causes: crate::error::cause_lines(&e),
+                    ..Check::fail("cluster", e.message.clone(), e.hint.unwrap_or_default())
+                }];
             }
         };
         let first = match kube::server(&c).await {
@@ -259,7 +266,7 @@ pub fn exit_code(checks: &[Check]) -> u8 {
 }
 
 /// One line per check: `ok   rbac          …`, the hint indented under a warn or fail.
-pub fn render_text(checks: &[Check]) -> String {
+pub fn render_text(checks: &[Check], verbose: bool) -> String {
     let w = checks.iter().map(|c| c.check.len()).max().unwrap_or(0);
     let mut s = String::new();
     for c in checks {
@@ -271,6 +278,9 @@ pub fn render_text(checks: &[Check]) -> String {
         s.push_str(&format!("{status:<4}  {:<w$}  {}\n", c.check, c.message));
         if let Some(h) = c.hint.as_ref().filter(|_| c.status != Status::Ok) {
             s.push_str(&format!("{:<4}  {:<w$}  → {h}\n", "", ""));
+        }
+        for cause in c.causes.iter().filter(|_| verbose) {
+            s.push_str(&format!("{:<4}  {:<w$}    caused by: {cause}\n", "", ""));
         }
     }
     s
@@ -346,10 +356,20 @@ pub async fn preflight(
         registry::Manifest::Missing(m) => {
             refusals.push(format!("image {image} is not in its registry: {m}"))
         }
-        registry::Manifest::Unauthorized(m) | registry::Manifest::Unreachable(m) => {
+        registry::Manifest::Unauthorized(m) => {
             ui.note(format!(
                 "warning: cannot check that {image} is in its registry: {m}"
             ));
+        }
+        registry::Manifest::Unreachable(e) => {
+            ui.note(format!(
+                "warning: cannot check that {image} is in its registry: {e}"
+            ));
+            if ui.verbose > 0 {
+                for cause in crate::error::cause_lines(&e) {
+                    ui.note(format!("  caused by: {cause}"));
+                }
+            }
         }
     }
     if refusals.is_empty() {

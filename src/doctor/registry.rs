@@ -3,6 +3,7 @@
 //! registry's `WWW-Authenticate` points to. Only a 404 from a registry that answered means
 //! the image is not there; anything else (unreachable, unauthorised) is "cannot tell".
 
+use crate::error::{Error, Result};
 use crate::image::auth::{self, Credentials};
 use crate::image::reference::ImageRef;
 use http_body_util::{BodyExt, Empty};
@@ -13,15 +14,16 @@ use hyper_util::rt::TokioExecutor;
 use std::time::Duration;
 
 /// What the registry said about the image's manifest.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Manifest {
     Present,
     /// A 404 from the registry: definitively not there.
     Missing(String),
     /// The registry refused the credentials (or there were none).
     Unauthorized(String),
-    /// No answer (connection, TLS, timeout, an unexpected status).
-    Unreachable(String),
+    /// No answer (connection, TLS, timeout, an unexpected status); the error keeps what it
+    /// came from (`-v` shows the chain).
+    Unreachable(Error),
 }
 
 const ACCEPT: &str = "application/vnd.oci.image.index.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
@@ -56,10 +58,10 @@ type Http = Client<
     Empty<Bytes>,
 >;
 
-fn client() -> Result<Http, String> {
+fn client() -> Result<Http> {
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_native_roots()
-        .map_err(|e| format!("no TLS root certificates: {e}"))?
+        .map_err(|e| Error::failure(format!("no TLS root certificates: {e}")).caused_by(e))?
         .https_or_http()
         .enable_http1()
         .build();
@@ -71,7 +73,7 @@ async fn send(
     method: Method,
     url: &str,
     authorization: Option<&str>,
-) -> Result<(StatusCode, hyper::HeaderMap, Bytes), String> {
+) -> Result<(StatusCode, hyper::HeaderMap, Bytes)> {
     let mut req = Request::builder()
         .method(method)
         .uri(url)
@@ -80,26 +82,31 @@ async fn send(
     if let Some(a) = authorization {
         req = req.header("Authorization", a);
     }
-    let req = req.body(Empty::new()).map_err(|e| e.to_string())?;
+    let req = req
+        .body(Empty::new())
+        .map_err(|e| Error::failure(format!("{url}: {e}")).caused_by(e))?;
     let resp = tokio::time::timeout(TIMEOUT, http.request(req))
         .await
-        .map_err(|_| format!("no answer in {} s", TIMEOUT.as_secs()))?
-        .map_err(|e| {
-            let mut msg = e.to_string();
-            let mut src = std::error::Error::source(&e);
-            while let Some(s) = src {
-                msg = format!("{msg}: {s}");
-                src = s.source();
-            }
-            msg
-        })?;
+        .map_err(|_| Error::failure(format!("no answer in {} s", TIMEOUT.as_secs())))?
+        // hyper's own words ("client error (Connect)") say little: the message is the
+        // deepest cause's; `-v` shows the whole chain.
+        .map_err(|e| Error::failure(deepest_cause(&e)).caused_by(e))?;
     let (parts, body) = resp.into_parts();
     let body = tokio::time::timeout(TIMEOUT, body.collect())
         .await
-        .map_err(|_| "the body took too long".to_string())?
-        .map_err(|e| e.to_string())?
+        .map_err(|_| Error::failure("the body took too long"))?
+        .map_err(|e| Error::failure(deepest_cause(&e)).caused_by(e))?
         .to_bytes();
     Ok((parts.status, parts.headers, body))
+}
+
+/// The last error of `e`'s chain (the operating system's or the TLS library's words).
+fn deepest_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = e;
+    while let Some(next) = last.source() {
+        last = next;
+    }
+    last.to_string()
 }
 
 /// `key="value"` pairs of a `WWW-Authenticate: Bearer …` header.
@@ -120,7 +127,7 @@ async fn authorize(
     r: &ImageRef,
     www_authenticate: &str,
     creds: Option<&Credentials>,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>> {
     let basic = creds.and_then(Credentials::basic_authorization);
     let Some((scheme, params)) = challenge(www_authenticate) else {
         return Ok(None);
@@ -151,7 +158,7 @@ async fn authorize(
 pub async fn manifest(image: &str) -> Manifest {
     let r = match ImageRef::parse(image) {
         Ok(r) => r,
-        Err(e) => return Manifest::Unreachable(format!("{image}: {e}")),
+        Err(e) => return Manifest::Unreachable(Error::input(format!("{image}: {e}"))),
     };
     let http = match client() {
         Ok(h) => h,
@@ -173,7 +180,7 @@ pub async fn manifest(image: &str) -> Manifest {
         match authorize(&http, &r, &www, creds.as_ref()).await {
             Ok(Some(a)) => result = send(&http, Method::HEAD, &url, Some(&a)).await,
             Ok(None) => {}
-            Err(e) => return Manifest::Unreachable(e),
+            Err(e) => return Manifest::Unreachable(e.context(r.registry())),
         }
     }
     let who = match (&creds, creds_error) {
@@ -192,8 +199,10 @@ pub async fn manifest(image: &str) -> Manifest {
         Ok((s @ (StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN), _, _)) => {
             Manifest::Unauthorized(format!("{} answered {s} {who}", r.registry()))
         }
-        Ok((s, _, _)) => Manifest::Unreachable(format!("{} answered {s}", r.registry())),
-        Err(e) => Manifest::Unreachable(format!("{}: {e}", r.registry())),
+        Ok((s, _, _)) => {
+            Manifest::Unreachable(Error::failure(format!("{} answered {s}", r.registry())))
+        }
+        Err(e) => Manifest::Unreachable(e.context(r.registry())),
     }
 }
 

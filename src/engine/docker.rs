@@ -25,6 +25,7 @@ pub struct DockerRun {
     pub docker: DockerClient,
     pub run: LocalRef,
     pub info: RunInfo,
+    first_log: crate::phases::FirstLog,
 }
 
 impl Docker {
@@ -120,11 +121,16 @@ impl DockerRun {
             place: place(&docker),
             created,
         };
-        DockerRun { docker, run, info }
+        DockerRun {
+            docker,
+            run,
+            info,
+            first_log: Default::default(),
+        }
     }
 
     pub async fn status(&self) -> Result<StatusReport> {
-        local::status::report(&self.docker, &self.run).await
+        local::status::report(&self.docker, &self.run, &self.first_log).await
     }
 
     pub async fn undeploy(&self) -> Result<Removed> {

@@ -65,6 +65,7 @@ pub struct KubeRun {
     pub cluster: Cluster,
     pub run: RunRef,
     pub info: RunInfo,
+    first_log: crate::phases::FirstLog,
 }
 
 impl Kube {
@@ -149,7 +150,12 @@ impl KubeRun {
             },
             created,
         };
-        KubeRun { cluster, run, info }
+        KubeRun {
+            cluster,
+            run,
+            info,
+            first_log: Default::default(),
+        }
     }
 
     pub async fn status(&self) -> Result<StatusReport> {
@@ -265,7 +271,7 @@ impl KubeRun {
             self.run.job,
             phases.created.as_deref().unwrap_or_default()
         );
-        phases.first_log = crate::phases::first_log_of(key, &source, targets).await;
+        phases.first_log = self.first_log.of(key, &source, targets).await;
         (provenance, phases)
     }
 

@@ -464,7 +464,11 @@ pub async fn explain(
 }
 
 /// The status of `r`; an error when none of its containers exists.
-pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport> {
+pub async fn report(
+    docker: &DockerClient,
+    r: &LocalRef,
+    first_log: &crate::phases::FirstLog,
+) -> Result<StatusReport> {
     let cs = containers(docker, r).await?;
     if cs.is_empty() {
         return Err(Error::not_found(format!(
@@ -492,7 +496,7 @@ pub async fn report(docker: &DockerClient, r: &LocalRef) -> Result<StatusReport>
         r.job,
         phases.created.as_deref().unwrap_or_default()
     );
-    phases.first_log = crate::phases::first_log_of(key, &source, targets).await;
+    phases.first_log = first_log.of(key, &source, targets).await;
     Ok(StatusReport {
         run: r.run_id.clone(),
         job: r.job.clone(),

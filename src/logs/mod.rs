@@ -408,76 +408,18 @@ impl<'a> Mux<'a> {
                 ev = events.next(), if finished.is_none() => match ev {
                     Some(Ok(ev)) => {
                         watch_errors = 0;
-                        match ev {
-                            watcher::Event::Apply(p) => self.update(p),
-                            watcher::Event::Delete(p) => self.pods.remove(&p),
-                            watcher::Event::Init => relist = Some(HashSet::new()),
-                            watcher::Event::InitApply(p) => {
-                                if let (Some(seen), Some(uid)) = (relist.as_mut(), p.metadata.uid.clone()) {
-                                    seen.insert(uid);
-                                }
-                                self.update(p);
-                            }
-                            watcher::Event::InitDone => {
-                                if let Some(seen) = relist.take() {
-                                    self.pods.retain(&seen);
-                                }
-                            }
-                        }
+                        self.saw(ev, &mut relist);
                         wait.update(&self.pods.present, self.pods.target_count());
                     }
                     Some(Err(e)) => {
                         watch_errors += 1;
-                        let fatal = match &e {
-                            watcher::Error::InitialListFailed(k) | watcher::Error::WatchStartFailed(k) => {
-                                !crate::cluster::client::is_transient(k)
-                            }
-                            _ => false,
-                        };
-                        if fatal || watch_errors >= 8 {
-                            let what = format!("watch the pods of {}", self.what());
-                            return Err(match &e {
-                                watcher::Error::InitialListFailed(k) | watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => {
-                                    self.cluster.error(&what, k)
-                                }
-                                _ => Error::failure(format!("{what}: {e}")),
-                            });
-                        }
+                        self.watch_failed(&e, watch_errors)?;
                     }
                     None => return Err(Error::failure(format!("watching the pods of {} stopped", self.what()))),
                 },
                 _ = tick.tick(), if finished.is_none() => {
-                    let (state, conds) = job_state(self.cluster, self.run).await?;
-                    // A queue that will never admit the run (no such LocalQueue): a failure
-                    // now; a queue that waits for room (quota) is waited through.
-                    let unqueued = crate::cluster::queue::failure(&conds);
-                    // A pod that says the run cannot succeed (no image, out of memory,
-                    // crash loop, unschedulable on every node) ends following as a failure:
-                    // seen on the pods at no cost, decided by the run's explanation (which
-                    // also reads the nodes and the logs).
-                    // A pod waiting for seconds with nothing said (a volume, the sandbox, a
-                    // claim) is asked about too: its events may say no retry will help.
-                    let suspect = unqueued.is_none() && !state.is_finished() && (crate::cluster::reason::any_failing(
-                        self.pods.present.values(),
-                        crate::cluster::status::elastic_bounds(self.pods.present.values()).is_some(),
-                    ) || self.pods.present.values().any(crate::cluster::reason::stuck));
-                    let why = if suspect || state == JobState::Failed {
-                        crate::cluster::reason::of_run(self.cluster, self.run)
-                            .await
-                            .ok()
-                            .and_then(|e| e.run)
-                    } else {
-                        None
-                    };
-                    let failing = suspect && why.as_ref().is_some_and(|r| r.failing);
-                    if state.is_finished() || failing || unqueued.is_some() {
-                        let state = if failing || unqueued.is_some() { JobState::Failed } else { state };
-                        if unqueued.is_some() {
-                            self.reason = unqueued;
-                        } else if state == JobState::Failed {
-                            self.reason = why.map(|r| r.text);
-                        }
-                        finished = Some(state);
+                    finished = self.finished().await?;
+                    if finished.is_some() {
                         wait.done();
                         // Pods the watcher has not shown yet still count.
                         for p in run_pods(self.cluster, self.run).await? {
@@ -500,6 +442,92 @@ impl<'a> Mux<'a> {
                 return Ok(state);
             }
         }
+    }
+
+    /// A pod event of the watch. `relist`: the pods a relist has shown so far (those it does
+    /// not show are gone).
+    fn saw(&mut self, ev: watcher::Event<Pod>, relist: &mut Option<HashSet<String>>) {
+        match ev {
+            watcher::Event::Apply(p) => self.update(p),
+            watcher::Event::Delete(p) => self.pods.remove(&p),
+            watcher::Event::Init => *relist = Some(HashSet::new()),
+            watcher::Event::InitApply(p) => {
+                if let (Some(seen), Some(uid)) = (relist.as_mut(), p.metadata.uid.clone()) {
+                    seen.insert(uid);
+                }
+                self.update(p);
+            }
+            watcher::Event::InitDone => {
+                if let Some(seen) = relist.take() {
+                    self.pods.retain(&seen);
+                }
+            }
+        }
+    }
+
+    /// The watch failed (`errors` times in a row): an error once it will not recover (the
+    /// API refused it, or eight tries in a row failed); the watcher retries otherwise.
+    fn watch_failed(&self, e: &watcher::Error, errors: u32) -> Result<()> {
+        let fatal = match e {
+            watcher::Error::InitialListFailed(k) | watcher::Error::WatchStartFailed(k) => {
+                !crate::cluster::client::is_transient(k)
+            }
+            _ => false,
+        };
+        if !fatal && errors < 8 {
+            return Ok(());
+        }
+        let what = format!("watch the pods of {}", self.what());
+        Err(match e {
+            watcher::Error::InitialListFailed(k)
+            | watcher::Error::WatchStartFailed(k)
+            | watcher::Error::WatchFailed(k) => self.cluster.error(&what, k),
+            _ => Error::failure(format!("{what}: {e}")),
+        })
+    }
+
+    /// The run's state once following can stop: it finished, it cannot succeed, or its queue
+    /// will never admit it (then `self.reason` says why). `None` while it goes on.
+    async fn finished(&mut self) -> Result<Option<JobState>> {
+        let (state, conds) = job_state(self.cluster, self.run).await?;
+        // A queue that will never admit the run (no such LocalQueue): a failure now; a queue
+        // that waits for room (quota) is waited through.
+        if let Some(unqueued) = crate::cluster::queue::failure(&conds) {
+            self.reason = Some(unqueued);
+            return Ok(Some(JobState::Failed));
+        }
+        // A pod that says the run cannot succeed (no image, out of memory, crash loop,
+        // unschedulable on every node) ends following as a failure: seen on the pods at no
+        // cost, decided by the run's explanation (which also reads the nodes and the logs).
+        // A pod waiting for seconds with nothing said (a volume, the sandbox, a claim) is
+        // asked about too: its events may say no retry will help.
+        let pods = self.pods.present.values();
+        let suspect = !state.is_finished()
+            && (crate::cluster::reason::any_failing(
+                pods.clone(),
+                crate::cluster::status::elastic_bounds(pods.clone()).is_some(),
+            ) || self
+                .pods
+                .present
+                .values()
+                .any(crate::cluster::reason::stuck));
+        let why = if suspect || state == JobState::Failed {
+            crate::cluster::reason::of_run(self.cluster, self.run)
+                .await
+                .ok()
+                .and_then(|e| e.run)
+        } else {
+            None
+        };
+        let failing = suspect && why.as_ref().is_some_and(|r| r.failing);
+        if !state.is_finished() && !failing {
+            return Ok(None);
+        }
+        let state = if failing { JobState::Failed } else { state };
+        if state == JobState::Failed {
+            self.reason = why.map(|r| r.text);
+        }
+        Ok(Some(state))
     }
 }
 

@@ -329,20 +329,27 @@ pub struct Report {
     pub closed: bool,
 }
 
-/// How one request ended.
-#[derive(Debug, Default)]
-struct ReadEnd {
-    new: u64,
-    /// Clean end of body (else an error, or cut short because `finish` turned true).
-    clean: bool,
-    /// The unterminated bytes a clean end of body left (timestamp included).
-    partial: Option<Vec<u8>>,
+/// How one request ended: one of these, never two.
+#[derive(Debug)]
+enum Ended {
+    /// A clean end of body; `partial` is the unterminated bytes it left (timestamp included).
+    Clean { partial: Option<Vec<u8>> },
     /// The request failed before any byte.
-    refused: Option<SourceError>,
-    interrupted: bool,
+    Refused(SourceError),
+    /// Cut short because `finish` turned true (a follow).
+    Interrupted,
     /// A line stamped after the read's bound came: a later instance answered (see
     /// [`View::ended_at`]); the read stopped before it.
-    crossed: bool,
+    Crossed,
+    /// The stream broke after some bytes, or the printer went away.
+    Broken,
+}
+
+/// What one request read, and how it [`Ended`].
+#[derive(Debug)]
+struct ReadEnd {
+    how: Ended,
+    new: u64,
     /// The answer reached back to the resume point (a line at or before it was met), so
     /// nothing lies between what was printed before and what this read printed.
     met_resume: bool,
@@ -353,6 +360,40 @@ struct ReadEnd {
     bytes: bool,
     /// The answer broke off in the middle of a line: the log goes on past what was printed.
     cut_line: bool,
+}
+
+impl ReadEnd {
+    fn refused(e: SourceError) -> ReadEnd {
+        ReadEnd {
+            how: Ended::Refused(e),
+            new: 0,
+            met_resume: false,
+            first_new: None,
+            bytes: false,
+            cut_line: false,
+        }
+    }
+    fn clean(&self) -> bool {
+        matches!(self.how, Ended::Clean { .. })
+    }
+    fn partial(&self) -> Option<&[u8]> {
+        match &self.how {
+            Ended::Clean { partial } => partial.as_deref(),
+            _ => None,
+        }
+    }
+    fn refusal(&self) -> Option<&SourceError> {
+        match &self.how {
+            Ended::Refused(e) => Some(e),
+            _ => None,
+        }
+    }
+    fn interrupted(&self) -> bool {
+        matches!(self.how, Ended::Interrupted)
+    }
+    fn crossed(&self) -> bool {
+        matches!(self.how, Ended::Crossed)
+    }
 }
 
 struct Backoff {
@@ -442,14 +483,26 @@ impl Instance {
             self.followed_to_end = false;
             self.end_at_stream_end = None;
         }
-        if end.refused.is_some() || self.log_gone(end) {
+        if end.refusal().is_some() || self.log_gone(end) {
             return;
         }
-        self.followed_until_finish = follow && end.interrupted;
+        self.followed_until_finish = follow && end.interrupted();
         if follow {
-            self.followed_to_end = end.clean && !end.crossed;
+            self.followed_to_end = end.clean();
         } else if end.new > 0 {
             self.followed_to_end = false;
+        }
+    }
+
+    /// What a look at the container says of the stream's latest end.
+    fn saw(&mut self, v: &View) {
+        let ended = self.k < v.restart || matches!(v.life, Life::Dead { .. });
+        if self.k == v.restart && v.life == Life::Running {
+            // The stream ended while the container runs: a cut, not its end (or the engine
+            // has not said yet that it ended).
+            self.followed_to_end = false;
+        } else if ended && self.followed_to_end {
+            self.ended_with_stream = true;
         }
     }
 
@@ -457,11 +510,29 @@ impl Instance {
     /// point's second of a log whose lines were printed up to it (its container removed), or
     /// a refusal saying it is not there.
     fn log_gone(&self, end: &ReadEnd) -> bool {
-        (self.own && end.clean && !end.bytes)
+        (self.own && end.clean() && !end.bytes)
             || end
-                .refused
-                .as_ref()
+                .refusal()
                 .is_some_and(|e| e.failure == Failure::NotFound)
+    }
+}
+
+/// What a look at the container found.
+enum Look {
+    Saw(View),
+    /// Look again (after a backoff).
+    Again,
+    /// The tail is over (the container is gone, or cannot be looked at).
+    Done,
+}
+
+/// Where a drain of `v`'s instance stops: for the current instance of a container about to
+/// restart, the engine may answer with the next instance's log once it starts (Kubernetes
+/// serves the current one); lines after this one's end are not its.
+fn drain_bound(v: &View, previous: bool) -> Option<Ts> {
+    match v.life {
+        Life::Dead { for_good: false } if !previous => v.ended_at.map(Ts::end_of_second),
+        _ => None,
     }
 }
 
@@ -600,22 +671,10 @@ impl<S: LogSource> Tail<S> {
             if self.report.closed || self.fatal {
                 return;
             }
-            let v = match self.ctx.source.look(&self.target).await {
-                Ok(Some(v)) => v,
-                Ok(None) => {
-                    if let (Some(i), Some(seen)) = (inst.as_mut(), seen.as_ref()) {
-                        self.gone(i, seen, None).await;
-                    }
-                    return;
-                }
-                Err(e) if e.failure == Failure::Transient => {
-                    backoff.wait().await;
-                    continue;
-                }
-                Err(e) => {
-                    self.report.warning = Some(format!("{}: {e}", self.target.prefix));
-                    return;
-                }
+            let v = match self.look(inst.as_mut(), seen.as_ref(), &mut backoff).await {
+                Look::Saw(v) => v,
+                Look::Again => continue,
+                Look::Done => return,
             };
             let finishing = self.finishing();
             if finishing && finish_at.is_none() {
@@ -623,14 +682,7 @@ impl<S: LogSource> Tail<S> {
             }
             seen = Some(v.clone());
             if let Some(i) = inst.as_mut() {
-                let ended = i.k < v.restart || matches!(v.life, Life::Dead { .. });
-                if i.k == v.restart && v.life == Life::Running {
-                    // The stream ended while the container runs: a cut, not its end (or
-                    // the engine has not said yet that it ended).
-                    i.followed_to_end = false;
-                } else if ended && i.followed_to_end {
-                    i.ended_with_stream = true;
-                }
+                i.saw(&v);
             }
             let inst = match (&mut inst, &v.life) {
                 (Some(i), _) => i,
@@ -674,21 +726,41 @@ impl<S: LogSource> Tail<S> {
                     }
                 }
                 Step::Drain { previous } => {
-                    // The current instance of a container about to restart: the engine may
-                    // answer with the next instance's log once it starts (Kubernetes serves
-                    // the current one); lines after this one's end are not its.
-                    let until = match v.life {
-                        Life::Dead { for_good: false } if !previous => {
-                            v.ended_at.map(Ts::end_of_second)
-                        }
-                        _ => None,
-                    };
+                    let until = drain_bound(&v, previous);
                     let going = v.deleting.is_some();
                     if self.drain(inst, previous, until, going, &mut backoff).await {
                         self.gone(inst, &v, Some(jiff::Timestamp::now())).await;
                         return;
                     }
                 }
+            }
+        }
+    }
+
+    /// Looks at the container. When it is gone, the instance being read goes with it
+    /// ([`Tail::gone`], `seen`: the container as last seen); a transient failure is waited
+    /// out; another one ends the tail with a warning.
+    async fn look(
+        &mut self,
+        inst: Option<&mut Instance>,
+        seen: Option<&View>,
+        backoff: &mut Backoff,
+    ) -> Look {
+        match self.ctx.source.look(&self.target).await {
+            Ok(Some(v)) => Look::Saw(v),
+            Ok(None) => {
+                if let (Some(i), Some(seen)) = (inst, seen) {
+                    self.gone(i, seen, None).await;
+                }
+                Look::Done
+            }
+            Err(e) if e.failure == Failure::Transient => {
+                backoff.wait().await;
+                Look::Again
+            }
+            Err(e) => {
+                self.report.warning = Some(format!("{}: {e}", self.target.prefix));
+                Look::Done
             }
         }
     }
@@ -755,9 +827,9 @@ impl<S: LogSource> Tail<S> {
     /// the server closes it, or `finish` turns true.
     async fn follow(&mut self, inst: &mut Instance, backoff: &mut Backoff) {
         let end = self.read(self.params(true, false), None).await;
-        inst.clean_end = end.clean;
+        inst.clean_end = end.clean();
         inst.answered(&end, true);
-        if end.interrupted || self.settle(&end, backoff, &mut inst.partial).await {
+        if end.interrupted() || self.settle(&end, backoff, &mut inst.partial).await {
             return;
         }
         // The engine ends a follow when the container ends: check the log's end now, while
@@ -783,7 +855,7 @@ impl<S: LogSource> Tail<S> {
         backoff: &mut Backoff,
     ) -> bool {
         let end = self.read(self.params(false, false), None).await;
-        inst.clean_end = end.clean;
+        inst.clean_end = end.clean();
         inst.answered(&end, false);
         if self.settle(&end, backoff, &mut inst.partial).await {
             return false;
@@ -825,15 +897,15 @@ impl<S: LogSource> Tail<S> {
         }
         let before = self.resume;
         let end = self.read(self.params(false, previous), until).await;
-        inst.clean_end = end.clean && !end.crossed;
+        inst.clean_end = end.clean();
         inst.answered(&end, false);
         if going && !previous && inst.log_gone(&end) {
             return true;
         }
         self.settle(&end, backoff, &mut inst.partial).await;
-        if end.crossed {
+        if end.crossed() {
             self.wait_for_change(backoff).await;
-        } else if end.refused.is_some() {
+        } else if end.refusal().is_some() {
             // Retried after the backoff `settle` waited; not a round.
         } else if self.resume != before {
             inst.stalled = 0;
@@ -864,11 +936,10 @@ impl<S: LogSource> Tail<S> {
         inst.partial = None;
         // A stream that ends cleanly may still have been cut at a line's end: the log's end
         // counts as reached only when its last lines are the ones just read.
-        let reached_end =
-            end.clean && self.confirm(previous, end.partial.as_deref()).await == Some(true);
+        let reached_end = end.clean() && self.confirm(previous, end.partial()).await == Some(true);
         if reached_end
             && end.met_resume
-            && let Some(p) = end.partial.as_deref()
+            && let Some(p) = end.partial()
         {
             self.emit_partial(p).await;
         }
@@ -904,27 +975,27 @@ impl<S: LogSource> Tail<S> {
         backoff: &mut Backoff,
         partial: &mut Option<Vec<u8>>,
     ) -> bool {
-        if end.new > 0 || end.clean {
+        if end.new > 0 || end.clean() {
             self.first = false;
         }
-        if end.clean {
-            partial.clone_from(&end.partial);
+        if end.clean() {
+            *partial = end.partial().map(<[u8]>::to_vec);
         } else if end.new > 0 {
             *partial = None;
         }
         if end.new > 0 {
             backoff.reset();
         }
-        if let Some(e) = &end.refused
+        if let Some(e) = end.refusal()
             && e.failure == Failure::Fatal
         {
             self.report.warning = Some(format!("{}: {e}", self.target.prefix));
             self.fatal = true;
         }
-        if !end.clean && end.new == 0 && !end.interrupted && !end.crossed {
+        if !end.clean() && end.new == 0 && !end.interrupted() && !end.crossed() {
             backoff.wait().await;
         }
-        !end.clean
+        !end.clean()
     }
 
     async fn wait_for_change(&mut self, backoff: &mut Backoff) {
@@ -971,7 +1042,6 @@ impl<S: LogSource> Tail<S> {
     async fn read(&mut self, lp: LogRequest, until: Option<Ts>) -> ReadEnd {
         let follow = lp.follow;
         self.report.requests += 1;
-        let mut end = ReadEnd::default();
         let _permit = if follow {
             None
         } else {
@@ -979,10 +1049,7 @@ impl<S: LogSource> Tail<S> {
         };
         let mut stream = match self.ctx.source.open(&self.target, &lp).await {
             Ok(s) => s,
-            Err(e) => {
-                end.refused = Some(e);
-                return end;
-            }
+            Err(e) => return ReadEnd::refused(e),
         };
         let mut finish = self.ctx.finish.clone();
         let mut pos = ReadPos {
@@ -991,52 +1058,50 @@ impl<S: LogSource> Tail<S> {
         };
         let mut pending: Vec<u8> = Vec::new();
         let mut batch: Vec<u8> = Vec::new();
+        let mut new = 0;
         let mut got_bytes = false;
-        loop {
+        let how = loop {
             let n = tokio::select! {
                 biased;
                 r = stream.fill_buf() => match r {
-                    Ok([]) => {
-                        end.clean = true;
-                        break;
-                    }
+                    Ok([]) => break Ended::Clean { partial: None },
                     Ok(chunk) => {
                         got_bytes = true;
-                        end.new += self.lines(chunk, &mut pending, &mut pos, &mut batch);
+                        new += self.lines(chunk, &mut pending, &mut pos, &mut batch);
                         chunk.len()
                     }
-                    Err(e) => {
-                        if !got_bytes {
-                            end.refused = SourceError::of_io(&e).cloned();
-                        }
-                        break;
-                    }
+                    Err(e) => match SourceError::of_io(&e) {
+                        Some(e) if !got_bytes => break Ended::Refused(e.clone()),
+                        _ => break Ended::Broken,
+                    },
                 },
-                _ = finish.wait_for(|f| *f), if follow => {
-                    end.interrupted = true;
-                    break;
-                }
+                _ = finish.wait_for(|f| *f), if follow => break Ended::Interrupted,
             };
             stream.as_mut().consume(n);
-            if !batch.is_empty() && !self.send(&mut batch).await {
-                break;
-            }
             if pos.crossed {
-                break;
+                break Ended::Crossed;
             }
-        }
+            if !batch.is_empty() && !self.send(&mut batch).await {
+                break Ended::Broken;
+            }
+        };
         if !batch.is_empty() {
             self.send(&mut batch).await;
         }
-        end.bytes = got_bytes;
-        end.cut_line = !end.clean && !pending.is_empty();
-        end.crossed = pos.crossed;
-        end.met_resume = pos.met || self.resume.last.is_none() && pos.first_new.is_none();
-        end.first_new = pos.first_new;
-        if end.clean && !pending.is_empty() && !pos.crossed {
-            end.partial = Some(pending);
+        let how = match how {
+            Ended::Clean { .. } if !pending.is_empty() => Ended::Clean {
+                partial: Some(std::mem::take(&mut pending)),
+            },
+            how => how,
+        };
+        ReadEnd {
+            cut_line: !matches!(how, Ended::Clean { .. }) && !pending.is_empty(),
+            how,
+            new,
+            met_resume: pos.met || self.resume.last.is_none() && pos.first_new.is_none(),
+            first_new: pos.first_new,
+            bytes: got_bytes,
         }
-        end
     }
 
     async fn send(&mut self, batch: &mut Vec<u8>) -> bool {

@@ -1011,3 +1011,61 @@ fn verbose_shows_why_the_api_server_cannot_be_reached() {
         .unwrap();
     assert!(!String::from_utf8_lossy(&quiet.stderr).contains("caused by"));
 }
+
+/// `doctor` keeps the chain of a check that could not tell: the registry's (the image's
+/// registry does not answer) and the API server's, in `-o json` always and in the text with
+/// `-v` only.
+#[test]
+fn doctor_keeps_why_the_registry_and_the_api_server_cannot_be_reached() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("kubeconfig"), KUBECONFIG).unwrap();
+    std::fs::write(tmp.path().join("hvdctl.yaml"), BASE).unwrap();
+    let doctor = |args: &[&str]| {
+        let out = hvdctl_in(tmp.path())
+            .env("KUBECONFIG", tmp.path().join("kubeconfig"))
+            .env("DOCKER_CONFIG", tmp.path())
+            .args([
+                "doctor",
+                "--backend",
+                "native",
+                "--image",
+                "127.0.0.1:1/demo:1",
+            ])
+            .args(args)
+            .timeout(Duration::from_secs(120))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json: serde_json::Value = serde_json::from_str(&doctor(&["-o", "json"])).unwrap();
+    let causes = |check: &str| -> Vec<String> {
+        let c = json
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"] == check)
+            .unwrap_or_else(|| panic!("no {check} check in {json}"));
+        serde_json::from_value(c["causes"].clone()).unwrap_or_else(|_| panic!("{c}"))
+    };
+    for check in ["image", "cluster"] {
+        let chain = causes(check);
+        assert_eq!(
+            chain.last().map(String::as_str),
+            Some("Connection refused (os error 111)"),
+            "{check}: {chain:?}"
+        );
+        assert!(
+            chain.iter().any(|c| c == "tcp connect error"),
+            "{check}: {chain:?}"
+        );
+    }
+    let text = doctor(&["-v"]);
+    let shown = text.lines().filter(|l| l.contains("caused by: ")).count();
+    assert_eq!(
+        shown,
+        causes("image").len() + causes("cluster").len(),
+        "{text}"
+    );
+    assert!(!doctor(&[]).contains("caused by"));
+}
