@@ -709,14 +709,7 @@ mod launch_tests {
     }
 
     fn argv(app: &App, backend: &str) -> Vec<String> {
-        let run = Run {
-            app,
-            backend: backend.parse::<Backend>().unwrap(),
-            run_id: "r1".into(),
-            namespace: "ns".into(),
-            image: "i:1".into(),
-        };
-        let v = values(&run, None);
+        let v = run_values(app, backend);
         serde_json::from_value(v["launcher"]["command"].clone()).unwrap()
     }
 

@@ -177,18 +177,8 @@ pub async fn delete(
             )
         })
         .collect();
-    let dp = DeleteParams::default();
     for (name, _) in &claims {
-        match retry(ATTEMPTS, || api.delete(name, &dp)).await {
-            Ok(_) => {}
-            Err(e) if status_code(&e) == Some(404) => {}
-            Err(e) => {
-                return Err(c.error(
-                    &format!("delete PersistentVolumeClaim {name} in namespace {namespace}"),
-                    &e,
-                ));
-            }
-        }
+        delete_claim(c, &api, namespace, name).await?;
     }
     // Watched until gone (a claim in use by a pod is held by its finalizer until the pod ends).
     for (name, uid) in &claims {
@@ -212,18 +202,26 @@ pub async fn delete(
 /// Deletes the claims `names` (those one deploy made, when it fails); gone ones are fine.
 pub async fn remove(c: &Cluster, namespace: &str, names: &[String]) -> Result<()> {
     let api: Api<PersistentVolumeClaim> = Api::namespaced(c.client.clone(), namespace);
-    let dp = DeleteParams::default();
     for name in names {
-        match retry(ATTEMPTS, || api.delete(name, &dp)).await {
-            Ok(_) => {}
-            Err(e) if status_code(&e) == Some(404) => {}
-            Err(e) => {
-                return Err(c.error(
-                    &format!("delete PersistentVolumeClaim {name} in namespace {namespace}"),
-                    &e,
-                ));
-            }
-        }
+        delete_claim(c, &api, namespace, name).await?;
     }
     Ok(())
+}
+
+/// Deletes the claim `name`; one already gone is fine.
+async fn delete_claim(
+    c: &Cluster,
+    api: &Api<PersistentVolumeClaim>,
+    namespace: &str,
+    name: &str,
+) -> Result<()> {
+    let dp = DeleteParams::default();
+    match retry(ATTEMPTS, || api.delete(name, &dp)).await {
+        Ok(_) => Ok(()),
+        Err(e) if status_code(&e) == Some(404) => Ok(()),
+        Err(e) => Err(c.error(
+            &format!("delete PersistentVolumeClaim {name} in namespace {namespace}"),
+            &e,
+        )),
+    }
 }

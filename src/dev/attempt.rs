@@ -52,10 +52,7 @@ pub async fn run(
         rx,
         LineFormat::new(&launcher, style).with_attempt(n),
     ));
-    let pick = Pick {
-        which: Which::Launcher,
-        container: None,
-    };
+    let pick = Pick::pod(Which::Launcher);
     let code = run
         .exec(&pick, &request(&launch, Output::Channel(tx)))
         .await;

@@ -94,10 +94,7 @@ async fn prepare(run: &Run, which: Which, sync_to: &str, plan: &Plan<'_>) -> Res
         tty: false,
         output: Output::Channel(tx),
     };
-    let pick = Pick {
-        which,
-        container: None,
-    };
+    let pick = Pick::pod(which);
     let code = run.exec(&pick, &req).await;
     // The request holds the channel's sender: what was said ends when it is dropped.
     drop(req);

@@ -83,6 +83,17 @@ pub struct Missing {
 }
 
 impl Missing {
+    /// Nothing looked at yet for `what`.
+    fn new(what: String) -> Missing {
+        Missing {
+            what,
+            looked: vec![],
+            unreached: vec![],
+            others: vec![],
+            recorded: None,
+        }
+    }
+
     /// Whether every engine that could hold the run was asked.
     pub fn complete(&self) -> bool {
         self.unreached.is_empty()
@@ -448,13 +459,7 @@ impl<'a> Env<'a> {
                 (format!("no runs of app `{app}`: a run"), None, Some(app))
             }
         };
-        let mut missing = Missing {
-            what,
-            looked: vec![],
-            unreached: vec![],
-            others: vec![],
-            recorded: None,
-        };
+        let mut missing = Missing::new(what);
         let mut found: Vec<Run> = Vec::new();
         for (name, engine) in self.engines(false).await? {
             let engine = match engine {
@@ -536,13 +541,7 @@ impl<'a> Env<'a> {
                 .map(Engine::Kubernetes)
             }
         };
-        let mut missing = Missing {
-            what,
-            looked: vec![],
-            unreached: vec![],
-            others: vec![],
-            recorded: None,
-        };
+        let mut missing = Missing::new(what);
         let engine = match engine {
             Ok(e) => e,
             Err(e) => {

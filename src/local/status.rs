@@ -129,17 +129,26 @@ impl Container {
     }
 }
 
-/// Every container of `r`, launcher first, then workers by index.
-pub async fn containers(docker: &DockerClient, r: &LocalRef) -> Result<Vec<Container>> {
-    let d = docker.bollard();
-    let list = d
+/// The run's containers as the daemon lists them (stopped ones too).
+pub async fn listed(
+    docker: &DockerClient,
+    r: &LocalRef,
+) -> Result<Vec<bollard::models::ContainerSummary>> {
+    docker
+        .bollard()
         .list_containers(Some(ListContainersOptions {
             all: true,
             filters: Some(r.filters()),
             ..Default::default()
         }))
         .await
-        .map_err(|e| docker_error(format!("listing the containers of {}", r.job), &e))?;
+        .map_err(|e| docker_error(format!("listing the containers of {}", r.job), &e))
+}
+
+/// Every container of `r`, launcher first, then workers by index.
+pub async fn containers(docker: &DockerClient, r: &LocalRef) -> Result<Vec<Container>> {
+    let d = docker.bollard();
+    let list = listed(docker, r).await?;
     let mut out = Vec::new();
     for c in list {
         let Some(id) = c.id else { continue };

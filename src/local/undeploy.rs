@@ -4,9 +4,7 @@
 use super::{LABEL_DIR, LocalRef, docker_error, is_not_found, rundir};
 use crate::error::Result;
 use crate::image::docker::DockerClient;
-use bollard::query_parameters::{
-    ListContainersOptions, ListNetworksOptions, RemoveContainerOptions,
-};
+use bollard::query_parameters::{ListNetworksOptions, RemoveContainerOptions};
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -57,14 +55,7 @@ pub async fn undeploy(docker: &DockerClient, r: &LocalRef) -> Result<Removed> {
 pub async fn remove(docker: &DockerClient, r: &LocalRef) -> Result<Removed> {
     let d = docker.bollard();
     let mut out = Removed::default();
-    let list = d
-        .list_containers(Some(ListContainersOptions {
-            all: true,
-            filters: Some(r.filters()),
-            ..Default::default()
-        }))
-        .await
-        .map_err(|e| docker_error(format!("listing the containers of {}", r.job), &e))?;
+    let list = super::status::listed(docker, r).await?;
     let mut dirs: BTreeSet<PathBuf> = rundir::find(&r.job).into_iter().collect();
     for c in &list {
         if let Some(dir) = c.labels.as_ref().and_then(|l| l.get(LABEL_DIR)) {

@@ -48,6 +48,14 @@ pub struct Pick {
 }
 
 impl Pick {
+    /// `which`'s pod, in its main container.
+    pub fn pod(which: Which) -> Pick {
+        Pick {
+            which,
+            container: None,
+        }
+    }
+
     /// From `--role` and `--index`: the launcher by default; `--index` alone means a worker;
     /// `--role worker` alone means worker 0.
     pub fn from_flags(

@@ -15,10 +15,7 @@ pub const REMOTE_PORT: u16 = 6006;
 /// Rank 0's pod/container: worker 0 (mpirun and horovodrun place rank 0 on the first host
 /// of the hostfile, which is worker 0; the launcher runs no rank).
 pub fn rank0() -> Pick {
-    Pick {
-        which: Which::Worker(0),
-        container: None,
-    }
+    Pick::pod(Which::Worker(0))
 }
 
 /// Exit code of the script when the container has no `TENSORBOARD_LOG_DIR`.

@@ -192,10 +192,7 @@ impl DockerRun {
         local: &Path,
         ui: &Ui,
     ) -> Result<Copied> {
-        let pick = Pick {
-            which,
-            container: None,
-        };
+        let pick = Pick::pod(which);
         let (t, _) = self.pick(&pick).await?;
         if self.stat(&t.uid, remote).await?.is_none() {
             return Err(missing(remote, &t.pod));
@@ -225,10 +222,7 @@ impl DockerRun {
         remote: &str,
         ui: &Ui,
     ) -> Result<Copied> {
-        let pick = Pick {
-            which,
-            container: None,
-        };
+        let pick = Pick::pod(which);
         let (t, _) = self.pick(&pick).await?;
         let src_name = local_name(local)?;
         let (dir, name) = match self.stat(&t.uid, remote).await? {

@@ -170,12 +170,7 @@ impl KubeRun {
         local: &Path,
         ui: &Ui,
     ) -> Result<Copied> {
-        let t = self
-            .pick(&Pick {
-                which,
-                container: None,
-            })
-            .await?;
+        let t = self.pick(&Pick::pod(which)).await?;
         if self.probe(&t, &["test", "-e", remote]).await? != 0 {
             return Err(missing(remote, &t));
         }
@@ -214,12 +209,7 @@ impl KubeRun {
         remote: &str,
         ui: &Ui,
     ) -> Result<Copied> {
-        let t = self
-            .pick(&Pick {
-                which,
-                container: None,
-            })
-            .await?;
+        let t = self.pick(&Pick::pod(which)).await?;
         let src_name = local_name(local)?;
         let (dir, name) = if self.probe(&t, &["test", "-d", remote]).await? == 0 {
             (remote.to_string(), src_name)
