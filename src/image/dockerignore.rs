@@ -292,30 +292,24 @@ impl Matcher {
     /// This answers for one path in isolation; the build walk ([`Matcher::walk_match`]) can
     /// additionally skip whole directories, see the module docs.
     pub fn is_excluded(&self, path: &str) -> bool {
-        let path = clean(path);
-        if path == "." {
-            return false;
-        }
-        let parents = parent_dirs(&path);
-        let mut matched = false;
-        for p in &self.patterns {
-            if p.exclusion != matched {
-                continue;
-            }
-            let mut hit = p.matches(&path);
-            if !hit {
-                hit = (1..=parents.len()).any(|i| p.matches(&parents[..i].join("/")));
-            }
-            if hit {
-                matched = !p.exclusion;
-            }
-        }
-        matched
+        self.excluded_with(path, |p, parents| {
+            (1..=parents.len()).any(|i| p.matches(&parents[..i].join("/")))
+        })
     }
 
     /// Docker's older single-parent check (moby's deprecated `Matches`), which the Docker CLI
     /// still uses to decide whether to add the `!Dockerfile`/`!.dockerignore` exceptions.
     fn matches_single_parent(&self, path: &str) -> bool {
+        self.excluded_with(path, |p, parents| {
+            !parents.is_empty()
+                && p.depth <= parents.len()
+                && p.matches(&parents[..p.depth].join("/"))
+        })
+    }
+
+    /// The last pattern that decides `path` wins: a pattern that matches `path` itself, or
+    /// (`parent_hit`) one of its parent directories (`parents`: their names, outermost first).
+    fn excluded_with(&self, path: &str, parent_hit: impl Fn(&Pattern, &[&str]) -> bool) -> bool {
         let path = clean(path);
         if path == "." {
             return false;
@@ -326,11 +320,7 @@ impl Matcher {
             if p.exclusion != matched {
                 continue;
             }
-            let mut hit = p.matches(&path);
-            if !hit && !parents.is_empty() && p.depth <= parents.len() {
-                hit = p.matches(&parents[..p.depth].join("/"));
-            }
-            if hit {
+            if p.matches(&path) || parent_hit(p, &parents) {
                 matched = !p.exclusion;
             }
         }

@@ -200,7 +200,7 @@ mod tests {
     use super::*;
     use crate::local::{LABEL_BACKEND, LABEL_JOB};
     use crate::logs::docker::testing;
-    use crate::logs::printer::{Format, Style};
+    use crate::logs::printer::Format;
     use crate::render::manifests::{LABEL_APP, LABEL_MANAGED_BY, LABEL_ROLE, LABEL_RUN, MANAGER};
     use serde_json::Value;
     use std::collections::HashMap;
@@ -221,22 +221,10 @@ mod tests {
     }
 
     fn opts(follow: bool, format: Format) -> LogOptions {
-        LogOptions {
-            follow,
-            since_seconds: None,
-            since_time: None,
-            tail: None,
-            role: RoleFilter::All,
-            pod: None,
-            container: None,
-            style: Style {
-                format,
-                prefix: true,
-                timestamps: false,
-                color: false,
-                rank: None,
-            },
-        }
+        let mut o = LogOptions::follow_all(&Ui::plain());
+        o.follow = follow;
+        o.style.format = format;
+        o
     }
 
     async fn logs(d: &DockerClient, r: &LocalRef, o: LogOptions) -> (LogsOutcome, String) {
@@ -301,19 +289,7 @@ mod tests {
         assert_eq!(lines.len(), 9, "{json}");
         for v in &lines {
             let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
-            assert_eq!(
-                keys,
-                [
-                    "time",
-                    "engine",
-                    "pod",
-                    "container",
-                    "role",
-                    "index",
-                    "rank",
-                    "message"
-                ]
-            );
+            assert_eq!(keys, crate::logs::printer::JSON_KEYS);
             assert_eq!(v["engine"], "docker");
             assert_eq!(v["rank"], Value::Null);
             assert_eq!(v["container"], v["role"]);

@@ -97,14 +97,7 @@ pub fn view(c: &ContainerInspectResponse) -> View {
         },
     };
     // One log across restarts: no request can be answered by another instance.
-    View {
-        restart: 0,
-        life,
-        has_previous: false,
-        ended_at: None,
-        deleting: None,
-        owner: None,
-    }
+    View::first(life)
 }
 
 /// `since` for Docker: whole unix seconds (0: from the start).
@@ -359,15 +352,14 @@ pub(crate) mod testing {
 
 #[cfg(test)]
 mod tests {
-    use super::super::printer::{Format, LineFormat, Style};
-    use super::super::tail::{Ctx, Start, Tail, Ts};
+    use super::super::printer::{Format, Style};
+    use super::super::tail::Ts;
     use super::*;
     use bytes::Bytes;
     use futures::{AsyncBufReadExt, AsyncReadExt};
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
-    use tokio::sync::{Semaphore, mpsc, watch};
 
     fn out(m: &str) -> LogOutput {
         LogOutput::StdOut {
@@ -540,30 +532,11 @@ mod tests {
             color: false,
             rank: None,
         };
-        let (tx, mut rx) = mpsc::channel(8);
-        let (_finish_tx, finish) = watch::channel(false);
-        let tail = Tail::new(
-            target.clone(),
-            Ctx {
-                source,
-                tx,
-                fmt: LineFormat::new(&target, style),
-                finish,
-                start: Start::default(),
-                drains: Arc::new(Semaphore::new(1)),
-            },
-        );
-        let printed = tokio::spawn(async move {
-            let mut out = Vec::new();
-            while let Some(b) = rx.recv().await {
-                out.extend(b);
-            }
-            out
-        });
         // The bound only tells a hang from a slow machine: hundreds of reopened streams take
         // a while when the machine is busy.
-        let report = tokio::time::timeout(Duration::from_secs(300), tail.run()).await;
-        let printed = printed.await.unwrap();
+        let (report, printed) =
+            super::super::tail::run_to_end(&target, style, source, false, Duration::from_secs(300))
+                .await;
         // The whole log, read in one piece, for comparison.
         let mut whole = Vec::new();
         let plain = ContainerSource::new(d.clone())

@@ -261,6 +261,20 @@ pub fn print_all(mut rx: mpsc::Receiver<Vec<u8>>, out: impl Write) -> io::Result
     }
 }
 
+/// The keys of a JSON line, in order: the same for both engines (tests hold every JSON line
+/// to it).
+#[cfg(test)]
+pub(crate) const JSON_KEYS: [&str; 8] = [
+    "time",
+    "engine",
+    "pod",
+    "container",
+    "role",
+    "index",
+    "rank",
+    "message",
+];
+
 #[cfg(test)]
 mod tests {
     use super::super::target::Engine;
@@ -365,19 +379,7 @@ mod tests {
         assert_eq!(v["rank"], serde_json::Value::Null);
         assert_eq!(v["message"], "say \"hi\"\t\\ \u{1} \u{fffd} \u{2028} ok");
         let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
-        assert_eq!(
-            keys,
-            [
-                "time",
-                "engine",
-                "pod",
-                "container",
-                "role",
-                "index",
-                "rank",
-                "message"
-            ]
-        );
+        assert_eq!(keys, JSON_KEYS);
         // A local run's launcher: same keys, Docker, no index.
         let launcher = Target {
             engine: Engine::Docker,

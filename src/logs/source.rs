@@ -130,6 +130,21 @@ pub struct View {
     pub owner: Option<Owner>,
 }
 
+impl View {
+    /// A container that never restarted, in `life`, nothing more known (one log across
+    /// restarts, as Docker keeps it).
+    pub fn first(life: Life) -> View {
+        View {
+            restart: 0,
+            life,
+            has_previous: false,
+            ended_at: None,
+            deleting: None,
+            owner: None,
+        }
+    }
+}
+
 /// An object that owns a pod, as its owner reference names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {

@@ -1176,6 +1176,40 @@ impl<S: LogSource> Tail<S> {
     }
 }
 
+/// Runs one tail over `source` to its end (within `bound`) and collects what it printed;
+/// for tests. The printed bytes come back even when the bound is hit.
+#[cfg(test)]
+pub(crate) async fn run_to_end<S: LogSource>(
+    target: &Target,
+    style: super::printer::Style,
+    source: S,
+    finish: bool,
+    bound: Duration,
+) -> (Result<Report, tokio::time::error::Elapsed>, Vec<u8>) {
+    let (tx, mut rx) = mpsc::channel(8);
+    let (_finish_tx, finish) = watch::channel(finish);
+    let tail = Tail::new(
+        target.clone(),
+        Ctx {
+            source,
+            tx,
+            fmt: LineFormat::new(target, style),
+            finish,
+            start: Start::default(),
+            drains: Arc::new(Semaphore::new(1)),
+        },
+    );
+    let printed = tokio::spawn(async move {
+        let mut out = Vec::new();
+        while let Some(b) = rx.recv().await {
+            out.extend(b);
+        }
+        out
+    });
+    let report = tokio::time::timeout(bound, tail.run()).await;
+    (report, printed.await.unwrap())
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::printer::{Format, Style};
@@ -1217,14 +1251,7 @@ mod tests {
 
         async fn look(&self, _t: &Target) -> Result<Option<View>, SourceError> {
             let m = self.0.lock().unwrap();
-            Ok(m.life.clone().map(|life| View {
-                restart: 0,
-                life,
-                has_previous: false,
-                ended_at: None,
-                deleting: None,
-                owner: None,
-            }))
+            Ok(m.life.clone().map(View::first))
         }
 
         async fn open(&self, _t: &Target, req: &LogRequest) -> Result<LogStream, SourceError> {
@@ -1256,30 +1283,10 @@ mod tests {
 
     /// Runs a tail over `source` to its end; what it printed, one line per entry.
     async fn tail_all<S: LogSource>(source: S, finish: bool) -> (Report, Vec<String>) {
-        let (tx, mut rx) = mpsc::channel(4);
-        let (_ftx, finish) = watch::channel(finish);
-        let t = Tail::new(
-            target(),
-            Ctx {
-                source,
-                tx,
-                fmt: LineFormat::new(&target(), bare()),
-                finish,
-                start: Start::default(),
-                drains: Arc::new(Semaphore::new(1)),
-            },
-        );
-        let printed = tokio::spawn(async move {
-            let mut out = Vec::new();
-            while let Some(b) = rx.recv().await {
-                out.extend(b);
-            }
-            out
-        });
-        let rep = tokio::time::timeout(Duration::from_secs(30), t.run())
-            .await
-            .expect("the tail ends");
-        let out = String::from_utf8(printed.await.unwrap()).unwrap();
+        let (rep, printed) =
+            run_to_end(&target(), bare(), source, finish, Duration::from_secs(30)).await;
+        let rep = rep.expect("the tail ends");
+        let out = String::from_utf8(printed).unwrap();
         (rep, out.lines().map(str::to_string).collect())
     }
 
