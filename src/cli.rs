@@ -128,7 +128,7 @@ fn backend_parser() -> impl clap::builder::TypedValueParser<Value = Backend> {
 
 /// A whole number of at least `min`. Negative numbers reach it as values (clap would take
 /// `-1` for a flag and suggest `-- -1`), so `--rank -1` is told what the flag takes.
-fn at_least<T>(min: T) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+fn at_least<T>(min: T) -> impl Fn(&str) -> crate::Result<T> + Clone + Send + Sync + 'static
 where
     T: TryFrom<i128> + Into<i128> + Copy + std::fmt::Display + Send + Sync + 'static,
 {
@@ -139,7 +139,7 @@ where
 fn between<T>(
     min: T,
     max: Option<T>,
-) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+) -> impl Fn(&str) -> crate::Result<T> + Clone + Send + Sync + 'static
 where
     T: TryFrom<i128> + Into<i128> + Copy + std::fmt::Display + Send + Sync + 'static,
 {
@@ -151,18 +151,18 @@ where
         let n: i128 = s
             .trim()
             .parse()
-            .map_err(|_| format!("not a whole number ({range})"))?;
+            .map_err(|_| crate::Error::input(format!("not a whole number ({range})")))?;
         if max.is_some_and(|m| n > m.into()) || (max.is_some() && n < min.into()) {
-            return Err(format!("must be {range}"));
+            return Err(crate::Error::input(format!("must be {range}")));
         }
         if n < min.into() {
-            return Err(if min.into() == 0 {
+            return Err(crate::Error::input(if min.into() == 0 {
                 "must be 0 or more".to_string()
             } else {
                 format!("must be at least {min}")
-            });
+            }));
         }
-        T::try_from(n).map_err(|_| "too large".to_string())
+        T::try_from(n).map_err(|_| crate::Error::input("too large"))
     }
 }
 
@@ -821,19 +821,25 @@ mod tests {
     #[test]
     fn whole_numbers_with_a_least() {
         let workers = at_least(1u32);
-        assert_eq!(workers("3"), Ok(3));
-        assert_eq!(workers("0").unwrap_err(), "must be at least 1");
-        assert_eq!(workers("-1").unwrap_err(), "must be at least 1");
-        assert_eq!(workers("x").unwrap_err(), "not a whole number (at least 1)");
-        assert_eq!(workers("4294967296").unwrap_err(), "too large");
-        let rank = at_least(0u32);
-        assert_eq!(rank("-1").unwrap_err(), "must be 0 or more");
-        let debounce = between(10u64, Some(10_000));
-        assert_eq!(debounce("150"), Ok(150));
-        assert_eq!(debounce("-5").unwrap_err(), "must be 10 to 10000");
-        assert_eq!(debounce("10001").unwrap_err(), "must be 10 to 10000");
+        assert_eq!(workers("3").ok(), Some(3));
+        assert_eq!(workers("0").unwrap_err().message, "must be at least 1");
+        assert_eq!(workers("-1").unwrap_err().message, "must be at least 1");
         assert_eq!(
-            debounce("x").unwrap_err(),
+            workers("x").unwrap_err().message,
+            "not a whole number (at least 1)"
+        );
+        assert_eq!(workers("4294967296").unwrap_err().message, "too large");
+        let rank = at_least(0u32);
+        assert_eq!(rank("-1").unwrap_err().message, "must be 0 or more");
+        let debounce = between(10u64, Some(10_000));
+        assert_eq!(debounce("150").ok(), Some(150));
+        assert_eq!(debounce("-5").unwrap_err().message, "must be 10 to 10000");
+        assert_eq!(
+            debounce("10001").unwrap_err().message,
+            "must be 10 to 10000"
+        );
+        assert_eq!(
+            debounce("x").unwrap_err().message,
             "not a whole number (10 to 10000)"
         );
     }

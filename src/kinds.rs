@@ -138,7 +138,7 @@ pub struct KindDef {
     pub api: ApiKind,
     /// See [`Kind::ORDER`].
     pub order: u8,
-    parse: fn(&Value, &mut Vec<String>) -> Result<Object, String>,
+    parse: fn(&Value, &mut Vec<String>) -> crate::Result<Object>,
 }
 
 impl KindDef {
@@ -201,7 +201,7 @@ fn show_path(p: &serde_ignored::Path) -> String {
 
 /// Parses `v` as `K`: fields the type does not know are collected in `unknown`; only a
 /// failure pays for finding the path of the bad field.
-fn parse_as<K: Kind>(v: &Value, unknown: &mut Vec<String>) -> Result<Object, String> {
+fn parse_as<K: Kind>(v: &Value, unknown: &mut Vec<String>) -> crate::Result<Object> {
     let typed: K = serde_ignored::deserialize(v, |path| {
         let p = show_path(&path);
         // Types without apiVersion/kind fields (custom kinds) report them: they are known.
@@ -212,7 +212,8 @@ fn parse_as<K: Kind>(v: &Value, unknown: &mut Vec<String>) -> Result<Object, Str
     .or_else(|_| {
         serde_path_to_error::deserialize(v).map_err(|e| {
             let path = e.path().to_string();
-            format!("{path}: {}", e.into_inner())
+            let inner = e.into_inner();
+            crate::Error::input(format!("{path}: {inner}")).caused_by(inner)
         })
     })?;
     Ok(Object::new(typed))
@@ -319,11 +320,13 @@ impl Object {
         v: &Value,
         kinds: &[KindDef],
         unknown: &mut Vec<String>,
-    ) -> Result<Object, String> {
+    ) -> crate::Result<Object> {
         let field = |f: &str| v.get(f).and_then(Value::as_str).unwrap_or_default();
         let (api_version, kind) = (field("apiVersion"), field("kind"));
         if api_version.is_empty() || kind.is_empty() {
-            return Err("every document needs apiVersion and kind".into());
+            return Err(crate::Error::input(
+                "every document needs apiVersion and kind",
+            ));
         }
         match kinds
             .iter()
@@ -332,10 +335,10 @@ impl Object {
             Some(def) => (def.parse)(v, unknown),
             None => {
                 let known: Vec<String> = kinds.iter().map(|k| k.api.to_string()).collect();
-                Err(format!(
+                Err(crate::Error::input(format!(
                     "hvdctl does not create {api_version} {kind}; known kinds: {}",
                     known.join(", ")
-                ))
+                )))
             }
         }
     }
@@ -430,7 +433,9 @@ mod tests {
         assert_eq!(job.metadata.name.as_deref(), Some("j"));
         assert!(o.into_kind::<Pod>().is_err());
         // A kind outside the list given is refused, naming the list.
-        let e = Object::from_value(&v, &BUILTIN[..2], &mut unknown).unwrap_err();
+        let e = Object::from_value(&v, &BUILTIN[..2], &mut unknown)
+            .unwrap_err()
+            .message;
         assert!(e.contains("does not create batch/v1 Job"), "{e}");
         assert!(e.contains("v1 ServiceAccount, v1 Secret"), "{e}");
     }

@@ -178,14 +178,16 @@ async fn git(dir: &Path) -> Result<(Option<String>, Option<String>), (String, St
         .await;
         match out {
             Ok(o) if o.status.success() => Ok(o.stdout),
-            Ok(o) => Err(format!(
+            Ok(o) => Err(crate::Error::failure(format!(
                 "`git {}` failed ({}): {}",
                 args[0],
                 o.status,
                 String::from_utf8_lossy(&o.stderr).trim()
-            )),
-            Err(e @ crate::program::Failed::TimedOut(_)) => Err(format!("`git {}`: {e}", args[0])),
-            Err(e) => Err(format!("cannot run git: {e}")),
+            ))),
+            Err(e @ crate::program::Failed::TimedOut(_)) => {
+                Err(crate::Error::failure(format!("`git {}`: {e}", args[0])))
+            }
+            Err(e) => Err(crate::Error::failure(format!("cannot run git: {e}"))),
         }
     };
     // Outside a work tree (or without git) there is nothing to record.
@@ -212,13 +214,13 @@ async fn git(dir: &Path) -> Result<(Option<String>, Option<String>), (String, St
     ];
     let (diff, untracked) = match futures::try_join!(run(DIFF), run(UNTRACKED)) {
         Ok(both) => both,
-        Err(why) => return Err((commit, why)),
+        Err(why) => return Err((commit, why.message)),
     };
     if diff.is_empty() && untracked.is_empty() {
         return Ok((Some(commit), None));
     }
     let dir = dir.to_path_buf();
-    let hashed = tokio::task::spawn_blocking(move || -> Result<String, String> {
+    let hashed = tokio::task::spawn_blocking(move || -> crate::Result<String> {
         let mut h = Sha256::new();
         h.update(&diff);
         for name in untracked.split(|b| *b == 0).filter(|n| !n.is_empty()) {
@@ -226,7 +228,9 @@ async fn git(dir: &Path) -> Result<(Option<String>, Option<String>), (String, St
             h.update(name.as_bytes());
             h.update([0]);
             let path = dir.join(name.as_ref());
-            let unreadable = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+            let unreadable = |e: std::io::Error| {
+                crate::Error::failure(format!("cannot read {}: {e}", path.display())).caused_by(e)
+            };
             // A symbolic link is its target's name, as git keeps it.
             if path.symlink_metadata().map_err(unreadable)?.is_symlink() {
                 let target = std::fs::read_link(&path).map_err(unreadable)?;
@@ -236,17 +240,21 @@ async fn git(dir: &Path) -> Result<(Option<String>, Option<String>), (String, St
             // A FIFO or a device among the untracked files is refused, never waited on.
             let mut f = crate::files::open(&path).map_err(|r| match r {
                 crate::files::Refused::Io(e) => unreadable(e),
-                r => r.error(&path, crate::files::CATALOG_FILE).message,
+                r => r.error(&path, crate::files::CATALOG_FILE),
             })?;
             std::io::copy(&mut f, &mut h).map_err(unreadable)?;
         }
         Ok(format!("sha256:{:x}", h.finalize()))
     })
     .await
-    .unwrap_or_else(|e| Err(format!("hashing the changes stopped: {e}")));
+    .unwrap_or_else(|e| {
+        Err(crate::Error::failure(format!(
+            "hashing the changes stopped: {e}"
+        )))
+    });
     match hashed {
         Ok(h) => Ok((Some(commit), Some(h))),
-        Err(why) => Err((commit, why)),
+        Err(why) => Err((commit, why.message)),
     }
 }
 

@@ -270,8 +270,8 @@ fn check_text(
         // anything is written): the nodes it made on the way would otherwise be reported as
         // problems of the file. Each flag costs the length of its path and the size of what
         // it replaces, never the document's size: 10,000 flags are linear.
-        if let Err(message) = apply_set(&mut marked, f) {
-            found.push(Found::flag(&f.flag, message));
+        if let Err(e) = apply_set(&mut marked, f) {
+            found.push(Found::flag(&f.flag, e.message));
         }
     }
     let mut repaired = Vec::new();
@@ -316,9 +316,9 @@ fn backend_problems(app: &App) -> Vec<validate::Problem> {
                 .into_iter()
                 .collect()
         }
-        Err(message) => vec![validate::Problem {
+        Err(e) => vec![validate::Problem {
             path: Path(vec![Seg::Key("backend".into())]),
-            message,
+            message: e.message,
             hint: None,
         }],
     }
@@ -341,8 +341,8 @@ fn locate(marked: &Marked, file: &str, path: &Path, key: bool) -> (String, Place
 }
 
 /// Whether `--set` flag `f` can be written: the same walk as [`apply_set`], reading only.
-fn check_set(value: &Value, f: &SetFlag) -> std::result::Result<(), String> {
-    let err = |m: String| format!("--set {}: {m}", f.flag);
+fn check_set(value: &Value, f: &SetFlag) -> crate::Result<()> {
+    let err = |m: String| crate::Error::input(format!("--set {}: {m}", f.flag));
     // `None`: a node the flag would create (null until then).
     let mut node = Some(value);
     let mut walked = Path::default();
@@ -378,7 +378,7 @@ fn check_set(value: &Value, f: &SetFlag) -> std::result::Result<(), String> {
 /// Writes a `--set` value (as text) at its path, creating mappings on the way. Every node the
 /// flag creates is attributed to it, so problems found below it name the flag. A flag that
 /// cannot be written ([`check_set`]) changes nothing.
-fn apply_set(marked: &mut Marked, f: &SetFlag) -> std::result::Result<(), String> {
+fn apply_set(marked: &mut Marked, f: &SetFlag) -> crate::Result<()> {
     check_set(&marked.value, f)?;
     let mut node = &mut marked.value;
     let mut walked = Path::default();
@@ -899,7 +899,7 @@ mod tests {
         assert_eq!(app.mpi.launcher, Launcher::Horovodrun);
         assert_eq!(app.tolerations[0].effect, None, "empty means every effect");
         for n in crate::backend::names() {
-            assert_eq!(n.parse::<Backend>().map(|b| b.as_str()), Ok(n));
+            assert_eq!(n.parse::<Backend>().ok().map(|b| b.as_str()), Some(n));
         }
     }
 

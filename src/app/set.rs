@@ -17,7 +17,7 @@ pub struct SetFlag {
 }
 
 /// Parses `KEY=VALUE`. The value may contain `=` and anything else.
-pub fn parse(flag: &str) -> Result<SetFlag, String> {
+pub fn parse(flag: &str) -> crate::Result<SetFlag> {
     let (key, value) = split_key(flag)?;
     let path = parse_path(key)?;
     Ok(SetFlag {
@@ -28,7 +28,7 @@ pub fn parse(flag: &str) -> Result<SetFlag, String> {
 }
 
 /// Finds the `=` that ends the key (not one inside `["..."]`).
-pub fn split_key(flag: &str) -> Result<(&str, &str), String> {
+pub fn split_key(flag: &str) -> crate::Result<(&str, &str)> {
     let mut in_quotes = false;
     let mut escaped = false;
     for (i, c) in flag.char_indices() {
@@ -40,13 +40,15 @@ pub fn split_key(flag: &str) -> Result<(&str, &str), String> {
             _ => {}
         }
     }
-    Err("expected KEY=VALUE (e.g. --set workers=4)".into())
+    Err(crate::Error::input(
+        "expected KEY=VALUE (e.g. --set workers=4)",
+    ))
 }
 
 /// Parses `a.b[0]["c.d"]`.
-pub fn parse_path(key: &str) -> Result<Path, String> {
+pub fn parse_path(key: &str) -> crate::Result<Path> {
     if key.is_empty() {
-        return Err("the key is empty".into());
+        return Err(crate::Error::input("the key is empty"));
     }
     let mut segs = Vec::new();
     let bytes = key.as_bytes();
@@ -71,19 +73,23 @@ pub fn parse_path(key: &str) -> Result<Path, String> {
                             _ => {}
                         }
                     }
-                    let end = end.ok_or("unterminated quoted key")?;
+                    let end = end.ok_or_else(|| crate::Error::input("unterminated quoted key"))?;
                     let k: String = serde_json::from_str(&format!("\"{}\"", &q[..end]))
-                        .map_err(|_| "bad escape in quoted key".to_string())?;
+                        .map_err(|_| crate::Error::input("bad escape in quoted key"))?;
                     if !q[end + 1..].starts_with(']') {
-                        return Err("expected `]` after quoted key".into());
+                        return Err(crate::Error::input("expected `]` after quoted key"));
                     }
                     segs.push(Seg::Key(k));
                     i += 1 + 1 + end + 1 + 1;
                 } else {
-                    let close = rest.find(']').ok_or("missing `]`")?;
+                    let close = rest
+                        .find(']')
+                        .ok_or_else(|| crate::Error::input("missing `]`"))?;
                     let inner = &rest[..close];
                     let n: usize = inner.parse().map_err(|_| {
-                        format!("`[{inner}]` is not a list index (use [\"key\"] for keys)")
+                        crate::Error::input(format!(
+                            "`[{inner}]` is not a list index (use [\"key\"] for keys)"
+                        ))
                     })?;
                     segs.push(Seg::Index(n));
                     i += 1 + close + 1;
@@ -92,18 +98,24 @@ pub fn parse_path(key: &str) -> Result<Path, String> {
             }
             b'.' => {
                 if expect_key {
-                    return Err("empty path segment".into());
+                    return Err(crate::Error::input("empty path segment"));
                 }
                 expect_key = true;
                 i += 1;
             }
             _ => {
                 if !expect_key {
-                    return Err(format!("expected `.` or `[` at `{}`", &key[i..]));
+                    return Err(crate::Error::input(format!(
+                        "expected `.` or `[` at `{}`",
+                        &key[i..]
+                    )));
                 }
                 let end = key[i..].find(['.', '[']).map_or(key.len(), |j| i + j);
                 if key[i..end].contains([']', '"']) {
-                    return Err(format!("unexpected `]` or `\"` in `{}`", &key[i..end]));
+                    return Err(crate::Error::input(format!(
+                        "unexpected `]` or `\"` in `{}`",
+                        &key[i..end]
+                    )));
                 }
                 segs.push(Seg::Key(key[i..end].to_string()));
                 i = end;
@@ -112,7 +124,7 @@ pub fn parse_path(key: &str) -> Result<Path, String> {
         }
     }
     if expect_key {
-        return Err("the key ends with `.`".into());
+        return Err(crate::Error::input("the key ends with `.`"));
     }
     Ok(Path(segs))
 }

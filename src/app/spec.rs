@@ -22,7 +22,7 @@ pub trait ClosedSet: Copy + Sized + 'static {
     }
 
     /// The value spelled `s`, or a message listing every value (and the likely typo).
-    fn parse(s: &str) -> Result<Self, String> {
+    fn parse(s: &str) -> crate::Result<Self> {
         if let Some(v) = Self::ALL.iter().find(|v| v.as_str() == s) {
             return Ok(*v);
         }
@@ -31,7 +31,7 @@ pub trait ClosedSet: Copy + Sized + 'static {
         if let Some(m) = crate::text::did_you_mean(s, &names) {
             msg.push_str(&format!(" (did you mean `{m}`?)"));
         }
-        Err(msg)
+        Err(crate::Error::input(msg))
     }
 }
 
@@ -100,8 +100,8 @@ macro_rules! closed_set {
         }
 
         impl std::str::FromStr for $name {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
+            type Err = crate::Error;
+            fn from_str(s: &str) -> crate::Result<Self> {
                 <$name as ClosedSet>::parse(s)
             }
         }
@@ -248,7 +248,7 @@ pub struct FileMode(pub u32);
 
 impl FileMode {
     /// The mode spelled `s`, or a message saying what a mode is.
-    pub fn parse(s: &str) -> Result<FileMode, String> {
+    pub fn parse(s: &str) -> crate::Result<FileMode> {
         let t = s.trim();
         let parsed = if let Some(o) = t.strip_prefix("0o").or_else(|| t.strip_prefix("0O")) {
             u32::from_str_radix(o, 8).ok()
@@ -259,9 +259,9 @@ impl FileMode {
         };
         match parsed {
             Some(m) if m <= 0o777 => Ok(FileMode(m)),
-            _ => Err(format!(
+            _ => Err(crate::Error::input(format!(
                 "`{s}` is not a file mode between 0000 and 0777 (octal, e.g. 0400 or 0o644)"
-            )),
+            ))),
         }
     }
 }

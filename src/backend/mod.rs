@@ -249,9 +249,12 @@ static REGISTERED: RwLock<Vec<&'static dyn KubeBackend>> = RwLock::new(Vec::new(
 
 /// Adds a Kubernetes backend (for `--backend NAME` and `backend: NAME`). A name already taken
 /// is refused.
-pub fn register(b: &'static dyn KubeBackend) -> std::result::Result<(), String> {
+pub fn register(b: &'static dyn KubeBackend) -> crate::Result<()> {
     if lookup(b.name()).is_some() {
-        return Err(format!("backend `{}` is already registered", b.name()));
+        return Err(crate::Error::input(format!(
+            "backend `{}` is already registered",
+            b.name()
+        )));
     }
     REGISTERED
         .write()
@@ -302,7 +305,7 @@ impl Backend {
         app.backend
             .as_str()
             .parse()
-            .map_err(|e: String| Error::input(format!("backend: {e}")))
+            .map_err(|e: Error| e.context("backend"))
     }
 
     /// Whether runs of this backend live in a Kubernetes cluster.
@@ -340,15 +343,15 @@ impl Backend {
 }
 
 impl std::str::FromStr for Backend {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Backend, String> {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Backend> {
         lookup(s).ok_or_else(|| {
             let names = names();
             let mut msg = format!("`{s}` is not one of {}", names.join(", "));
             if let Some(m) = crate::text::did_you_mean(s, &names) {
                 msg.push_str(&format!(" (did you mean `{m}`?)"));
             }
-            msg
+            Error::input(msg)
         })
     }
 }
@@ -415,7 +418,7 @@ pub fn new_run_id() -> String {
 }
 
 /// Checks a user-supplied run id (`--run-id`).
-pub fn check_run_id(id: &str) -> std::result::Result<(), String> {
+pub fn check_run_id(id: &str) -> crate::Result<()> {
     let ok = !id.is_empty()
         && id.len() <= crate::app::validate::RUN_ID_LEN
         && id
@@ -424,9 +427,9 @@ pub fn check_run_id(id: &str) -> std::result::Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
+        Err(crate::Error::input(format!(
             "`{id}` is not a run id: 1-5 lowercase letters or digits"
-        ))
+        )))
     }
 }
 

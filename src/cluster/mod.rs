@@ -15,14 +15,12 @@ pub mod undeploy;
 pub use client::{Cluster, connect};
 
 /// The cluster's nodes; an error (for people) when they cannot be listed (not allowed, say).
-pub async fn nodes(
-    c: &Cluster,
-) -> std::result::Result<Vec<k8s_openapi::api::core::v1::Node>, String> {
+pub async fn nodes(c: &Cluster) -> crate::Result<Vec<k8s_openapi::api::core::v1::Node>> {
     use client::{ATTEMPTS, retry};
     let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(c.client.clone());
     let lp = kube::api::ListParams::default();
     retry(ATTEMPTS, || api.list(&lp))
         .await
         .map(|l| l.items)
-        .map_err(|e| c.error("list nodes", &e).to_string())
+        .map_err(|e| c.error("list nodes", &e))
 }

@@ -71,9 +71,11 @@ fn prompt_missing(a: &InitArgs, catalog: &Catalog, req: &mut InitRequest) -> Res
         let default = init::name_from_dir(&req.dir);
         let name = prompt::input("App name", default.as_deref(), |s| {
             if !validate::is_app_name_spelling(s) {
-                Err("lowercase letters, digits and `-`, starting with a letter".into())
+                Err(crate::Error::input(
+                    "lowercase letters, digits and `-`, starting with a letter",
+                ))
             } else if let Some(why) = validate::name_too_long(s) {
-                Err(why)
+                Err(crate::Error::input(why))
             } else {
                 Ok(())
             }
@@ -86,7 +88,7 @@ fn prompt_missing(a: &InitArgs, catalog: &Catalog, req: &mut InitRequest) -> Res
             if validate::is_image_ref(s) {
                 Ok(())
             } else {
-                Err("not a valid image reference".into())
+                Err(crate::Error::input("not a valid image reference"))
             }
         })?;
         req.image = Some(image);

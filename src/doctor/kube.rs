@@ -217,7 +217,7 @@ pub async fn rbac(c: &Cluster, namespace: &str, backend: &dyn KubeBackend) -> Ch
 
 pub use crate::cluster::nodes;
 
-pub fn nodes_check(nodes: Result<Vec<Node>, String>, app: &App) -> Check {
+pub fn nodes_check(nodes: crate::Result<Vec<Node>>, app: &App) -> Check {
     let nodes = match nodes {
         Ok(n) => n,
         Err(e) => {
@@ -597,23 +597,16 @@ pub async fn istio(c: &Cluster, namespace: &str, app: &App) -> Check {
     }
 }
 
-pub async fn quotas(c: &Cluster, namespace: &str) -> Result<Vec<ResourceQuota>, String> {
+pub async fn quotas(c: &Cluster, namespace: &str) -> crate::Result<Vec<ResourceQuota>> {
     let api: Api<ResourceQuota> = Api::namespaced(c.client.clone(), namespace);
     let lp = ListParams::default();
     retry(ATTEMPTS, || api.list(&lp))
         .await
         .map(|l| l.items)
-        .map_err(|e| {
-            c.error(&format!("list resourcequotas in namespace {namespace}"), &e)
-                .to_string()
-        })
+        .map_err(|e| c.error(&format!("list resourcequotas in namespace {namespace}"), &e))
 }
 
-pub fn quota_check(
-    namespace: &str,
-    quotas: Result<Vec<ResourceQuota>, String>,
-    app: &App,
-) -> Check {
+pub fn quota_check(namespace: &str, quotas: crate::Result<Vec<ResourceQuota>>, app: &App) -> Check {
     let quotas = match quotas {
         Ok(q) => q,
         Err(e) => return Check::warn("quota", format!("cannot tell: {e}"), ""),

@@ -41,21 +41,23 @@ pub const MIN_API: (u32, u32) = (1, 39);
 /// Whether `docker` can build with BuildKit: API ≥ 1.39 on a Linux daemon (BuildKit is
 /// built into every Linux dockerd since 18.09, Debian's docker.io too; `/_ping`'s
 /// `Builder-Version` only says which builder the docker CLI should pick by default).
-pub async fn supported(docker: &DockerClient) -> std::result::Result<(), String> {
+pub async fn supported(docker: &DockerClient) -> crate::Result<()> {
     let v = parse_api(docker.api_version());
     if v < MIN_API {
-        return Err(format!(
+        return Err(crate::Error::failure(format!(
             "the daemon speaks API {} (BuildKit needs {}.{} or newer)",
             docker.api_version(),
             MIN_API.0,
             MIN_API.1
-        ));
+        )));
     }
     match docker.bollard().info().await {
-        Ok(i) if i.os_type.as_deref().is_some_and(|o| o != "linux") => Err(format!(
-            "the daemon runs on {} (BuildKit through the API is Linux-only)",
-            i.os_type.unwrap_or_default()
-        )),
+        Ok(i) if i.os_type.as_deref().is_some_and(|o| o != "linux") => {
+            Err(crate::Error::failure(format!(
+                "the daemon runs on {} (BuildKit through the API is Linux-only)",
+                i.os_type.unwrap_or_default()
+            )))
+        }
         _ => Ok(()),
     }
 }
@@ -130,7 +132,7 @@ pub(crate) async fn build(
             id
         }
         Err(message) => {
-            return Err(local_error().unwrap_or_else(|| trace.error(p.reference, &message)));
+            return Err(local_error().unwrap_or_else(|| trace.error(p.reference, &message.message)));
         }
     };
     let context_bytes = transfer.bytes.load(Ordering::Relaxed);
@@ -228,12 +230,12 @@ async fn read_answer(
     trace: &mut Trace,
     ui: &mut Ui,
     log: &mut (dyn Write + Send),
-) -> std::result::Result<Option<String>, String> {
+) -> crate::Result<Option<String>> {
     let mut lines = super::docker::JsonLines::<Message>::new(body);
     let mut image_id = None;
-    while let Some(msg) = lines.next().await.map_err(|e| e.message)? {
+    while let Some(msg) = lines.next().await? {
         match trace.read(msg) {
-            Said::Failed(detail) => return Err(detail),
+            Said::Failed(detail) => return Err(crate::Error::failure(detail)),
             Said::Progress(events) => {
                 for event in events {
                     ui.show(log, &event);

@@ -183,7 +183,7 @@ pub struct Glob {
 
 impl Glob {
     /// A malformed pattern (Go's `ErrBadPattern`) is an error: it matches nothing.
-    pub fn new(pattern: &str) -> Result<Glob, String> {
+    pub fn new(pattern: &str) -> crate::Result<Glob> {
         Ok(Glob {
             text: pattern.to_string(),
             test: compile(pattern, false)?,
@@ -245,7 +245,7 @@ impl Matcher {
                 } else {
                     text.clone()
                 },
-                reason,
+                reason: reason.message,
             })?;
             let depth = text.split('/').count();
             m.patterns.push(Pattern {
@@ -382,7 +382,7 @@ fn push_literal(re: &mut String, c: char) {
 /// Turns a cleaned pattern (no `!`) into its test, rejecting what Go's `filepath.Match`
 /// rejects: an unterminated or empty `[...]`, a class range missing an end, a trailing `\`.
 /// `double_star`: `**` is moby's any-number-of-directories (else two `*`, as in Go).
-fn compile(pattern: &str, double_star: bool) -> Result<Test, String> {
+fn compile(pattern: &str, double_star: bool) -> crate::Result<Test> {
     #[derive(PartialEq)]
     enum Kind {
         Exact,
@@ -429,7 +429,7 @@ fn compile(pattern: &str, double_star: bool) -> Result<Test, String> {
             }
             '\\' => {
                 let Some(&next) = chars.get(i) else {
-                    return Err("a trailing \\ escapes nothing".into());
+                    return Err(crate::Error::input("a trailing \\ escapes nothing"));
                 };
                 i += 1;
                 push_literal(&mut re, next);
@@ -453,20 +453,26 @@ fn compile(pattern: &str, double_star: bool) -> Result<Test, String> {
         Kind::Suffix => Test::Suffix(pattern[2..].to_string()),
         Kind::Regex => {
             re.push('$');
-            Test::Regex(Regex::new(&re).map_err(|e| format!("cannot compile: {e}"))?)
+            Test::Regex(
+                Regex::new(&re).map_err(|e| {
+                    crate::Error::input(format!("cannot compile: {e}")).caused_by(e)
+                })?,
+            )
         }
     })
 }
 
 /// Parses a Go character class starting just after `[`; appends the equivalent regex class
 /// and returns the index after the closing `]`.
-fn compile_class(chars: &[char], mut i: usize, re: &mut String) -> Result<usize, String> {
-    let unterminated = || "unterminated character class [...]".to_string();
+fn compile_class(chars: &[char], mut i: usize, re: &mut String) -> crate::Result<usize> {
+    let unterminated = || crate::Error::input("unterminated character class [...]");
     // One class member, maybe escaped; `-` and `]` must be escaped.
-    let member = |i: &mut usize| -> Result<char, String> {
+    let member = |i: &mut usize| -> crate::Result<char> {
         let mut c = *chars.get(*i).ok_or_else(unterminated)?;
         if c == '-' || c == ']' {
-            return Err(format!("{c:?} must be escaped inside a character class"));
+            return Err(crate::Error::input(format!(
+                "{c:?} must be escaped inside a character class"
+            )));
         }
         if c == '\\' {
             *i += 1;
@@ -495,7 +501,9 @@ fn compile_class(chars: &[char], mut i: usize, re: &mut String) -> Result<usize,
             i += 1;
             let hi = member(&mut i)?;
             if hi < lo {
-                return Err(format!("character range {lo}-{hi} is out of order"));
+                return Err(crate::Error::input(format!(
+                    "character range {lo}-{hi} is out of order"
+                )));
             }
             re.push('-');
             push_literal(re, hi);

@@ -304,26 +304,30 @@ async fn answer(
     incoming: &mut Messages,
     files: &Announced,
     requests: &std::sync::mpsc::Sender<(u32, PathBuf)>,
-) -> std::result::Result<(), String> {
+) -> crate::Result<()> {
     loop {
         let Some(msg) = incoming.next().await? else {
-            return Err("the daemon ended the stream before FIN".into());
+            return Err(crate::Error::failure(
+                "the daemon ended the stream before FIN",
+            ));
         };
         let (kind, id, data) = parse_packet(&msg);
         match kind {
             PACKET_REQ => {
                 let path = files.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
                 let Some(p) = path else {
-                    return Err(format!("the daemon asked for file #{id}, which is not one"));
+                    return Err(crate::Error::failure(format!(
+                        "the daemon asked for file #{id}, which is not one"
+                    )));
                 };
                 let _ = requests.send((id, p));
             }
             PACKET_FIN => return Ok(()),
             PACKET_ERR => {
-                return Err(format!(
+                return Err(crate::Error::failure(format!(
                     "the daemon's copy failed: {}",
                     String::from_utf8_lossy(&data)
-                ));
+                )));
             }
             _ => {}
         }

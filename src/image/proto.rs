@@ -180,13 +180,15 @@ impl Messages {
     }
 
     /// The next message; `Ok(None)` once the caller has ended its stream.
-    pub(crate) async fn next(&mut self) -> std::result::Result<Option<Bytes>, String> {
+    pub(crate) async fn next(&mut self) -> crate::Result<Option<Bytes>> {
         loop {
             if self.pending.len() >= 5 {
                 let p = &self.pending;
                 let len = u32::from_be_bytes([p[1], p[2], p[3], p[4]]) as usize;
                 if len > self.max {
-                    return Err(format!("a {len}-byte message from the daemon"));
+                    return Err(crate::Error::failure(format!(
+                        "a {len}-byte message from the daemon"
+                    )));
                 }
                 if p.len() >= 5 + len {
                     return Ok(Some(self.pending.split_to(5 + len).freeze().slice(5..)));
@@ -198,9 +200,17 @@ impl Messages {
                         self.pending.extend_from_slice(&d);
                     } // else trailers
                 }
-                Some(Err(e)) => return Err(format!("the daemon's stream broke: {e}")),
+                Some(Err(e)) => {
+                    return Err(crate::Error::failure(format!(
+                        "the daemon's stream broke: {e}"
+                    )));
+                }
                 None if self.pending.is_empty() => return Ok(None),
-                None => return Err("the daemon's stream ended inside a message".into()),
+                None => {
+                    return Err(crate::Error::failure(
+                        "the daemon's stream ended inside a message",
+                    ));
+                }
             }
         }
     }

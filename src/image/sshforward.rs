@@ -16,6 +16,7 @@
 //! its own) is refused with what to do instead. The sockets are checked before the build
 //! starts and connected to when a step asks.
 
+use crate::error::Context as _;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::fs::FileTypeExt;
@@ -67,36 +68,32 @@ impl SshSpec {
             .map_err(|why| Error::input(format!("hvdctl.yaml build.ssh[{i}] {s:?}: {why}")))
     }
 
-    fn read(
-        s: &str,
-        auth_sock: Option<&OsStr>,
-        dir: &Path,
-    ) -> std::result::Result<SshSpec, String> {
+    fn read(s: &str, auth_sock: Option<&OsStr>, dir: &Path) -> crate::Result<SshSpec> {
         let (id, path) = match s.split_once('=') {
             Some((id, path)) => (id.trim(), Some(path.trim())),
             None => (s.trim(), None),
         };
         if id.is_empty() {
-            return Err("the id is empty (expected ID or ID=SOCKET, e.g. default)".into());
+            return Err(crate::Error::input(
+                "the id is empty (expected ID or ID=SOCKET, e.g. default)",
+            ));
         }
         let socket = match path {
             Some(p) if p.contains(',') => {
-                return Err(
+                return Err(crate::Error::input(
                     "one agent socket per id; key files are not forwarded: ssh-add \
-                            the keys to one agent and give its socket"
-                        .into(),
-                );
+                     the keys to one agent and give its socket",
+                ));
             }
             Some(p) if !p.is_empty() => dir.join(p),
             _ => match auth_sock.filter(|v| !v.is_empty()) {
                 Some(v) => PathBuf::from(v),
                 None => {
-                    return Err(
+                    return Err(crate::Error::input(
                         "no agent socket given and SSH_AUTH_SOCK is not set: start an \
-                                agent (eval \"$(ssh-agent)\"; ssh-add) or give its socket \
-                                (ID=SOCKET)"
-                            .into(),
-                    );
+                         agent (eval \"$(ssh-agent)\"; ssh-add) or give its socket \
+                         (ID=SOCKET)",
+                    ));
                 }
             },
         };
@@ -203,10 +200,10 @@ async fn proxy(
     socket: &Path,
     mut incoming: Messages,
     tx: &mpsc::Sender<Frame<Bytes>>,
-) -> std::result::Result<(), String> {
+) -> crate::Result<()> {
     let mut agent = tokio::net::UnixStream::connect(socket)
         .await
-        .map_err(|e| format!("connecting: {e}"))?;
+        .fail_with(|| "connecting".to_string())?;
     let mut requests = BytesMut::new();
     while let Some(m) = incoming.next().await? {
         requests.extend_from_slice(&bytes_message(&m));
@@ -215,7 +212,7 @@ async fn proxy(
                 agent
                     .write_all(&request)
                     .await
-                    .map_err(|e| format!("writing: {e}"))?;
+                    .fail_with(|| "writing".to_string())?;
                 read_agent_message(&mut agent).await?
             } else {
                 Bytes::from_static(&[0, 0, 0, 1, AGENT_FAILURE])
@@ -249,13 +246,13 @@ fn allowed(request: &[u8]) -> bool {
 
 /// One whole agent message (its length included) off the front of `buf`, once all of it
 /// has arrived.
-fn next_agent_message(buf: &mut BytesMut) -> std::result::Result<Option<Bytes>, String> {
+fn next_agent_message(buf: &mut BytesMut) -> crate::Result<Option<Bytes>> {
     if buf.len() < 4 {
         return Ok(None);
     }
     let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
     if len == 0 || len > MAX_AGENT_MESSAGE {
-        return Err(format!("a {len}-byte agent request"));
+        return Err(crate::Error::failure(format!("a {len}-byte agent request")));
     }
     if buf.len() < 4 + len {
         return Ok(None);
@@ -264,24 +261,22 @@ fn next_agent_message(buf: &mut BytesMut) -> std::result::Result<Option<Bytes>, 
 }
 
 /// The agent's answer: one message.
-async fn read_agent_message(
-    agent: &mut tokio::net::UnixStream,
-) -> std::result::Result<Bytes, String> {
+async fn read_agent_message(agent: &mut tokio::net::UnixStream) -> crate::Result<Bytes> {
     let mut head = [0u8; 4];
     agent
         .read_exact(&mut head)
         .await
-        .map_err(|e| format!("reading its answer: {e}"))?;
+        .fail_with(|| "reading its answer".to_string())?;
     let len = u32::from_be_bytes(head) as usize;
     if len > MAX_AGENT_MESSAGE {
-        return Err(format!("a {len}-byte answer"));
+        return Err(crate::Error::failure(format!("a {len}-byte answer")));
     }
     let mut out = BytesMut::zeroed(4 + len);
     out[..4].copy_from_slice(&head);
     agent
         .read_exact(&mut out[4..])
         .await
-        .map_err(|e| format!("reading its answer: {e}"))?;
+        .fail_with(|| "reading its answer".to_string())?;
     Ok(out.freeze())
 }
 

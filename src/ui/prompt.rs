@@ -243,7 +243,7 @@ pub fn select(prompt: &str, items: &[String], default: usize) -> Result<usize> {
 pub fn input(
     prompt: &str,
     default: Option<&str>,
-    check: impl Fn(&str) -> std::result::Result<(), String>,
+    check: impl Fn(&str) -> crate::Result<()>,
 ) -> Result<String> {
     let mut screen = Screen::new();
     let mut line = Line::default();
@@ -278,7 +278,7 @@ pub fn input(
                             .map_err(io_error)?;
                         return Ok(answer);
                     }
-                    Err(p) => problem = Some(p),
+                    Err(p) => problem = Some(p.message),
                 }
             }
             step => return Err(stopped(step)),
