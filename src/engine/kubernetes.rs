@@ -436,9 +436,13 @@ fn row(p: &Pod, r: crate::types::Role, elastic: bool) -> PodRow {
         .iter()
         .find_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
     let phase = status.phase.clone().unwrap_or_else(|| "Unknown".into());
+    // A pod being deleted is `Terminating` whatever its phase, as kubectl shows it (its
+    // `printPod`): it no longer counts as running.
+    let deleting = p.metadata.deletion_timestamp.is_some();
     PodRow {
         index: r.index,
         phase: match (phase.as_str(), waiting) {
+            _ if deleting => "Terminating".into(),
             ("Pending" | "Running", Some(w)) => w,
             ("Failed", _) if elastic && r.is_worker() => "Lost".into(),
             _ => phase,
@@ -772,6 +776,30 @@ async fn rollback(run: &KubeRun) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::api::core::v1::{Pod, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    #[test]
+    fn a_pod_being_deleted_is_terminating_not_running() {
+        let mut pod = Pod {
+            status: Some(PodStatus {
+                phase: Some("Running".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let worker = crate::types::Role {
+            role: crate::kinds::ROLE_WORKER.into(),
+            index: Some(0),
+        };
+        let rows = |pod: &Pod| vec![super::row(pod, worker.clone(), false)];
+        assert_eq!(rows(&pod)[0].phase, "Running");
+        assert_eq!(crate::report::running_workers(&rows(&pod)), 1);
+        pod.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
+        assert_eq!(rows(&pod)[0].phase, "Terminating");
+        assert_eq!(crate::report::running_workers(&rows(&pod)), 0);
+    }
+
     #[test]
     fn local_servers() {
         for s in [
