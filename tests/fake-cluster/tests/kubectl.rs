@@ -593,8 +593,62 @@ mod docker {
                 })
         }) {
             Ok(p) => p.unwrap(),
-            Err(p) => panic!("pod {name} not ready: {p:#?}"),
+            // The first line says what was seen last (a repetition tool reports only it),
+            // the whole pod and its events follow.
+            Err(p) => panic!(
+                "pod {name} not ready after 120 s: {}\n{p:#?}\nevents: {:#?}",
+                pod_summary(p.as_ref()),
+                fc.list("events", Some("default"), "")
+                    .iter()
+                    .filter(|e| e["involvedObject"]["name"] == name)
+                    .map(|e| format!("{} {}: {}", e["type"], e["reason"], e["message"]))
+                    .collect::<Vec<_>>()
+            ),
         }
+    }
+
+    /// One line: the pod's phase, each container's state, restarts and readiness, and the
+    /// reasons of its conditions that are not True.
+    fn pod_summary(p: Option<&Value>) -> String {
+        let Some(p) = p else {
+            return "no such pod".into();
+        };
+        let containers: Vec<String> = p["status"]["containerStatuses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                let state = c["state"].as_object().and_then(|s| s.iter().next());
+                let state = match state {
+                    Some((k, v)) => format!(
+                        "{k}{}",
+                        [&v["reason"], &v["exitCode"], &v["message"]]
+                            .iter()
+                            .filter(|x| !x.is_null())
+                            .map(|x| format!(" {x}"))
+                            .collect::<String>()
+                    ),
+                    None => "no state".into(),
+                };
+                format!(
+                    "{} {state} restarts={} ready={}",
+                    c["name"], c["restartCount"], c["ready"]
+                )
+            })
+            .collect();
+        let conds: Vec<String> = p["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["status"] != "True")
+            .map(|c| format!("{}={} {}", c["type"], c["status"], c["reason"]))
+            .collect();
+        format!(
+            "phase {}; containers [{}]; conditions not True [{}]",
+            p["status"]["phase"],
+            containers.join("; "),
+            conds.join("; ")
+        )
     }
 
     fn exec(k: &Kubectl, pod: &str, container: &str, script: &str) -> String {

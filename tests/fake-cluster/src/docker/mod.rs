@@ -642,6 +642,19 @@ impl DockerKubelet {
             ..Default::default()
         };
         let name = format!("fc-{}-{}-{}-pod", self.id, h.ns, short(&h.name, &h.uid));
+        // An earlier attempt's sandbox may have been left behind (created, then no IP read
+        // from it; or its removal after a failed start not done yet): under its name, every
+        // retry would be refused as a conflict and the pod would never start.
+        let _ = self
+            .docker
+            .remove_container(
+                &name,
+                Some(RemoveContainerOptions {
+                    force: true,
+                    ..Default::default()
+                }),
+            )
+            .await;
         let id = self
             .create_start(&name, body)
             .await
