@@ -645,16 +645,7 @@ impl DockerKubelet {
         // An earlier attempt's sandbox may have been left behind (created, then no IP read
         // from it; or its removal after a failed start not done yet): under its name, every
         // retry would be refused as a conflict and the pod would never start.
-        let _ = self
-            .docker
-            .remove_container(
-                &name,
-                Some(RemoveContainerOptions {
-                    force: true,
-                    ..Default::default()
-                }),
-            )
-            .await;
+        self.remove_named(&name).await;
         let id = self
             .create_start(&name, body)
             .await
@@ -717,6 +708,20 @@ impl DockerKubelet {
                 msg
             })?;
         Ok(created.id)
+    }
+
+    /// Removes the container `name` if there is one (running or not).
+    async fn remove_named(&self, name: &str) {
+        let _ = self
+            .docker
+            .remove_container(
+                name,
+                Some(RemoveContainerOptions {
+                    force: true,
+                    ..Default::default()
+                }),
+            )
+            .await;
     }
 
     async fn ensure_image_simple(&self, image: &str) -> Result<(), String> {
@@ -883,16 +888,7 @@ impl DockerKubelet {
                 cname
             );
             // An earlier attempt of the same instance may have been left behind.
-            let _ = self
-                .docker
-                .remove_container(
-                    &name,
-                    Some(RemoveContainerOptions {
-                        force: true,
-                        ..Default::default()
-                    }),
-                )
-                .await;
+            self.remove_named(&name).await;
             if stop.borrow().is_some() {
                 return;
             }
