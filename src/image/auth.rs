@@ -129,6 +129,25 @@ impl Credentials {
         URL_SAFE.encode(self.auth_json().to_string())
     }
 
+    /// The credentials as bollard sends them (its `X-Registry-Auth`/`X-Registry-Config`).
+    pub(crate) fn bollard(&self) -> bollard::auth::DockerCredentials {
+        let (username, password, identitytoken) = match self.kind {
+            SecretKind::Password => (
+                Some(self.username.clone().unwrap_or_default()),
+                Some(self.secret.0.clone()),
+                None,
+            ),
+            SecretKind::IdentityToken => (None, None, Some(self.secret.0.clone())),
+        };
+        bollard::auth::DockerCredentials {
+            username,
+            password,
+            identitytoken,
+            serveraddress: Some(self.server.clone()),
+            ..Default::default()
+        }
+    }
+
     pub(crate) fn auth_json(&self) -> serde_json::Value {
         match self.kind {
             SecretKind::Password => serde_json::json!({

@@ -220,11 +220,7 @@ async fn from_credentials(
             }
             let all: HashMap<String, DockerCredentials> = found
                 .into_iter()
-                .filter_map(|c| {
-                    serde_json::from_value::<DockerCredentials>(c.auth_json())
-                        .ok()
-                        .map(|d| (c.server().to_string(), d))
-                })
+                .map(|c| (c.server().to_string(), c.bollard()))
                 .collect();
             (!all.is_empty()).then_some(all)
         }

@@ -177,47 +177,29 @@ impl BuildContext {
     /// Visits every entry that is sent, in tar order. Stops at the first error (an unreadable
     /// directory or file that is not excluded is an error, as with `docker build`).
     pub fn walk(&self, visit: &mut dyn FnMut(&ContextEntry, &Path) -> Result<()>) -> Result<()> {
-        let mut links = HashMap::new();
-        self.walk_dir(&self.root, "", None, &mut links, visit)
-    }
-
-    fn walk_dir(
-        &self,
-        dir: &Path,
-        rel: &str,
-        parent: Option<&MatchInfo>,
-        links: &mut HashMap<(u64, u64), String>,
-        visit: &mut dyn FnMut(&ContextEntry, &Path) -> Result<()>,
-    ) -> Result<()> {
-        for name in sorted_names(dir)? {
-            let full = dir.join(&name);
-            let name = name.to_string_lossy();
-            let path = if rel.is_empty() {
-                name.into_owned()
-            } else {
-                format!("{rel}/{name}")
-            };
-            let meta = fs::symlink_metadata(&full)
-                .map_err(|e| Error::failure(format!("can't stat {}: {e}", full.display())))?;
-            let (excluded, info) = self.matcher.walk_match(&path, parent);
-            let is_dir = meta.is_dir();
-            if excluded {
-                if is_dir
-                    && self.matcher.has_exceptions()
-                    && self.matcher.exception_may_reach_into(&path)
-                {
-                    self.walk_dir(&full, &path, Some(&info), links, visit)?;
+        let tree = Tree {
+            root: &self.root,
+            excludes: Some(&self.matcher),
+            only: None,
+        };
+        tree.walk(&mut |mut node| {
+            if node.excluded {
+                // Docker sends nothing excluded, but looks inside a directory an exception
+                // (`!dir/keep`) may bring back a part of.
+                return Ok(if node.reach_in {
+                    Step::Through
+                } else {
+                    Step::Skip
+                });
+            }
+            match node.entry()? {
+                Some(entry) => {
+                    visit(&entry, node.full)?;
+                    Ok(Step::Take)
                 }
-                continue;
+                None => Ok(Step::Skip),
             }
-            let Some(entry) = entry_for(&full, path, &meta, links)? else {
-                continue;
-            };
-            visit(&entry, &full)?;
-            if is_dir {
-                self.walk_dir(&full, &entry.path, Some(&info), links, visit)?;
-            }
-        }
+        })?;
         Ok(())
     }
 
@@ -550,4 +532,123 @@ pub(crate) fn sorted_names(dir: &Path) -> Result<Vec<std::ffi::OsString>> {
         .collect::<Result<Vec<_>>>()?;
     names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
     Ok(names)
+}
+
+/// What the visitor of a [`Tree`] walk does with the entry it is shown.
+pub(crate) enum Step {
+    /// Sent: visited, and entered when it is a directory.
+    Take,
+    /// Not sent, but entered (an excluded directory an exception may reach into).
+    Through,
+    /// Neither sent nor entered.
+    Skip,
+    /// The walk ends here.
+    Stop,
+}
+
+/// One entry met by a [`Tree`] walk.
+pub(crate) struct Node<'a> {
+    /// Relative to the walk's root, `/`-separated.
+    pub path: &'a str,
+    pub full: &'a Path,
+    /// Its own metadata (a link's, not its target's), but the top `only` name's is followed.
+    pub meta: &'a Metadata,
+    /// Excluded by the walk's matcher.
+    pub excluded: bool,
+    /// An excluded directory that an exception of the matcher may reach into.
+    pub reach_in: bool,
+    links: &'a mut HashMap<(u64, u64), String>,
+}
+
+impl Node<'_> {
+    /// The entry as sent (see [`entry_for`]); call it only for an entry that is sent, since a
+    /// file's first name is what its later names link to.
+    pub fn entry(&mut self) -> Result<Option<ContextEntry>> {
+        entry_for(self.full, self.path.to_string(), self.meta, self.links)
+    }
+}
+
+/// The one walk of a directory sent to a builder, shared by the tar context and BuildKit's
+/// file sync: each directory's names in byte order, depth first (Go's `filepath.WalkDir`),
+/// the matcher's verdict carried from a directory to what it holds, a file's names tracked
+/// so that a second one is a hard link. What is sent is the visitor's to say.
+pub(crate) struct Tree<'a> {
+    pub root: &'a Path,
+    pub excludes: Option<&'a Matcher>,
+    /// The one name walked at the top (followed if it is a link): a Dockerfile's directory.
+    pub only: Option<&'a str>,
+}
+
+impl Tree<'_> {
+    /// Shows `visit` every entry in order; `Ok(false)` when it said [`Step::Stop`].
+    pub fn walk(&self, visit: &mut dyn FnMut(Node<'_>) -> Result<Step>) -> Result<bool> {
+        self.dir(self.root, "", None, &mut HashMap::new(), visit)
+    }
+
+    fn dir(
+        &self,
+        dir: &Path,
+        rel: &str,
+        parent: Option<&MatchInfo>,
+        links: &mut HashMap<(u64, u64), String>,
+        visit: &mut dyn FnMut(Node<'_>) -> Result<Step>,
+    ) -> Result<bool> {
+        let top = rel.is_empty();
+        for os_name in sorted_names(dir)? {
+            let name = os_name.to_string_lossy();
+            if top && self.only.is_some_and(|only| only != name) {
+                continue;
+            }
+            let full = dir.join(&os_name);
+            let path = if top {
+                name.into_owned()
+            } else {
+                format!("{rel}/{name}")
+            };
+            let meta = if top && self.only.is_some() {
+                fs::metadata(&full)
+            } else {
+                fs::symlink_metadata(&full)
+            };
+            let meta = match meta {
+                Ok(m) => m,
+                // Gone since the directory was read: not there to send.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(Error::failure(format!(
+                        "can't stat {}: {e}",
+                        full.display()
+                    )));
+                }
+            };
+            let is_dir = meta.is_dir();
+            let (excluded, info) = match self.excludes {
+                Some(m) => m.walk_match(&path, parent),
+                None => (false, MatchInfo::default()),
+            };
+            let reach_in = excluded
+                && is_dir
+                && self
+                    .excludes
+                    .is_some_and(|m| m.has_exceptions() && m.exception_may_reach_into(&path));
+            let node = Node {
+                path: &path,
+                full: &full,
+                meta: &meta,
+                excluded,
+                reach_in,
+                links,
+            };
+            match visit(node)? {
+                Step::Stop => return Ok(false),
+                Step::Skip => {}
+                Step::Take | Step::Through => {
+                    if is_dir && !self.dir(&full, &path, Some(&info), links, visit)? {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
 }

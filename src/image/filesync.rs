@@ -33,8 +33,8 @@ use bytes::Bytes;
 use hyper::body::{Frame, Incoming};
 use tokio::sync::mpsc;
 
-use super::context::BuildContext;
-use super::dockerignore::{self, Glob, MatchInfo, Matcher};
+use super::context::{BuildContext, EntryKind, Step, Tree};
+use super::dockerignore::{self, Glob, Matcher};
 use super::proto::{
     Messages, Reply, Value, fields, grpc_trailers, message, put_bytes, put_uint, put_varint,
     streamed,
@@ -244,7 +244,6 @@ fn spawn_walk(
         let mut walker = Walker {
             source: &source,
             last_included_dir: None,
-            links: HashMap::new(),
         };
         let result = walker.walk(&mut |stat, full| {
             if stat.mode & (GO_DIR | GO_SYMLINK | GO_NAMED_PIPE) == 0 {
@@ -402,117 +401,79 @@ pub(crate) fn go_mode(meta: &Metadata) -> Option<u32> {
     Some(mode)
 }
 
+/// The walk as fsutil's: the shared [`Tree`] walk with BuildKit's include patterns on top,
+/// each entry sent as a STAT.
 struct Walker<'a> {
     source: &'a Source,
+    /// The last directory an include pattern matched whole: what is under it is included.
     last_included_dir: Option<String>,
-    links: HashMap<(u64, u64), String>,
 }
 
 impl Walker<'_> {
     /// Visits every entry sent, in order; `Ok(false)` when `visit` said stop.
     fn walk(&mut self, visit: &mut dyn FnMut(&Stat, &Path) -> Result<bool>) -> Result<bool> {
-        let root = self.source.root.clone();
-        self.dir(&root, "", None, visit)
-    }
-
-    fn dir(
-        &mut self,
-        dir: &Path,
-        rel: &str,
-        parent: Option<&MatchInfo>,
-        visit: &mut dyn FnMut(&Stat, &Path) -> Result<bool>,
-    ) -> Result<bool> {
-        for name in super::context::sorted_names(dir)? {
-            let full = dir.join(&name);
-            let name = name.to_string_lossy().into_owned();
-            let top = rel.is_empty();
-            if top && self.source.only.as_ref().is_some_and(|o| *o != name) {
-                continue;
+        let source = self.source;
+        let tree = Tree {
+            root: &source.root,
+            excludes: source.excludes.as_ref(),
+            only: source.only.as_deref(),
+        };
+        tree.walk(&mut |mut node| {
+            if !self.included(node.path, node.meta.is_dir()) || node.excluded && !node.reach_in {
+                return Ok(Step::Skip);
             }
-            let path = if top { name } else { format!("{rel}/{name}") };
-            let meta = if top && self.source.only.is_some() {
-                fs::metadata(&full)
-            } else {
-                fs::symlink_metadata(&full)
+            let Some(mode) = go_mode(node.meta) else {
+                return Ok(Step::Skip);
             };
-            let meta = match meta {
-                Ok(m) => m,
-                // Gone since the directory was read.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => {
-                    return Err(Error::failure(format!(
-                        "can't stat {}: {e}",
-                        full.display()
-                    )));
-                }
+            let Some(entry) = node.entry()? else {
+                return Ok(Step::Skip);
             };
-            let is_dir = meta.is_dir();
-            if let Some(inc) = &self.source.includes {
-                let inside = self
-                    .last_included_dir
-                    .as_ref()
-                    .is_some_and(|d| path.starts_with(&format!("{d}/")));
-                if !inside {
-                    match inc.check(&path) {
-                        None => continue,
-                        Some(partial) => {
-                            if !partial && is_dir {
-                                self.last_included_dir = Some(path.clone());
-                            }
-                        }
-                    }
-                }
-            }
-            let mut info = MatchInfo::default();
-            if let Some(m) = &self.source.excludes {
-                let (excluded, i) = m.walk_match(&path, parent);
-                info = i;
-                if excluded && !(is_dir && m.has_exceptions() && m.exception_may_reach_into(&path))
-                {
-                    continue;
-                }
-            }
-            let Some(mode) = go_mode(&meta) else {
-                continue;
+            let (size, linkname) = match entry.kind {
+                EntryKind::Dir => (0, String::new()),
+                EntryKind::HardLink(first) => (0, first),
+                EntryKind::Symlink(target) => (
+                    node.meta.len() as i64,
+                    target.to_string_lossy().into_owned(),
+                ),
+                EntryKind::File | EntryKind::Fifo => (node.meta.len() as i64, String::new()),
             };
-            let mut size = if is_dir { 0 } else { meta.len() as i64 };
-            let mut linkname = String::new();
-            if meta.file_type().is_symlink() {
-                let target = fs::read_link(&full)
-                    .map_err(|e| Error::failure(format!("reading link {}: {e}", full.display())))?;
-                linkname = target.to_string_lossy().into_owned();
-            } else if meta.is_file() && meta.nlink() > 1 {
-                let key = (meta.dev(), meta.ino());
-                match self.links.get(&key) {
-                    Some(first) => {
-                        linkname = first.clone();
-                        size = 0;
-                    }
-                    None => {
-                        self.links.insert(key, path.clone());
-                    }
-                }
-            }
-            if meta.is_file() {
-                // Fail early, like `docker build`, on a file that cannot be read.
-                crate::files::open_io(&full)
-                    .map_err(|e| Error::failure(format!("can't read {}: {e}", full.display())))?;
-            }
             let stat = Stat {
-                path: path.clone(),
+                path: entry.path,
                 mode,
                 size,
-                mtime: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+                mtime: node.meta.mtime() * 1_000_000_000 + node.meta.mtime_nsec(),
                 linkname,
             };
-            if !visit(&stat, &full)? {
-                return Ok(false);
-            }
-            if is_dir && !self.dir(&full, &path, Some(&info), visit)? {
-                return Ok(false);
+            Ok(if visit(&stat, node.full)? {
+                Step::Take
+            } else {
+                Step::Stop
+            })
+        })
+    }
+
+    /// Whether the include patterns (if any) take `path`: fsutil's `includeMatcher`, with
+    /// everything under a directory matched whole taken without asking again.
+    fn included(&mut self, path: &str, is_dir: bool) -> bool {
+        let Some(inc) = &self.source.includes else {
+            return true;
+        };
+        let inside = self.last_included_dir.as_ref().is_some_and(|d| {
+            path.strip_prefix(d.as_str())
+                .is_some_and(|r| r.starts_with('/'))
+        });
+        if inside {
+            return true;
+        }
+        match inc.check(path) {
+            None => false,
+            Some(partial) => {
+                if !partial && is_dir {
+                    self.last_included_dir = Some(path.to_string());
+                }
+                true
             }
         }
-        Ok(true)
     }
 }
 
@@ -758,7 +719,6 @@ mod tests {
         let mut w = Walker {
             source: &src,
             last_included_dir: None,
-            links: HashMap::new(),
         };
         w.walk(&mut |s, _| {
             out.push((s.path.clone(), s.mode, s.linkname.clone()));

@@ -13,7 +13,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Deserialize;
 
 use super::auth::{Credentials, registry_of};
-use super::docker::{DockerClient, daemon_message};
+use super::docker::DockerClient;
 use super::progress::ProgressMode;
 use super::tag::{validate_repo, validate_tag};
 use crate::error::{Error, Result};
@@ -263,33 +263,33 @@ pub async fn tag_exists(
     validate_tag(tag)?;
     let reference = format!("{repo}:{tag}");
     let registry = registry_of(repo);
-    let path = format!("/distribution/{}/json", path_escape(&reference));
-    let resp = docker
-        .request(
-            hyper::Method::GET,
-            &path,
-            &[("X-Registry-Auth", auth_header(credentials))],
-        )
-        .await?;
-    let status = resp.status();
-    if status.is_success() {
-        return Ok(true);
-    }
-    let message = daemon_message(resp).await;
+    let asked = docker
+        .bollard()
+        .inspect_registry_image(&reference, credentials.map(Credentials::bollard))
+        .await;
+    let (status, message) = match asked {
+        Ok(_) => return Ok(true),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code,
+            message,
+        }) => (status_code, message),
+        Err(e) => {
+            return Err(Error::failure(format!(
+                "looking up {reference} through the Docker daemon at {}: {}",
+                docker.host().describe(),
+                super::docker::describe_bollard(&e)
+            ))
+            .caused_by(e));
+        }
+    };
     let message = credentials.map(|c| c.redact(&message)).unwrap_or(message);
     // The daemon's status says it; an older daemon relays the registry's MANIFEST_UNKNOWN or
     // NAME_UNKNOWN error code (the distribution API's "no such tag / repository") with a 500.
     let code = message.to_ascii_lowercase();
-    if status == hyper::StatusCode::NOT_FOUND
-        || code.contains("manifest unknown")
-        || code.contains("name unknown")
-    {
+    if status == 404 || code.contains("manifest unknown") || code.contains("name unknown") {
         return Ok(false);
     }
-    let err = if matches!(
-        status,
-        hyper::StatusCode::UNAUTHORIZED | hyper::StatusCode::FORBIDDEN
-    ) {
+    let err = if matches!(status, 401 | 403) {
         auth_error(&reference, &registry, credentials, &message)
     } else {
         push_error(&reference, &registry, credentials, &message)
