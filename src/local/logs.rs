@@ -17,11 +17,10 @@ use crate::cluster::status::JobState;
 use crate::error::{Error, Result};
 use crate::image::docker::DockerClient;
 use crate::logs::docker::ContainerSource;
-use crate::logs::{LogOptions, LogsOutcome, Tails, until_interrupted};
+use crate::logs::{LogOptions, LogsOutcome, OpenOut, Tails, until_interrupted};
 use crate::options::RoleFilter;
 use crate::ui::Ui;
 use std::collections::HashSet;
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 /// How long running containers may keep writing after the job has finished (workers stop
@@ -42,16 +41,13 @@ pub async fn run(
 /// Prints the logs of every container of `r` to the writer `out` makes (on a blocking
 /// thread). With `follow`, returns once the job has finished and every line is out; Ctrl-C
 /// gives [`Error::interrupted`].
-pub async fn run_to<F>(
+pub async fn run_to(
     docker: &DockerClient,
     r: &LocalRef,
     opts: LogOptions,
     ui: &Ui,
-    out: F,
-) -> Result<LogsOutcome>
-where
-    F: FnOnce() -> Box<dyn Write> + Send + 'static,
-{
+    out: impl OpenOut,
+) -> Result<LogsOutcome> {
     let source = ContainerSource::new(docker.clone());
     let mut tails = Tails::start(&opts, ui, out);
     let result = until_interrupted(drive(&source, r, &opts, ui, &mut tails)).await;

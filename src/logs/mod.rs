@@ -124,16 +124,13 @@ pub async fn run(
 /// Prints the logs of every pod of `run` to the writer `out` makes (on a blocking thread).
 /// With `follow`, returns once the job has finished and every line is out; Ctrl-C gives
 /// [`Error::interrupted`].
-pub async fn run_to<F>(
+pub async fn run_to(
     cluster: &Cluster,
     run: &RunRef,
     opts: LogOptions,
     ui: &Ui,
-    out: F,
-) -> Result<LogsOutcome>
-where
-    F: FnOnce() -> Box<dyn Write> + Send + 'static,
-{
+    out: impl OpenOut,
+) -> Result<LogsOutcome> {
     let tails = Tails::start(&opts, ui, out);
     let mut m = Mux::new(cluster, run, &opts, ui, tails);
     let result = until_interrupted(m.drive()).await;
@@ -170,13 +167,15 @@ pub struct Tails<'a> {
     untagged_noted: bool,
 }
 
+/// What opens the writer the merged lines go to, called once on the printer's thread.
+pub trait OpenOut: FnOnce() -> Box<dyn Write> + Send + 'static {}
+
+impl<F: FnOnce() -> Box<dyn Write> + Send + 'static> OpenOut for F {}
+
 impl<'a> Tails<'a> {
     /// Starts the printer on a blocking thread, writing to what `out` makes. Without
     /// `opts.follow`, tails read what their container has now and stop.
-    pub fn start<F>(opts: &LogOptions, ui: &'a Ui, out: F) -> Tails<'a>
-    where
-        F: FnOnce() -> Box<dyn Write> + Send + 'static,
-    {
+    pub fn start(opts: &LogOptions, ui: &'a Ui, out: impl OpenOut) -> Tails<'a> {
         let (tx, rx) = mpsc::channel::<Vec<u8>>(CHANNEL);
         let printer = tokio::task::spawn_blocking(move || printer::print_all(rx, out()));
         Tails {
