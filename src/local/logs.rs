@@ -200,6 +200,7 @@ mod tests {
     use crate::render::manifests::{LABEL_APP, LABEL_MANAGED_BY, LABEL_ROLE, LABEL_RUN, MANAGER};
     use serde_json::Value;
     use std::collections::HashMap;
+    use std::io::Write;
     use std::sync::{Arc, Mutex};
 
     /// What `run_to` wrote.
