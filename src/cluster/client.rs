@@ -70,17 +70,54 @@ pub async fn connect(
         .map_err(|e| Error::input(format!("kubeconfig context `{context}`: {e}")))?;
     let server =
         crate::text::redact_url(config.cluster_url.to_string().trim_end_matches('/')).into_owned();
-    let builder = kube::client::ClientBuilder::try_from(config).map_err(|e| {
+    let client = client_for(config, log_requests).map_err(|e| {
         Error::failure(format!(
             "cannot set up a client for {server} (context `{context}`): {e}"
         ))
+        .caused_by(e)
     })?;
-    let client = if log_requests {
-        builder.with_layer(&LogRequests).build()
-    } else {
-        builder.build()
-    };
     Ok(Cluster::new(client, context, server))
+}
+
+/// How much of an API server's answer one read of a connection takes. hyper's default lets
+/// each connection's read buffer grow to ~400 KB while its stream is read fast, and `logs -f`
+/// holds a connection per container; a fixed size keeps 32 live streams in 2 MB.
+const READ_BUFFER: usize = 64 * 1024;
+
+/// kube's client stack as `ClientBuilder::try_from` makes it for hvdctl's features (TLS by
+/// rustls, the kubeconfig's timeouts, the server-error retries, its auth and extra headers;
+/// kube is built without proxy support), on a connection pool whose reads are
+/// [`READ_BUFFER`] long, with every request logged under `-v`.
+fn client_for(config: Config, log_requests: bool) -> kube::Result<kube::Client> {
+    use kube::client::ConfigExt;
+    if let Some(proxy) = &config.proxy_url {
+        return Err(kube::Error::ProxyProtocolUnsupported {
+            proxy_url: Box::new(proxy.clone()),
+        });
+    }
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    let mut connector =
+        hyper_timeout::TimeoutConnector::new(config.rustls_https_connector_with_connector(http)?);
+    connector.set_connect_timeout(config.connect_timeout);
+    connector.set_read_timeout(config.read_timeout);
+    connector.set_write_timeout(config.write_timeout);
+    connector.set_reset_reader_on_write(config.reset_reader_on_write);
+    let pool = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http1_read_buf_exact_size(READ_BUFFER)
+        .build(connector);
+    let retry = config
+        .default_retry
+        .then(|| tower::retry::RetryLayer::new(kube::client::retry::RetryPolicy::server_retry()));
+    let service = tower::ServiceBuilder::new()
+        .option_layer(log_requests.then_some(LogRequests))
+        .layer(config.base_uri_layer())
+        .option_layer(retry)
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(tower::BoxError::from)
+        .service(pool);
+    Ok(kube::client::ClientBuilder::new(service, config.default_namespace).build())
 }
 
 impl Cluster {
