@@ -46,6 +46,7 @@ impl Cli {
             Some(Command::Cp(a)) => Some(&a.cluster),
             Some(Command::PortForward(a)) => Some(&a.cluster),
             Some(Command::Tensorboard(a)) => Some(&a.cluster),
+            Some(Command::Timeline(a)) => Some(&a.cluster),
             Some(Command::Doctor(a)) => Some(&a.cluster),
             _ => None,
         };
@@ -235,6 +236,8 @@ pub enum Command {
     PortForward(PortForwardArgs),
     /// Serve a run's TensorBoard logs (tensorboard.logDir) on a local port
     Tensorboard(TensorboardArgs),
+    /// Fetch a run's Horovod timeline (timeline: true) and say which rank held the others
+    Timeline(TimelineArgs),
     /// Print a shell completion script
     Completions(CompletionsArgs),
     /// Print hvdctl's version and commit, and the cluster's version when it answers
@@ -334,6 +337,9 @@ pub struct DeployArgs {
     /// Follow the run's logs after deploying; exit with the job's result (0 succeeded, 1 failed)
     #[arg(long, conflicts_with = "dry_run")]
     pub logs: bool,
+    /// Rank 0 writes Horovod's timeline (`timeline: true`; `hvdctl timeline` reads it)
+    #[arg(long)]
+    pub timeline: bool,
     /// Do not push the image before deploying
     #[arg(long)]
     pub no_push: bool,
@@ -769,6 +775,29 @@ pub struct TensorboardArgs {
     /// Local port on 127.0.0.1 (0: any free port)
     #[arg(long, value_name = "PORT", default_value_t = 6006)]
     pub port: u16,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Rank 0 writes the timeline in worker 0's pod/container when the run was deployed with\n\
+    `timeline: true` (or `deploy --timeline`); it is read while the run runs, or after it ended\n\
+    while that container is still there. The trace opens in https://ui.perfetto.dev and\n\
+    chrome://tracing; the report says, per rank, how often it was the last one ready in a\n\
+    collective's negotiation and for how long it held the others.\n\n\
+    Examples:\n  hvdctl timeline\n  hvdctl timeline ab12x --trace /tmp/t.json -o json"
+)]
+pub struct TimelineArgs {
+    /// Run id or job name (default: the app's last run)
+    #[arg(add = clap_complete::ArgValueCompleter::new(complete_runs))]
+    pub run: Option<String>,
+    /// Where the Chrome-trace JSON goes (default: JOB-timeline.json here)
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
+    /// The report: text, or json for scripts
+    #[arg(short, long, value_enum, default_value_t = LogFormat::Text)]
+    pub output: LogFormat,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }

@@ -25,6 +25,12 @@ pub struct Kind {
     pub usual: &'static str,
 }
 
+/// A Horovod timeline copied out of a run: read as a stream, never whole.
+pub const TIMELINE: Kind = Kind {
+    what: "a Horovod timeline",
+    max: u64::MAX,
+    usual: "",
+};
 /// `hvdctl.yaml`.
 pub const APP_FILE: Kind = Kind {
     what: "the app file",

@@ -37,6 +37,7 @@ pub mod report;
 pub mod scaffold;
 pub mod state;
 pub mod text;
+pub mod timeline;
 pub mod types;
 pub mod ui;
 pub mod yaml;

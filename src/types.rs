@@ -231,6 +231,12 @@ impl Removed {
 /// in rank 0's container) where TensorBoard's event files go: `tensorboard.logDir`.
 pub const TENSORBOARD_LOG_DIR: &str = "TENSORBOARD_LOG_DIR";
 
+/// Where rank 0 writes Horovod's timeline with `timeline:` (in `/tmp`, which every image has
+/// and every user may write; Horovod does not create directories).
+pub const TIMELINE_PATH: &str = "/tmp/hvdctl-horovod-timeline.json";
+/// The variables Horovod reads for its timeline: the file, and whether cycles are marked.
+pub const TIMELINE_ENV: [&str; 2] = ["HOROVOD_TIMELINE", "HOROVOD_TIMELINE_MARK_CYCLES"];
+
 #[cfg(test)]
 mod tests {
     use super::*;

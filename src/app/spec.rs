@@ -368,6 +368,10 @@ pub struct App {
     /// Where rank 0 writes TensorBoard event files (`hvdctl tensorboard` serves them).
     #[serde(default)]
     pub tensorboard: Option<Tensorboard>,
+    /// Horovod's timeline, written by rank 0 (`hvdctl timeline` fetches it and says who
+    /// kept the others waiting): `true`, or `{markCycles: true}`.
+    #[serde(default, deserialize_with = "timeline_setting")]
+    pub timeline: Option<Timeline>,
     /// `hvdctl dev`: where changed files are copied in every container.
     #[serde(default)]
     pub dev: Dev,
@@ -716,6 +720,39 @@ pub struct Tensorboard {
     /// Absolute directory inside rank 0's container; the job gets it as
     /// `TENSORBOARD_LOG_DIR`.
     pub log_dir: String,
+}
+
+/// Horovod's timeline (`timeline:` in hvdctl.yaml).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Timeline {
+    /// Also mark every cycle of Horovod's background loop (`HOROVOD_TIMELINE_MARK_CYCLES`).
+    #[serde(default)]
+    pub mark_cycles: bool,
+}
+
+/// `timeline: true` (the defaults), `false` (off) or a mapping of [`Timeline`]'s keys.
+fn timeline_setting<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Timeline>, D::Error> {
+    struct Setting;
+    impl<'de> serde::de::Visitor<'de> for Setting {
+        type Value = Option<Timeline>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("true, false or a mapping such as {markCycles: true}")
+        }
+        fn visit_bool<E: serde::de::Error>(self, on: bool) -> Result<Self::Value, E> {
+            Ok(on.then(Timeline::default))
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<Self::Value, A::Error> {
+            Timeline::deserialize(serde::de::value::MapAccessDeserializer::new(m)).map(Some)
+        }
+    }
+    d.deserialize_any(Setting)
 }
 
 /// The flight recorder's settings.

@@ -842,6 +842,16 @@ pub fn check(app: &App) -> Vec<Problem> {
             ),
         );
     }
+    if app.timeline.is_some() {
+        for v in crate::types::TIMELINE_ENV {
+            if app.env.contains_key(v) {
+                c.at_path(
+                    Path(vec![Seg::Key("env".into()), Seg::Key(v.into())]),
+                    format!("`{v}` is set by `timeline`; keep one"),
+                );
+            }
+        }
+    }
     let mut param_vars: BTreeMap<String, &str> = BTreeMap::new();
     for k in app.parameters.keys() {
         let var = param_env_name(k);

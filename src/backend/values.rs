@@ -18,7 +18,7 @@ pub const HOSTFILE: &str = "/etc/mpi/hostfile";
 pub const DISCOVER_HOSTS: &str = "/etc/mpi/discover_hosts.sh";
 
 /// Names of the environment variables every rank gets (app env + parameters + hvdctl's own,
-/// and `TENSORBOARD_LOG_DIR` with `tensorboard.logDir`).
+/// `TENSORBOARD_LOG_DIR` with `tensorboard.logDir`, `HOROVOD_TIMELINE…` with `timeline`).
 pub fn env_pairs(run: &Run) -> BTreeMap<String, String> {
     let app = run.app;
     let mut env = app.env.clone();
@@ -30,6 +30,17 @@ pub fn env_pairs(run: &Run) -> BTreeMap<String, String> {
     env.insert("HVDCTL_JOB".into(), run.job_name());
     if let Some(tb) = &app.tensorboard {
         env.insert(TENSORBOARD_LOG_DIR.into(), tb.log_dir.clone());
+    }
+    if let Some(t) = &app.timeline {
+        let [file, cycles] = crate::types::TIMELINE_ENV;
+        env.insert(file.into(), crate::types::TIMELINE_PATH.into());
+        if t.mark_cycles {
+            env.insert(cycles.into(), "1".into());
+        }
+        // A tensor answered from Horovod's response cache is negotiated without each rank's
+        // ready time (`horovod/common/response_cache.cc`): off, unless the app says otherwise.
+        env.entry("HOROVOD_CACHE_CAPACITY".into())
+            .or_insert_with(|| "0".into());
     }
     env
 }

@@ -9,7 +9,11 @@ use crate::state;
 use crate::ui::Ui;
 
 pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
-    let loaded = app::load(&g.app_dir, &a.app.set)?;
+    let mut loaded = app::load(&g.app_dir, &a.app.set)?;
+    // `--timeline`: the file's own `timeline:` settings (markCycles) if it has some.
+    if a.timeline && loaded.app.timeline.is_none() {
+        loaded.app.timeline = Some(Default::default());
+    }
     let app = &loaded.app;
     let run_id = match &a.run_id {
         Some(id) => {

@@ -17,6 +17,7 @@ mod scale;
 mod status;
 mod templates;
 mod tensorboard;
+mod timeline;
 mod undeploy;
 mod version;
 
@@ -60,6 +61,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Cp(a) => cp::run(g, &ui, a),
         Command::PortForward(a) => port_forward::run(g, &ui, a),
         Command::Tensorboard(a) => tensorboard::run(g, &ui, a),
+        Command::Timeline(a) => timeline::run(g, &ui, a),
         Command::Completions(a) => completions::run(a),
         Command::Version(a) => version::run(g, &ui, a),
         Command::Doctor(a) => doctor::run(g, &ui, a),

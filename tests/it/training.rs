@@ -489,3 +489,141 @@ fn horovod_tensorflow_trains_on_the_local_backend_and_resumes() {
         undeploy_local(&docker, &dir, r);
     }
 }
+
+/// The test's own training, in place of the template's: `STEPS` steps of two small
+/// allreduces, rank `SLOW_RANK` sleeping 50 ms before each (-1: nobody).
+const SLOWED: &str = r#"command: [python3, -c, "import os, time, torch\nimport horovod.torch as hvd\nhvd.init()\nslow = int(os.environ['SLOW_RANK'])\nfor step in range(int(os.environ['STEPS'])):\n    if hvd.rank() == slow:\n        time.sleep(0.05)\n    hvd.allreduce(torch.ones(4), name='grad_w')\n    hvd.allreduce(torch.ones(2), name='grad_b')\nprint('rank', hvd.rank(), 'of', hvd.size(), 'done', flush=True)\n"]"#;
+
+/// One run of [`SLOWED`] with `timeline: true` on `on` (3 workers), then `hvdctl timeline`:
+/// its JSON report, after checking the trace is the JSON array Perfetto opens and the text
+/// report names the same straggler.
+fn timeline_of(
+    dir: &Path,
+    image: &str,
+    kc: Option<&Path>,
+    on: On,
+    launcher: &str,
+    slow: i32,
+) -> Value {
+    let id = run_id("l");
+    let hvdctl = || {
+        let mut c = hvdctl_in(dir);
+        if let Some(kc) = kc {
+            c.env("KUBECONFIG", kc);
+        }
+        c
+    };
+    let d = run({
+        let mut c = hvdctl();
+        c.args([
+            "deploy",
+            "--backend",
+            on.backend(),
+            "--run-id",
+            &id,
+            "--timeline",
+        ])
+        .args(["--image", image, "--no-push", "--logs"])
+        .args(["--set", "workers=3"])
+        .arg("--set")
+        .arg(format!("mpi.launcher={launcher}"))
+        // The MPI Operator deletes running workers when the launcher ends: kept here, so
+        // that worker 0's timeline is there to read after the run.
+        .args(["--set", "runPolicy.cleanPodPolicy=None"])
+        .args(["--set", "env.STEPS=40", "--set", "env.OMP_NUM_THREADS=1"])
+        .arg("--set")
+        .arg(format!("env.SLOW_RANK={slow}"));
+        c
+    });
+    assert_eq!(d.code, 0, "{}\n{}", d.stdout, d.stderr);
+    assert!(d.stdout.contains("rank 2 of 3 done"), "{}", d.stdout);
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("trace.json");
+    let t = run({
+        let mut c = hvdctl();
+        c.args(["timeline", &id, "-o", "json", "--trace"])
+            .arg(&trace);
+        c
+    });
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    let report: Value = serde_json::from_str(&t.stdout).unwrap();
+    eprintln!("timeline {on:?} {launcher} SLOW_RANK={slow}: {report}");
+    let events: Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    assert!(
+        events.as_array().is_some_and(|e| e.len() > 80 * 5),
+        "not a Chrome trace: {events}"
+    );
+    let text = run({
+        let mut c = hvdctl();
+        c.args(["timeline", &id, "--trace"]).arg(&trace);
+        c
+    });
+    assert_eq!(
+        text.stdout
+            .contains("Straggler: rank 2 was the last one ready"),
+        report["straggler"] == 2,
+        "{}",
+        text.stdout
+    );
+    let u = run({
+        let mut c = hvdctl();
+        c.args(["undeploy", &id]);
+        c
+    });
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    report
+}
+
+/// What every timeline of [`SLOWED`]'s 40 steps says: three ranks, two tensors negotiated 40
+/// times each with every rank's ready time (`timeline:` turns Horovod's cache off), and the
+/// straggler `straggler`, with rank 2 holding the others about its 50 ms when slowed.
+fn check_timeline(report: &Value, straggler: Option<u64>) {
+    assert_eq!(report["partial"], false, "{report}");
+    assert_eq!(report["ranksSeen"], 3, "{report}");
+    assert_eq!(report["negotiations"], 80, "{report}");
+    assert_eq!(report["withRanks"], 80, "{report}");
+    assert_eq!(report["straggler"].as_u64(), straggler, "{report}");
+    if straggler.is_some() {
+        assert_eq!(report["ranks"][0]["rank"], 2, "{report}");
+        let held = report["ranks"][0]["heldMedianMs"].as_f64().unwrap();
+        assert!((40.0..200.0).contains(&held), "{report}");
+    }
+}
+
+/// Horovod's timeline, for real: rank 2 slowed on purpose is named, an even run names no
+/// one — on the local backend (mpirun), and on an MPIJob through the Docker kubelet
+/// (horovodrun), read after the run ended.
+#[test]
+fn the_timeline_names_the_rank_slowed_on_purpose_and_no_one_in_an_even_run() {
+    let Some(docker) = docker() else { return };
+    let Some(image) = horovod_app(&docker) else {
+        return;
+    };
+    let _training = one_training_at_a_time();
+    let (_tmp, dir) = horovod_dir();
+    let file = dir.join("hvdctl.yaml");
+    let yaml = std::fs::read_to_string(&file).unwrap();
+    let yaml = yaml.replace("command: [python3, /app/train.py]", SLOWED);
+    assert!(yaml.contains("SLOW_RANK"));
+    std::fs::write(&file, yaml).unwrap();
+    check_timeline(
+        &timeline_of(&dir, &image, None, On::Local, "mpirun", 2),
+        Some(2),
+    );
+    check_timeline(
+        &timeline_of(&dir, &image, None, On::Local, "mpirun", -1),
+        None,
+    );
+
+    let cluster = Cluster::start(fake_cluster::Options {
+        kubelet: fake_cluster::KubeletMode::Docker,
+        pause_image: Some(busybox_image()),
+        mpi_operator: true,
+        ..Default::default()
+    });
+    let kc = Some(cluster.kubeconfig.as_path());
+    check_timeline(
+        &timeline_of(&dir, &image, kc, On::MpiJob, "horovodrun", 2),
+        Some(2),
+    );
+}
