@@ -14,15 +14,15 @@
 # counted (its /fake/stats), and for logs every line counted.
 #
 #   benches/scale.sh [WORKERS...]     (default: 256 1024)
-#   LINES=10000 RATE=250 benches/scale.sh 256
+#   LINES=10000 RATE=125 benches/scale.sh 256
 #
 # RATE is each container's lines per second: the containers must outlive the deploy and its
-# wait (LINES/RATE seconds; 40 s by default), so both clients follow live streams.
+# wait (LINES/RATE seconds; 80 s by default), so both clients follow live streams.
 # Release builds; kubectl on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LINES=${LINES:-10000}
-RATE=${RATE:-250}
+RATE=${RATE:-125}
 SIZES=("$@")
 [ ${#SIZES[@]} -gt 0 ] || SIZES=(256 1024)
 TMP=$(mktemp -d)
@@ -47,7 +47,7 @@ $KC get ns >/dev/null # kubectl's discovery cache warm, as a user's would be
 
 "$HVDCTL" init "$TMP/app" --template mpi-hello --no-input -q
 APP_NAME=$(awk '/^name:/ {print $2}' "$TMP/app/hvdctl.yaml")
-hv() { "$HVDCTL" -C "$TMP/app" "$@"; }
+HV=("$HVDCTL" -C "$TMP/app")
 
 requests() { # what the fake server counted since the last reset, e.g. "12 (list 3, watch 2, …)"
   curl -s "$URL/fake/stats" | python3 -c '
@@ -98,14 +98,14 @@ for W in "${SIZES[@]}"; do
   echo '|---|---|---|---|---|---|'
   HR=h$W
   KR=k$W
-  hv deploy --dry-run "${SET[@]}" --run-id "$KR" >"$TMP/$KR.yaml"
+  "${HV[@]}" deploy --dry-run "${SET[@]}" --run-id "$KR" >"$TMP/$KR.yaml"
 
   # hvdctl: deploy and wait; status; follow every log to the end; undeploy.
-  row deploy hvdctl "$(measure hv-deploy hv -q deploy --skip-checks --no-push --wait "${SET[@]}" --run-id "$HR")"
-  row status hvdctl "$(measure hv-status hv status "$HR")"
-  r=$(measure hv-logs hv logs -f "$HR")
+  row deploy hvdctl "$(measure hv-deploy "${HV[@]}" -q deploy --skip-checks --no-push --wait "${SET[@]}" --run-id "$HR")"
+  row status hvdctl "$(measure hv-status "${HV[@]}" status "$HR")"
+  r=$(measure hv-logs "${HV[@]}" logs -f "$HR")
   row "logs -f" hvdctl "$r" "$(wc -l <"$TMP/hv-logs.out") of $EXPECTED lines"
-  row undeploy hvdctl "$(measure hv-undeploy hv -q undeploy "$HR")"
+  row undeploy hvdctl "$(measure hv-undeploy "${HV[@]}" -q undeploy "$HR")"
 
   # kubectl: the same objects, the same steps.
   row deploy kubectl "$(measure k-deploy bash -c 'kubectl_deploy "$@"' _ "$KR" "$TMP/$KR.yaml" "$PODS")"
