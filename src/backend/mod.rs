@@ -468,7 +468,11 @@ pub fn objects(run: &Run, app_dir: &Path, ssh: Option<&SshKeys>) -> Result<Vec<O
     let text = render::render(&name, &template, &values)?;
     let mut kinds = crate::kinds::BUILTIN.to_vec();
     kinds.extend(kb.kinds());
-    let mut objs = kb.finish(manifests::parse(&name, &text, &kinds)?, run);
+    let parsed = manifests::parse(&name, &text, &kinds)?;
+    // What the template made, before hvdctl's own additions: the native backend's one worker
+    // Pod becomes a pod per worker in `finish`, copies a real API server would judge alike.
+    admission::check(&name, &parsed)?;
+    let mut objs = kb.finish(parsed, run);
     manifests::stamp(
         &mut objs,
         &manifests::Stamp {
@@ -487,6 +491,5 @@ pub fn objects(run: &Run, app_dir: &Path, ssh: Option<&SshKeys>) -> Result<Vec<O
         }
     }
     objs.sort_by_key(manifests::apply_order);
-    admission::check(&name, &objs)?;
     Ok(objs)
 }
