@@ -46,7 +46,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 REPS=${REPS:-5}
-HVDCTL=$ROOT/target/release/hvdctl
+# HVDCTL=path measures another build of hvdctl (an older commit's, to compare); it is used as is.
+GIVEN=${HVDCTL:-}
+HVDCTL=${HVDCTL:-$ROOT/target/release/hvdctl}
 # Debian's docker.io client (the daemon's own version) rather than another one on PATH.
 if [[ -x /usr/bin/docker ]]; then DOCKER=/usr/bin/docker; else DOCKER=$(command -v docker); fi
 export NO_COLOR=1
@@ -64,7 +66,7 @@ cleanup() {
 trap cleanup EXIT
 
 # --- prerequisites -------------------------------------------------------------------------
-if [[ ! -x $HVDCTL ]] || [[ -n $(find src Cargo.toml Cargo.lock -newer "$HVDCTL" -print -quit) ]]; then
+if [[ -z $GIVEN ]] && { [[ ! -x $HVDCTL ]] || [[ -n $(find src Cargo.toml Cargo.lock -newer "$HVDCTL" -print -quit) ]]; }; then
   echo "building $HVDCTL" >&2
   cargo build --release -q -p hvdctl </dev/null
 fi

@@ -26,7 +26,8 @@ RATE=${RATE:-125}
 SIZES=("$@")
 [ ${#SIZES[@]} -gt 0 ] || SIZES=(256 1024)
 TMP=$(mktemp -d)
-trap 'kill $FC_PID 2>/dev/null || true; rm -rf "$TMP"' EXIT
+# KEEP=1 keeps every command's output (and the fake server's) in the temp dir, said at the end.
+trap 'kill $FC_PID 2>/dev/null || true; if [ -n "${KEEP:-}" ]; then echo "outputs kept in $TMP"; else rm -rf "$TMP"; fi' EXIT
 export NO_COLOR=1 CI=true
 
 cargo build --release -q -p fake-cluster --bin fake-cluster
@@ -107,7 +108,8 @@ for W in "${SIZES[@]}"; do
   row "logs -f" hvdctl "$r" "$(wc -l <"$TMP/hv-logs.out") of $EXPECTED lines"
   row undeploy hvdctl "$(measure hv-undeploy "${HV[@]}" -q undeploy "$HR")"
 
-  # kubectl: the same objects, the same steps.
+  # kubectl: the same objects, the same steps (ONLY=hvdctl skips them).
+  [ "${ONLY:-}" != hvdctl ] || continue
   row deploy kubectl "$(measure k-deploy bash -c 'kubectl_deploy "$@"' _ "$KR" "$TMP/$KR.yaml" "$PODS")"
   row status kubectl "$(measure k-status $KC get pods -l "hvdctl.io/run=$KR")"
   r=$(measure k-logs $KC logs -f -l "hvdctl.io/run=$KR" --prefix --tail=-1 --max-log-requests $((PODS + 10)))
