@@ -6,7 +6,8 @@ use crate::cli::{Global, TensorboardArgs};
 use crate::engine::Env;
 use crate::error::{Error, Result};
 use crate::remote::forward;
-use crate::remote::tensorboard::{REMOTE_PORT, rank0, start_request, started};
+use crate::remote::rank0;
+use crate::remote::tensorboard::{REMOTE_PORT, start_request, started};
 use crate::ui::Ui;
 use std::io::Write;
 

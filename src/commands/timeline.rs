@@ -1,5 +1,5 @@
 //! `hvdctl timeline [RUN]`: rank 0's Horovod timeline copied out of worker 0 (where rank 0
-//! runs; see `crate::remote::tensorboard::rank0`), saved as the Chrome trace it is, and read
+//! runs; see `crate::remote::rank0`), saved as the Chrome trace it is, and read
 //! as a straggler report (`crate::timeline`).
 
 use super::block_on;
@@ -7,7 +7,7 @@ use crate::cli::{Global, LogFormat, TimelineArgs};
 use crate::engine::Env;
 use crate::error::Result;
 use crate::remote::path::Copy;
-use crate::remote::tensorboard::rank0;
+use crate::remote::rank0;
 use crate::timeline::Timeline;
 use crate::types::TIMELINE_PATH;
 use crate::ui::Ui;

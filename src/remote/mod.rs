@@ -47,6 +47,13 @@ pub struct Pick {
     pub container: Option<String>,
 }
 
+/// Rank 0's pod/container: worker 0 (mpirun and horovodrun place rank 0 on the first host
+/// of the hostfile, which is worker 0; the launcher runs no rank). Where rank 0 writes what
+/// hvdctl reads back: TensorBoard's event files, Horovod's timeline.
+pub fn rank0() -> Pick {
+    Pick::pod(Which::Worker(0))
+}
+
 impl Pick {
     /// `which`'s pod, in its main container.
     pub fn pod(which: Which) -> Pick {

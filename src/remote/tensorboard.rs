@@ -7,16 +7,9 @@
 use crate::backend::values::TENSORBOARD_LOG_DIR;
 use crate::error::{Error, Result};
 use crate::remote::stdio::ExecRequest;
-use crate::remote::{Pick, Which};
 
 /// TensorBoard's port inside the container (its own default).
 pub const REMOTE_PORT: u16 = 6006;
-
-/// Rank 0's pod/container: worker 0 (mpirun and horovodrun place rank 0 on the first host
-/// of the hostfile, which is worker 0; the launcher runs no rank).
-pub fn rank0() -> Pick {
-    Pick::pod(Which::Worker(0))
-}
 
 /// Exit code of the script when the container has no `TENSORBOARD_LOG_DIR`.
 const NO_LOG_DIR: u8 = 3;
