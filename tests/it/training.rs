@@ -627,3 +627,105 @@ fn the_timeline_names_the_rank_slowed_on_purpose_and_no_one_in_an_even_run() {
         Some(2),
     );
 }
+
+/// A Trainer node pod ends with the run (JobSet's Jobs complete), so on `trainjob` the
+/// timeline is read while the run runs: a long run (300 steps, rank 2 slowed), `hvdctl
+/// timeline` asked until its report has 20 late negotiations — each answer the file as far as
+/// Horovod has written it (it keeps it a closed JSON array as it goes) — then the run is
+/// waited for and removed.
+fn timeline_while_running(dir: &Path, image: &str, kc: &Path, on: On, launcher: &str) -> Value {
+    let id = run_id("l");
+    let hvdctl = || {
+        let mut c = hvdctl_in(dir);
+        c.env("KUBECONFIG", kc);
+        c
+    };
+    let d = run({
+        let mut c = hvdctl();
+        c.args([
+            "deploy",
+            "--backend",
+            on.backend(),
+            "--run-id",
+            &id,
+            "--timeline",
+        ])
+        .args(["--image", image, "--no-push", "--wait"])
+        .args(["--set", "workers=3"])
+        .arg("--set")
+        .arg(format!("mpi.launcher={launcher}"))
+        .args(["--set", "env.STEPS=300", "--set", "env.OMP_NUM_THREADS=1"])
+        .args(["--set", "env.SLOW_RANK=2"]);
+        c
+    });
+    assert_eq!(d.code, 0, "{}\n{}", d.stdout, d.stderr);
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("trace.json");
+    let started = Instant::now();
+    let report = loop {
+        let t = run({
+            let mut c = hvdctl();
+            c.args(["timeline", &id, "-o", "json", "--trace"])
+                .arg(&trace);
+            c
+        });
+        let report: Option<Value> = (t.code == 0).then(|| serde_json::from_str(&t.stdout).unwrap());
+        if let Some(r) = report.as_ref().filter(|r| r["late"].as_u64() >= Some(20)) {
+            break r.clone();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "no timeline with 20 late negotiations within 180 s; last answer: {}\n{}",
+            t.stdout,
+            t.stderr
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    eprintln!("timeline {on:?} {launcher} while running: {report}");
+    let s = run({
+        let mut c = hvdctl();
+        c.args(["status", &id, "--wait"]);
+        c
+    });
+    assert_eq!(s.code, 0, "{}\n{}", s.stdout, s.stderr);
+    let u = run({
+        let mut c = hvdctl();
+        c.args(["undeploy", &id]);
+        c
+    });
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    report
+}
+
+/// The timeline through the other two Kubernetes backends, rank 2 slowed: native (mpirun)
+/// read after the run ended; trainjob (horovodrun) read while it runs.
+#[test]
+fn the_timeline_names_the_slowed_rank_on_native_and_trainjob() {
+    let Some(docker) = docker() else { return };
+    let Some(image) = horovod_app(&docker) else {
+        return;
+    };
+    let _training = one_training_at_a_time();
+    let (_tmp, dir) = horovod_dir();
+    let file = dir.join("hvdctl.yaml");
+    let yaml = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        yaml.replace("command: [python3, /app/train.py]", SLOWED),
+    )
+    .unwrap();
+    let cluster = Cluster::start(fake_cluster::Options {
+        kubelet: fake_cluster::KubeletMode::Docker,
+        pause_image: Some(busybox_image()),
+        trainer: true,
+        ..Default::default()
+    });
+    let kc = cluster.kubeconfig.as_path();
+    check_timeline(
+        &timeline_of(&dir, &image, Some(kc), On::Native, "mpirun", 2),
+        Some(2),
+    );
+    let r = timeline_while_running(&dir, &image, kc, On::TrainJob, "horovodrun");
+    assert_eq!(r["straggler"], 2, "{r}");
+    assert_eq!(r["ranks"][0]["rank"], 2, "{r}");
+}
