@@ -30,7 +30,7 @@ pub fn run(g: &Global, ui: &Ui, a: TimelineArgs) -> Result<u8> {
         run.copy(&copy, ui).await.map_err(|e| {
             e.context(format!("fetching the Horovod timeline of {job} from {which}"))
                 .hint(format!(
-                    "rank 0 writes it when the run was deployed with `timeline: true` (or `hvdctl deploy --timeline`), once Horovod has started; after the run ends it is there only while {which}'s container is (an mpijob's workers go with runPolicy.cleanPodPolicy: Running)"
+                    "rank 0 writes it when the run was deployed with `timeline: true` (or `hvdctl deploy --timeline`), once Horovod has started; after the run ends it is there only while {which}'s container is (an mpijob's workers go with runPolicy.cleanPodPolicy: Running; a trainjob's node pods end with the run: read it while the run runs)"
                 ))
         })?;
         let file =
