@@ -26,7 +26,7 @@ RATE=${RATE:-125}
 SIZES=("$@")
 [ ${#SIZES[@]} -gt 0 ] || SIZES=(256 1024)
 TMP=$(mktemp -d)
-# KEEP=1 keeps every command's output (and the fake server's) in the temp dir, said at the end.
+# DETAIL=1 splits the requests by resource too. KEEP=1 keeps every command's output (and the fake server's) in the temp dir, said at the end.
 trap 'kill $FC_PID 2>/dev/null || true; if [ -n "${KEEP:-}" ]; then echo "outputs kept in $TMP"; else rm -rf "$TMP"; fi' EXIT
 export NO_COLOR=1 CI=true
 
@@ -54,8 +54,9 @@ requests() { # what the fake server counted since the last reset, e.g. "12 (list
   curl -s "$URL/fake/stats" | python3 -c '
 import json, sys
 s = json.load(sys.stdin)
-verbs = {k: v for k, v in s["by"].items() if " " not in k}
-print(s["total"], "(" + ", ".join(f"{k} {v}" for k, v in sorted(verbs.items())) + ")")'
+detail = sys.argv[1] == "1"
+verbs = {k: v for k, v in s["by"].items() if detail or " " not in k}
+print(s["total"], "(" + ", ".join(f"{k} {v}" for k, v in sorted(verbs.items())) + ")")' "${DETAIL:-0}"
 }
 
 # measure NAME CMD...: runs CMD under time -v, with the server's counters reset first.
