@@ -48,17 +48,10 @@ struct Args {
     name: Option<String>,
 }
 
-/// A negotiation being read: its op, start and the ranks ready so far.
+/// A negotiation being read: its start and the ranks ready so far.
 struct Open {
     start: i64,
     ready: Vec<(u32, i64)>,
-}
-
-/// One tensor's figures.
-#[derive(Default)]
-struct TensorStats {
-    /// Each negotiation's length (µs): how long the first ready rank waited.
-    waits: Vec<i64>,
 }
 
 /// What was read so far.
@@ -68,7 +61,8 @@ pub struct Timeline {
     /// Per tensor (pid): its open `B` events, and the negotiation among them.
     stacks: BTreeMap<u64, Vec<String>>,
     open: BTreeMap<u64, Open>,
-    tensors: BTreeMap<u64, TensorStats>,
+    /// Per tensor: each negotiation's length (µs), how long the first ready rank waited.
+    waits: BTreeMap<u64, Vec<i64>>,
     /// Per rank: how long it held the others each time it was the last one, late (µs).
     held: BTreeMap<u32, Vec<i64>>,
     ranks: u32,
@@ -155,11 +149,7 @@ impl Timeline {
 
     fn negotiated(&mut self, pid: u64, open: Open, end: i64) {
         self.negotiations += 1;
-        self.tensors
-            .entry(pid)
-            .or_default()
-            .waits
-            .push(end - open.start);
+        self.waits.entry(pid).or_default().push(end - open.start);
         for &(rank, _) in &open.ready {
             self.ranks = self.ranks.max(rank + 1);
         }
@@ -192,10 +182,10 @@ impl Timeline {
             .collect();
         ranks.sort_by(|a, b| b.last.cmp(&a.last).then(a.rank.cmp(&b.rank)));
         let mut tensors: Vec<TensorFigures> = self
-            .tensors
+            .waits
             .iter()
-            .map(|(pid, s)| {
-                let mut w = s.waits.clone();
+            .map(|(pid, w)| {
+                let mut w = w.clone();
                 w.sort_unstable();
                 TensorFigures {
                     name: self

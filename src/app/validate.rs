@@ -842,15 +842,13 @@ pub fn check(app: &App) -> Vec<Problem> {
             ),
         );
     }
-    if app.timeline.is_some() {
-        for v in crate::types::TIMELINE_ENV {
-            if app.env.contains_key(v) {
-                c.at_path(
-                    Path(vec![Seg::Key("env".into()), Seg::Key(v.into())]),
-                    format!("`{v}` is set by `timeline`; keep one"),
-                );
-            }
-        }
+    if app.timeline.is_some()
+        && let Some(v) = timeline_env_clash(app)
+    {
+        c.at_path(
+            Path(vec![Seg::Key("env".into()), Seg::Key(v.into())]),
+            format!("`{v}` is set by `timeline`; keep one"),
+        );
     }
     let mut param_vars: BTreeMap<String, &str> = BTreeMap::new();
     for k in app.parameters.keys() {
@@ -983,6 +981,13 @@ pub fn check(app: &App) -> Vec<Problem> {
 }
 
 /// The prefix of the environment variables hvdctl gives every container.
+/// The first of the variables `timeline` sets that the app's `env` sets too.
+pub fn timeline_env_clash(app: &App) -> Option<&'static str> {
+    crate::types::TIMELINE_ENV
+        .into_iter()
+        .find(|v| app.env.contains_key(*v))
+}
+
 pub const RESERVED_ENV: &str = "HVDCTL_";
 /// The `HVDCTL_*` variables hvdctl's scripts read but never set: the user's to tune.
 const TUNABLE_ENV: &[&str] = &["HVDCTL_DISCOVERY_RECHECK"];

@@ -12,10 +12,7 @@ pub fn run(g: &Global, ui: &Ui, a: DeployArgs) -> Result<u8> {
     let mut loaded = app::load(&g.app_dir, &a.app.set)?;
     // `--timeline`: the file's own `timeline:` settings (markCycles) if it has some.
     if a.timeline && loaded.app.timeline.is_none() {
-        if let Some(v) = crate::types::TIMELINE_ENV
-            .iter()
-            .find(|v| loaded.app.env.contains_key(**v))
-        {
+        if let Some(v) = app::validate::timeline_env_clash(&loaded.app) {
             return Err(Error::input(format!(
                 "--timeline sets `{v}`, which hvdctl.yaml's `env` sets too; keep one"
             )));

@@ -494,9 +494,81 @@ fn horovod_tensorflow_trains_on_the_local_backend_and_resumes() {
 /// allreduces, rank `SLOW_RANK` sleeping 50 ms before each (-1: nobody).
 const SLOWED: &str = r#"command: [python3, -c, "import os, time, torch\nimport horovod.torch as hvd\nhvd.init()\nslow = int(os.environ['SLOW_RANK'])\nfor step in range(int(os.environ['STEPS'])):\n    if hvd.rank() == slow:\n        time.sleep(0.05)\n    hvd.allreduce(torch.ones(4), name='grad_w')\n    hvd.allreduce(torch.ones(2), name='grad_b')\nprint('rank', hvd.rank(), 'of', hvd.size(), 'done', flush=True)\n"]"#;
 
-/// One run of [`SLOWED`] with `timeline: true` on `on` (3 workers), then `hvdctl timeline`:
-/// its JSON report, after checking the trace is the JSON array Perfetto opens and the text
-/// report names the same straggler.
+/// `hvdctl` in `dir`, against `kc`'s cluster when given.
+fn hvdctl_at(dir: &Path, kc: Option<&Path>) -> assert_cmd::Command {
+    let mut c = hvdctl_in(dir);
+    if let Some(kc) = kc {
+        c.env("KUBECONFIG", kc);
+    }
+    c
+}
+
+/// The `horovod` app with [`SLOWED`] as its command.
+fn slowed_app() -> (tempfile::TempDir, PathBuf) {
+    let (tmp, dir) = horovod_dir();
+    let file = dir.join("hvdctl.yaml");
+    let yaml = std::fs::read_to_string(&file).unwrap();
+    let yaml = yaml.replace("command: [python3, /app/train.py]", SLOWED);
+    assert!(yaml.contains("SLOW_RANK"));
+    std::fs::write(&file, yaml).unwrap();
+    (tmp, dir)
+}
+
+/// `hvdctl deploy --timeline` of [`SLOWED`] on `on` (3 workers, `steps` steps, rank `slow`
+/// slowed), then `until` (`--logs` or `--wait`); asserts exit 0 and gives the run id and
+/// what it printed.
+fn deploy_slowed(
+    dir: &Path,
+    image: &str,
+    kc: Option<&Path>,
+    (on, launcher): (On, &str),
+    (steps, slow): (u32, i32),
+    until: &str,
+) -> (String, String) {
+    let id = run_id("l");
+    let d = run({
+        let mut c = hvdctl_at(dir, kc);
+        c.args(["deploy", "--backend", on.backend(), "--run-id", &id])
+            .args(["--timeline", "--image", image, "--no-push", until])
+            .args(["--set", "workers=3", "--set", "env.OMP_NUM_THREADS=1"])
+            .arg("--set")
+            .arg(format!("mpi.launcher={launcher}"))
+            // The MPI Operator deletes running workers when the launcher ends: kept here, so
+            // that worker 0's timeline is there to read after the run.
+            .args(["--set", "runPolicy.cleanPodPolicy=None"])
+            .arg("--set")
+            .arg(format!("env.STEPS={steps}"))
+            .arg("--set")
+            .arg(format!("env.SLOW_RANK={slow}"));
+        c
+    });
+    assert_eq!(d.code, 0, "{}\n{}", d.stdout, d.stderr);
+    (id, d.stdout)
+}
+
+/// `hvdctl timeline RUN -o json --trace TRACE`: its exit code and report (when it gave one).
+fn timeline_json(dir: &Path, kc: Option<&Path>, id: &str, trace: &Path) -> (Out, Option<Value>) {
+    let t = run({
+        let mut c = hvdctl_at(dir, kc);
+        c.args(["timeline", id, "-o", "json", "--trace"]).arg(trace);
+        c
+    });
+    let report = (t.code == 0).then(|| serde_json::from_str(&t.stdout).unwrap());
+    (t, report)
+}
+
+fn undeploy_at(dir: &Path, kc: Option<&Path>, id: &str) {
+    let u = run({
+        let mut c = hvdctl_at(dir, kc);
+        c.args(["undeploy", id]);
+        c
+    });
+    assert_eq!(u.code, 0, "{}", u.stderr);
+}
+
+/// One run of [`SLOWED`] (40 steps) to its end, then `hvdctl timeline`: its JSON report, after
+/// checking the trace is the JSON array Perfetto opens and the text report names the same
+/// straggler.
 fn timeline_of(
     dir: &Path,
     image: &str,
@@ -505,48 +577,12 @@ fn timeline_of(
     launcher: &str,
     slow: i32,
 ) -> Value {
-    let id = run_id("l");
-    let hvdctl = || {
-        let mut c = hvdctl_in(dir);
-        if let Some(kc) = kc {
-            c.env("KUBECONFIG", kc);
-        }
-        c
-    };
-    let d = run({
-        let mut c = hvdctl();
-        c.args([
-            "deploy",
-            "--backend",
-            on.backend(),
-            "--run-id",
-            &id,
-            "--timeline",
-        ])
-        .args(["--image", image, "--no-push", "--logs"])
-        .args(["--set", "workers=3"])
-        .arg("--set")
-        .arg(format!("mpi.launcher={launcher}"))
-        // The MPI Operator deletes running workers when the launcher ends: kept here, so
-        // that worker 0's timeline is there to read after the run.
-        .args(["--set", "runPolicy.cleanPodPolicy=None"])
-        .args(["--set", "env.STEPS=40", "--set", "env.OMP_NUM_THREADS=1"])
-        .arg("--set")
-        .arg(format!("env.SLOW_RANK={slow}"));
-        c
-    });
-    assert_eq!(d.code, 0, "{}\n{}", d.stdout, d.stderr);
-    assert!(d.stdout.contains("rank 2 of 3 done"), "{}", d.stdout);
+    let (id, out) = deploy_slowed(dir, image, kc, (on, launcher), (40, slow), "--logs");
+    assert!(out.contains("rank 2 of 3 done"), "{out}");
     let tmp = tempfile::tempdir().unwrap();
     let trace = tmp.path().join("trace.json");
-    let t = run({
-        let mut c = hvdctl();
-        c.args(["timeline", &id, "-o", "json", "--trace"])
-            .arg(&trace);
-        c
-    });
-    assert_eq!(t.code, 0, "{}", t.stderr);
-    let report: Value = serde_json::from_str(&t.stdout).unwrap();
+    let (t, report) = timeline_json(dir, kc, &id, &trace);
+    let report = report.unwrap_or_else(|| panic!("{}", t.stderr));
     eprintln!("timeline {on:?} {launcher} SLOW_RANK={slow}: {report}");
     let events: Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
     assert!(
@@ -554,7 +590,7 @@ fn timeline_of(
         "not a Chrome trace: {events}"
     );
     let text = run({
-        let mut c = hvdctl();
+        let mut c = hvdctl_at(dir, kc);
         c.args(["timeline", &id, "--trace"]).arg(&trace);
         c
     });
@@ -565,12 +601,7 @@ fn timeline_of(
         "{}",
         text.stdout
     );
-    let u = run({
-        let mut c = hvdctl();
-        c.args(["undeploy", &id]);
-        c
-    });
-    assert_eq!(u.code, 0, "{}", u.stderr);
+    undeploy_at(dir, kc, &id);
     report
 }
 
@@ -600,12 +631,7 @@ fn the_timeline_names_the_rank_slowed_on_purpose_and_no_one_in_an_even_run() {
         return;
     };
     let _training = one_training_at_a_time();
-    let (_tmp, dir) = horovod_dir();
-    let file = dir.join("hvdctl.yaml");
-    let yaml = std::fs::read_to_string(&file).unwrap();
-    let yaml = yaml.replace("command: [python3, /app/train.py]", SLOWED);
-    assert!(yaml.contains("SLOW_RANK"));
-    std::fs::write(&file, yaml).unwrap();
+    let (_tmp, dir) = slowed_app();
     check_timeline(
         &timeline_of(&dir, &image, None, On::Local, "mpirun", 2),
         Some(2),
@@ -634,44 +660,15 @@ fn the_timeline_names_the_rank_slowed_on_purpose_and_no_one_in_an_even_run() {
 /// Horovod has written it (it keeps it a closed JSON array as it goes) — then the run is
 /// waited for and removed.
 fn timeline_while_running(dir: &Path, image: &str, kc: &Path, on: On, launcher: &str) -> Value {
-    let id = run_id("l");
-    let hvdctl = || {
-        let mut c = hvdctl_in(dir);
-        c.env("KUBECONFIG", kc);
-        c
-    };
-    let d = run({
-        let mut c = hvdctl();
-        c.args([
-            "deploy",
-            "--backend",
-            on.backend(),
-            "--run-id",
-            &id,
-            "--timeline",
-        ])
-        .args(["--image", image, "--no-push", "--wait"])
-        .args(["--set", "workers=3"])
-        .arg("--set")
-        .arg(format!("mpi.launcher={launcher}"))
-        .args(["--set", "env.STEPS=300", "--set", "env.OMP_NUM_THREADS=1"])
-        .args(["--set", "env.SLOW_RANK=2"]);
-        c
-    });
-    assert_eq!(d.code, 0, "{}\n{}", d.stdout, d.stderr);
+    let kc = Some(kc);
+    let (id, _) = deploy_slowed(dir, image, kc, (on, launcher), (300, 2), "--wait");
     let tmp = tempfile::tempdir().unwrap();
     let trace = tmp.path().join("trace.json");
     let started = Instant::now();
     let report = loop {
-        let t = run({
-            let mut c = hvdctl();
-            c.args(["timeline", &id, "-o", "json", "--trace"])
-                .arg(&trace);
-            c
-        });
-        let report: Option<Value> = (t.code == 0).then(|| serde_json::from_str(&t.stdout).unwrap());
-        if let Some(r) = report.as_ref().filter(|r| r["late"].as_u64() >= Some(20)) {
-            break r.clone();
+        let (t, report) = timeline_json(dir, kc, &id, &trace);
+        if let Some(r) = report.filter(|r| r["late"].as_u64() >= Some(20)) {
+            break r;
         }
         assert!(
             started.elapsed() < Duration::from_secs(180),
@@ -683,17 +680,12 @@ fn timeline_while_running(dir: &Path, image: &str, kc: &Path, on: On, launcher: 
     };
     eprintln!("timeline {on:?} {launcher} while running: {report}");
     let s = run({
-        let mut c = hvdctl();
+        let mut c = hvdctl_at(dir, kc);
         c.args(["status", &id, "--wait"]);
         c
     });
     assert_eq!(s.code, 0, "{}\n{}", s.stdout, s.stderr);
-    let u = run({
-        let mut c = hvdctl();
-        c.args(["undeploy", &id]);
-        c
-    });
-    assert_eq!(u.code, 0, "{}", u.stderr);
+    undeploy_at(dir, kc, &id);
     report
 }
 
@@ -706,14 +698,7 @@ fn the_timeline_names_the_slowed_rank_on_native_and_trainjob() {
         return;
     };
     let _training = one_training_at_a_time();
-    let (_tmp, dir) = horovod_dir();
-    let file = dir.join("hvdctl.yaml");
-    let yaml = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(
-        &file,
-        yaml.replace("command: [python3, /app/train.py]", SLOWED),
-    )
-    .unwrap();
+    let (_tmp, dir) = slowed_app();
     let cluster = Cluster::start(fake_cluster::Options {
         kubelet: fake_cluster::KubeletMode::Docker,
         pause_image: Some(busybox_image()),
